@@ -1,2 +1,88 @@
+// hinge: LLM inference and serving engine built around the KV cache.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-int main() { std::puts("hinge"); return 0; }
+
+#include "cli/commands.h"
+
+namespace {
+
+void add_sampling_options(CLI::App* cmd, hinge::cli::RunArgs& a) {
+  auto& s = a.sampling;
+  cmd->add_option("--temp", s.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", s.top_k, "Keep the K most likely tokens; 0 = off")->capture_default_str();
+  cmd->add_option("--top-p", s.top_p, "Nucleus sampling threshold; 1 = off")->capture_default_str();
+  cmd->add_option("--min-p", s.min_p, "Drop tokens below P x the top probability; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--repeat-penalty", s.repetition_penalty, "Repetition penalty; 1 = off")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty")->capture_default_str();
+  cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", s.penalty_last_n, "Penalty window in tokens; -1 = all")
+      ->capture_default_str();
+  cmd->add_option("--stop", s.stop, "Stop string (repeatable); not included in the output");
+  cmd->add_flag("--ignore-eos", s.ignore_eos, "Keep generating after end-of-sequence");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"hinge: LLM inference engine built around the KV cache"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hinge 0.1.0");
+
+  hinge::cli::RunArgs run;
+  auto* run_cmd = app.add_subcommand("run", "Generate text from a prompt (streams to stdout)");
+  run_cmd->add_option("-m,--model", run.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  run_cmd->add_option("--tokenizer", run.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  run_cmd->add_option("-p,--prompt", run.prompt, "Prompt text; empty = start from BOS alone");
+  run_cmd->add_option("-n,--n-predict", run.n_predict, "Number of tokens to generate")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  run_cmd->add_option("-c,--ctx-size", run.ctx_size, "Context size in tokens; 0 = min(model, 4096)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("-t,--threads", run.threads, "Threads; 0 = all cores")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
+  run_cmd->add_option("-s,--seed", run.seed, "Random seed (default: random)");
+  run_cmd->add_flag("--json", run.json, "Print one JSON object with ids, text and statistics");
+  add_sampling_options(run_cmd, run);
+
+  hinge::cli::TokenizeArgs tok;
+  auto* tok_cmd = app.add_subcommand("tokenize", "Read text from stdin, print token ids");
+  tok_cmd->add_option("-m,--model", tok.model, "Model or vocab-only GGUF, HF directory, llama2.c .bin")
+      ->required();
+  tok_cmd->add_option("--tokenizer", tok.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  tok_cmd->add_flag("--no-bos", tok.no_bos, "Do not add the BOS token");
+  tok_cmd->add_flag("--parse-special", tok.parse_special, "Match special tokens written in the text");
+
+  hinge::cli::InfoArgs info;
+  auto* info_cmd = app.add_subcommand("info", "Show a model's architecture, tensors and KV size");
+  info_cmd->add_option("model", info.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  info_cmd->add_option("--tokenizer", info.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+
+  hinge::cli::ConvertArgs conv;
+  auto* conv_cmd = app.add_subcommand("convert", "Convert a llama2.c or Hugging Face model to GGUF");
+  conv_cmd->add_option("-m,--model,input", conv.input, "llama2.c .bin, HF directory, or GGUF")->required();
+  conv_cmd->add_option("--tokenizer", conv.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  conv_cmd->add_option("-o,--output", conv.output, "Output .gguf path")->required();
+  conv_cmd->add_option("--type", conv.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k (default: keep)");
+
+  hinge::cli::SynthArgs synth;
+  auto* synth_cmd = app.add_subcommand("synth", "Write a random-weight GGUF of a real model shape");
+  synth_cmd->add_option("--preset", synth.preset, "Shape: smollm-135m, llama-1b, tiny (see --list)");
+  synth_cmd->add_option("--type", synth.type, "Weight type: f16, q8_0, q4_0, q4_k")->capture_default_str();
+  synth_cmd->add_option("-o,--output", synth.output, "Output .gguf path");
+  synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
+  synth_cmd->add_flag("--list", synth.list, "List presets");
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (run_cmd->parsed()) return hinge::cli::run_command(run);
+  if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
+  if (info_cmd->parsed()) return hinge::cli::info_command(info);
+  if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
+  if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
+  return 1;
+}

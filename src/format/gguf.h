@@ -39,10 +39,10 @@ std::string_view value_type_name(ValueType t);
 // (elements may themselves be arrays: nested arrays are legal GGUF).
 struct Value {
   ValueType type = ValueType::UINT32;
-  uint64_t u = 0;     // UINT8/16/32/64, BOOL (0/1)
-  int64_t i = 0;      // INT8/16/32/64
-  double f = 0;       // FLOAT32/64
-  std::string s;      // STRING
+  uint64_t u = 0;                            // UINT8/16/32/64, BOOL (0/1)
+  int64_t i = 0;                             // INT8/16/32/64
+  double f = 0;                              // FLOAT32/64
+  std::string s;                             // STRING
   ValueType array_type = ValueType::UINT32;  // ARRAY: element type
   std::vector<Value> array;                  // ARRAY: elements
 
@@ -56,6 +56,14 @@ struct Value {
   static Value str_array(const std::vector<std::string>& v);
   static Value f32_array(const std::vector<float>& v);
   static Value i32_array(const std::vector<int32_t>& v);
+  // The remaining scalar types and generic (possibly nested) arrays; every element of `elems`
+  // must have type `elem_type` (GgufWriter::write checks).
+  static Value i8(int8_t v);
+  static Value u16(uint16_t v);
+  static Value i16(int16_t v);
+  static Value i64(int64_t v);
+  static Value f64(double v);
+  static Value make_array(ValueType elem_type, std::vector<Value> elems);
 
   // Numeric views with range checks: nullopt when the type does not convert (string, array,
   // negative value as unsigned, out of range).
@@ -66,10 +74,10 @@ struct Value {
 
 struct TensorInfo {
   std::string name;
-  std::vector<uint64_t> ne;   // ne[0] is the innermost (contiguous) dimension, as in ggml
+  std::vector<uint64_t> ne;  // ne[0] is the innermost (contiguous) dimension, as in ggml
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;        // relative to the start of the data section
-  uint64_t num_bytes = 0;     // validated: offset + num_bytes <= data section size
+  uint64_t offset = 0;            // relative to the start of the data section
+  uint64_t num_bytes = 0;         // validated: offset + num_bytes <= data section size
   const uint8_t* data = nullptr;  // points into the mapping
   uint64_t num_elements() const;
 };
@@ -89,6 +97,8 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
   uint32_t alignment() const { return alignment_; }
+  // File offset of the data section (tensor offsets are relative to it); aligned.
+  uint64_t data_offset() const { return data_offset_; }
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
@@ -116,6 +126,7 @@ class GgufFile {
   bool owns_mapping_ = false;
   uint32_t version_ = 0;
   uint32_t alignment_ = 32;
+  uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, Value>> kv_;
   std::map<std::string, size_t, std::less<>> kv_index_;
   std::vector<TensorInfo> tensors_;

@@ -33,12 +33,23 @@ struct MatmulScratch {
   std::vector<uint8_t> bytes;
 };
 
-// Multithreaded, SIMD (runtime-dispatched).
+// Multithreaded, SIMD (runtime-dispatched). x: [num_tokens, cols] f32, y: [num_tokens, rows] f32
+// (must not overlap x). Rows are split across the pool's threads in contiguous ranges; small
+// matrices (< 64K weights per thread) run on the calling thread only.
 void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
             MatmulScratch& scratch);
 
 // Plain scalar reference (single-threaded) for parity tests: dequantize each row to f32 and
 // accumulate in double.
 void matmul_ref(const MatrixView& w, const float* x, int64_t num_tokens, float* y);
+
+// Scalar reference of exactly what matmul computes: for quantized weights the activations are
+// quantized the way matmul quantizes them (Q8_0 or Q8_K) and the scalar integer dot products run
+// (ggml's generic vec_dot arithmetic); for float weights it equals matmul_ref. Single-threaded.
+void matmul_ref_quantized(const MatrixView& w, const float* x, int64_t num_tokens, float* y);
+
+// The activation format matmul uses for weights of `type`: Q8_0 (Q8_0, Q4_0 weights), Q8_K
+// (Q4_K, Q6_K) or F32 (float weights: activations used as is).
+GgmlType matmul_activation_type(GgmlType type);
 
 }  // namespace hinge::kernels

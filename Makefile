@@ -1,0 +1,44 @@
+# hinge — the two Quick start commands are `make run` and `make test`.
+SHELL := /bin/bash
+MODEL ?= ../shared/models/stories260K.gguf
+PROMPT ?=
+TOKENS ?= 256
+THREADS ?= 2
+JOBS ?= $(shell nproc)
+BUILD := build/release
+HINGE := $(BUILD)/hinge
+
+.PHONY: all deps build run test asan-test fuzz bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/build.ninja: | deps
+	cmake --preset release >/dev/null
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j$(JOBS)
+
+# A story from the default model (any model: make run MODEL=path [PROMPT="Once"] [TOKENS=N]).
+run: build
+	$(HINGE) run -m $(MODEL) -p "$(PROMPT)" -n $(TOKENS) -t $(THREADS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
+
+# ASan + UBSan on the fast subset (everything but the slow end-to-end suites).
+asan-test: deps
+	cmake --preset asan >/dev/null
+	cmake --build build/asan -j$(JOBS) --target hinge_tests hinge
+	cd build/asan && ctest --output-on-failure -j$(JOBS) --timeout 900 -E "Slow"
+
+fuzz: deps
+	scripts/fuzz-ci 60
+
+bench: build
+	$(BUILD)/hinge_kernel_bench --benchmark_min_time=0.2
+
+clean:
+	rm -rf build

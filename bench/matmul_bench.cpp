@@ -1,0 +1,129 @@
+// matmul throughput per weight type: 2048x2048 and 576x1536 ([rows, cols]), 1 token (decode,
+// memory-bound: read GB/s of weights is the number to watch) and 32 tokens (prefill), 2 threads.
+//
+// Each case rotates through enough copies of the weight matrix to total >= 128 MiB, so weights
+// stream from DRAM as in a real model instead of sitting in a 32 MiB L3.
+//
+//   hinge_kernel_bench --benchmark_filter=Matmul
+//   HINGE_BENCH_THREADS=1 HINGE_BENCH_STREAM_MIB=0 hinge_kernel_bench   # 1 core, weights cached
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "common/ggml_type.h"
+#include "common/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/quant.h"
+
+namespace hinge::kernels {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K};
+constexpr size_t kDefaultStreamMiB = 128;  // override with HINGE_BENCH_STREAM_MIB (0: in-cache)
+constexpr int kDefaultThreads = 2;         // override with HINGE_BENCH_THREADS
+
+size_t stream_bytes() {
+  const char* env = std::getenv("HINGE_BENCH_STREAM_MIB");
+  return (env ? static_cast<size_t>(std::atoi(env)) : kDefaultStreamMiB) << 20;
+}
+
+int bench_threads() {
+  const char* env = std::getenv("HINGE_BENCH_THREADS");
+  return env && std::atoi(env) > 0 ? std::atoi(env) : kDefaultThreads;
+}
+
+struct WeightSet {
+  size_t matrix_bytes = 0;
+  std::vector<std::vector<uint8_t>> copies;  // identical contents, distinct memory
+};
+
+const WeightSet& weights(GgmlType type, int64_t rows, int64_t cols) {
+  static std::map<std::tuple<GgmlType, int64_t, int64_t>, std::unique_ptr<WeightSet>> cache;
+  auto& slot = cache[{type, rows, cols}];
+  if (slot) return *slot;
+  slot = std::make_unique<WeightSet>();
+  const size_t row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  slot->matrix_bytes = row_bytes * static_cast<size_t>(rows);
+  std::vector<uint8_t> first(slot->matrix_bytes);
+  std::mt19937 rng(42);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    quantize_row_ref(type, row.data(), first.data() + r * row_bytes, cols);
+  }
+  const size_t num_copies =
+      std::clamp<size_t>((stream_bytes() + slot->matrix_bytes - 1) / slot->matrix_bytes, 1, 64);
+  for (size_t i = 0; i < num_copies; ++i) slot->copies.push_back(first);
+  return *slot;
+}
+
+void BM_Matmul(benchmark::State& state) {
+  const GgmlType type = kTypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2), tokens = state.range(3);
+  const WeightSet& ws = weights(type, rows, cols);
+  std::vector<float> x(static_cast<size_t>(tokens * cols));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(tokens * rows));
+  ThreadPool pool(bench_threads());
+  MatmulScratch scratch;
+  MatrixView w;
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  size_t copy = 0;
+  for (auto _ : state) {
+    w.data = ws.copies[copy].data();
+    copy = copy + 1 == ws.copies.size() ? 0 : copy + 1;
+    matmul(w, x.data(), tokens, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(ws.matrix_bytes));
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(ggml_type_name(type)));
+}
+
+void MatmulArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "rows", "cols", "tokens"});
+  for (int t = 0; t < static_cast<int>(std::size(kTypes)); ++t)
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048}, {576, 1536}})
+      for (int64_t tokens : {1, 32}) b->Args({t, rows, cols, tokens});
+}
+
+BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The per-call activation quantization matmul does before the integer kernels (one token row).
+void BM_QuantizeActivation(benchmark::State& state) {
+  const GgmlType act = state.range(0) == 0 ? GgmlType::Q8_0 : GgmlType::Q8_K;
+  const int64_t cols = state.range(1);
+  std::vector<float> x(static_cast<size_t>(cols));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  std::vector<uint8_t> out(ggml_row_bytes(*ggml_type_traits(act), static_cast<uint64_t>(cols)));
+  for (auto _ : state) {
+    quantize_activation_row(act, x.data(), out.data(), cols);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(ggml_type_name(act)));
+}
+BENCHMARK(BM_QuantizeActivation)->Args({0, 2048})->Args({1, 2048});
+
+}  // namespace
+}  // namespace hinge::kernels

@@ -1,0 +1,57 @@
+// `hinge info`: what a model file holds and what its KV cache costs.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/units.h"
+#include "model/loaded_model.h"
+
+namespace hinge::cli {
+
+int info_command(const InfoArgs& args) {
+  LoadOptions opts;
+  opts.tokenizer_path = args.tokenizer;
+  auto m = load_model(args.model, opts);
+  if (!m.ok()) return fail(m.status().message());
+  const LoadedModel& model = **m;
+  const LlamaConfig& c = model.config;
+  std::string out;
+  out += fmt::format("model:          {}\n", model.path);
+  out += fmt::format("format:         {}\n", model_format_name(model.format));
+  out += fmt::format("file size:      {} ({} bytes)\n", format_bytes(model.file_bytes), model.file_bytes);
+  out += fmt::format("architecture:   {}{}\n", c.architecture, c.name.empty() ? "" : " (" + c.name + ")");
+  out += fmt::format("parameters:     {} ({})\n", format_count(model.num_parameters()), model.num_parameters());
+  out += fmt::format("vocab:          {} tokens, tokenizer '{}'{}\n", c.n_vocab, model.vocab.model,
+                     model.vocab.pre.empty() ? "" : " pre '" + model.vocab.pre + "'");
+  out += fmt::format("context:        {}\n", c.context_length);
+  out += fmt::format("embedding:      {}\n", c.dim);
+  out += fmt::format("layers:         {}\n", c.n_layers);
+  out += fmt::format("heads:          {} query, {} kv (GQA group {}), head dim {}\n", c.n_heads,
+                     c.n_kv_heads, c.n_heads / c.n_kv_heads, c.head_dim);
+  out += fmt::format("feed-forward:   {}\n", c.ffn_dim);
+  out += fmt::format("rms eps:        {:g}\n", c.rms_eps);
+  out += fmt::format("rope:           theta {:g}, {}{}\n", c.rope_theta,
+                     c.rope_style == kernels::RopeStyle::kNeox ? "rotate-half (HF)" : "interleaved",
+                     c.rope_freq_factors.empty() ? "" : ", llama3 frequency scaling");
+  out += fmt::format("output:         {}\n", c.tied_output ? "tied to token embedding" : "separate matrix");
+  out += fmt::format("weights:        {}\n", format_bytes(model.weights.total_bytes()));
+  const int64_t kv_f32 = c.kv_bytes_per_token(4), kv_f16 = c.kv_bytes_per_token(2);
+  out += fmt::format("KV per token:   {} bytes f32, {} bytes f16  (2 x {} layers x {} kv heads x {} dims x bytes)\n",
+                     kv_f32, kv_f16, c.n_layers, c.n_kv_heads, c.head_dim);
+  out += fmt::format("KV at context:  {} f32, {} f16 ({} tokens)\n",
+                     format_bytes(static_cast<uint64_t>(kv_f32 * c.context_length)),
+                     format_bytes(static_cast<uint64_t>(kv_f16 * c.context_length)), c.context_length);
+  if (args.tensors) {
+    out += fmt::format("\n{:<32} {:<8} {:>20} {:>12}\n", "tensor", "type", "shape (ne)", "bytes");
+    for (const auto& t : model.tensors) {
+      out += fmt::format("{:<32} {:<8} {:>20} {:>12}\n", t.name, ggml_type_name(t.view.type),
+                         fmt::format("[{}]", fmt::join(t.ne, ", ")),
+                         t.view.row_bytes * static_cast<uint64_t>(t.view.rows));
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return 0;
+}
+
+}  // namespace hinge::cli

@@ -1,0 +1,63 @@
+// The `hinge` subcommands. Each returns the process exit code and prints errors as one line
+// on stderr ("hinge: <what went wrong>").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace hinge::cli {
+
+struct RunArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string prompt;
+  int64_t n_predict = 256;
+  int64_t ctx_size = 0;  // 0: min(model context, 4096)
+  int threads = 0;       // 0: all hardware threads
+  bool json = false;
+  bool parse_special = true;
+  std::optional<uint64_t> seed;
+  SamplingParams sampling;
+};
+int run_command(RunArgs args);
+
+struct TokenizeArgs {
+  std::string model;
+  std::string tokenizer;
+  bool no_bos = false;
+  bool parse_special = false;
+};
+int tokenize_command(const TokenizeArgs& args);
+
+struct InfoArgs {
+  std::string model;
+  std::string tokenizer;
+  bool tensors = true;
+};
+int info_command(const InfoArgs& args);
+
+struct ConvertArgs {
+  std::string input;
+  std::string tokenizer;
+  std::string output;
+  std::string type;  // empty: keep
+};
+int convert_command(const ConvertArgs& args);
+
+struct SynthArgs {
+  std::string preset;
+  std::string type = "q8_0";
+  std::string output;
+  uint64_t seed = 1234;
+  bool list = false;
+};
+int synth_command(const SynthArgs& args);
+
+// Prints "hinge: message" to stderr and returns 1.
+int fail(const std::string& message);
+
+}  // namespace hinge::cli

@@ -1,0 +1,40 @@
+// Turns a logits row into the next token: penalties, then greedy or
+// temperature -> top-k -> top-p -> min-p -> draw (llama.cpp's default chain order).
+// Deterministic for a given seed. Scratch is kept between calls, so after the first token a
+// sampler does not allocate.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace hinge {
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, int64_t n_vocab);
+
+  // `logits` is modified in place (penalties). `history` holds prompt + generated ids so far.
+  int32_t sample(float* logits, std::span<const int32_t> history);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  void apply_penalties(float* logits, std::span<const int32_t> history);
+
+  SamplingParams params_;
+  int64_t n_vocab_;
+  std::mt19937_64 rng_;
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float p;
+  };
+  std::vector<Candidate> candidates_;
+  std::vector<int32_t> counts_;  // occurrences per id in the penalty window (reset after use)
+};
+
+}  // namespace hinge

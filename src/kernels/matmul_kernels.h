@@ -1,0 +1,53 @@
+// Internal interface between matmul.cpp (threading, activation quantization, scratch) and the
+// per-type SIMD kernels (matmul_float.cpp, matmul_q8.cpp, matmul_kquants.cpp).
+//
+// A kernel computes y[t * y_stride + r] for r in [row_begin, row_end) and every token t. It reads
+// each weight row once from memory and reuses it (from L1) for all tokens, tiling tokens in
+// groups so several activation rows share each weight load. Kernels never allocate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/ggml_type.h"
+
+namespace hinge::kernels {
+
+struct MatmulArgs {
+  const uint8_t* w = nullptr;  // [rows, w_row_bytes] in the weight's GGUF layout
+  size_t w_row_bytes = 0;
+  int64_t cols = 0;         // elements per row
+  const void* x = nullptr;  // [num_tokens, x_row_bytes]: f32 rows, or Q8_0 / Q8_K blocks
+  size_t x_row_bytes = 0;
+  // Q8_0 activations only, [num_tokens, cols / 32] each: the block scale d as f32 (exactly
+  // f16_to_f32 of the block's d, saves converting it once per weight row) and sum(qs) (lets Q4_0
+  // use its unsigned nibbles: sum((q - 8) x) = sum(q x) - 8 sum(x)).
+  const float* x_scales = nullptr;
+  const int32_t* x_sums = nullptr;
+  int64_t num_tokens = 0;
+  float* y = nullptr;    // [num_tokens, y_stride] f32
+  int64_t y_stride = 0;  // = rows
+};
+
+using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+
+// The best kernel for `type` on this CPU (Highway runtime dispatch), or nullptr if unsupported.
+MatmulRowsFn matmul_rows_kernel(GgmlType type);
+
+// Per-type entry points (each dispatches to the best compiled target).
+void matmul_rows_f32(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_f16(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_bf16(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_q8_0(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_q4_0(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_q4_k(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_q6_k(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+
+// Quantizes one activation row of n values to `act_type` (Q8_0 or Q8_K), byte-identical to
+// quantize_row_ref (so matmul_ref_quantized sees the same activations as matmul). SIMD.
+// For Q8_0, optionally also writes each block's f32 scale and sum(qs) (MatmulArgs::x_scales,
+// x_sums; both null or both [n / 32]).
+void quantize_activation_row(GgmlType act_type, const float* x, void* dst, int64_t n,
+                             float* q8_0_scales = nullptr, int32_t* q8_0_sums = nullptr);
+
+}  // namespace hinge::kernels

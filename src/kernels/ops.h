@@ -1,0 +1,51 @@
+// Element-wise and row-wise operations of the transformer block (f32 activations).
+// Each has a scalar definition here that doubles as the reference; they are cheap next to the
+// matrix products (O(dim) per token versus O(dim^2)), so they stay simple and auto-vectorized.
+#pragma once
+
+#include <cstdint>
+
+namespace hinge::kernels {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]   (llama2.c / ggml order of operations)
+void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
+
+// In-place softmax over n values (max-subtracted, f32).
+void softmax(float* x, int64_t n);
+
+// gate[i] = silu(gate[i]) * up[i]   (SwiGLU)
+void swiglu(float* gate, const float* up, int64_t n);
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// How the two halves of each rotated pair are laid out inside a head.
+enum class RopeStyle {
+  kInterleaved,  // pairs (2i, 2i+1): GGUF llama, llama2.c
+  kNeox,         // pairs (i, i + head_dim/2): Hugging Face rotate-half
+};
+
+// Rotates `num_heads` heads of `head_dim` values at position `pos`, in place.
+// inv_freq[i] (i < head_dim/2) is the angular frequency of pair i (theta^(-2i/d), possibly
+// scaled for Llama-3 style rope_scaling).
+void rope(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
+          RopeStyle style);
+
+// Fills inv_freq[head_dim/2] = 1 / theta^(2i/head_dim), divided by freq_factors[i] when given
+// (GGUF's rope_freqs.weight, Llama 3).
+void rope_inv_freq(float* inv_freq, int64_t head_dim, float theta, const float* freq_factors);
+
+// Llama-3 rope_scaling: per-pair divisors from (factor, low_freq_factor, high_freq_factor,
+// original_max_position_embeddings), as in Hugging Face's _compute_llama3_parameters.
+void llama3_freq_factors(float* factors, int64_t head_dim, float theta, float factor,
+                         float low_freq_factor, float high_freq_factor, float original_context);
+
+// Index of the largest value (the first on ties), as llama2.c's argmax.
+int64_t argmax(const float* x, int64_t n);
+
+// Dot product of two f32 vectors.
+float dot_f32(const float* a, const float* b, int64_t n);
+// y[i] += a * x[i]
+void axpy_f32(float* y, float a, const float* x, int64_t n);
+
+}  // namespace hinge::kernels

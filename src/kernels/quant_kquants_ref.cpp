@@ -1,0 +1,365 @@
+// Scalar references for the 256-element super-block formats: Q4_K, Q6_K (weights) and Q8_K
+// (activations). Quantizers follow ggml's reference algorithms (make_qkx2_quants for Q4_K,
+// make_qx_quants with rmse_type 1 for Q6_K) so files we write quantize like llama.cpp's.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/half.h"
+#include "kernels/quant_ref.h"
+
+namespace hinge::kernels {
+namespace {
+
+constexpr float kGroupMaxEps = 1e-15f;
+
+// Symmetric quantization of n values to [-nmax, nmax - 1] with a weighted-RMSE search over 19
+// candidate scales (weights x^2). Writes L[i] = q + nmax (unsigned) and returns the scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(L, L + n, int8_t{0});
+    return 0.0f;
+  }
+  float iscale = -nmax / max;
+  float sumlx = 0.0f, suml2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i];
+    sumlx += w * x[i] * l;
+    suml2 += w * l * l;
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(nmax + 0.1f * is) / max;
+    sumlx = suml2 = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * l;
+      suml2 += w * l * l;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        L[i] = static_cast<int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// Asymmetric quantization x ~ scale * L - min with L in [0, nmax]: weighted least squares over
+// nstep + 1 candidate scales. Returns the scale and writes the (non-negative) min to *the_min.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L,
+                       float* the_min, uint8_t* Laux, float rmin, float rdelta, int nstep) {
+  float min = x[0], max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    std::fill(L, L + n, uint8_t{0});
+    *the_min = -min;
+    return 0.0f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::max(0, std::min(nmax, l)));
+    const float diff = scale * L[i] + min - x[i];
+    best_error += weights[i] * (diff * diff);
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      Laux[i] = static_cast<uint8_t>(l);
+      const float w = weights[i];
+      sum_l += w * l;
+      sum_l2 += w * l * l;
+      sum_xl += w * l * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        const float diff = this_scale * Laux[i] + this_min - x[i];
+        cur_error += weights[i] * (diff * diff);
+      }
+      if (cur_error < best_error) {
+        std::copy(Laux, Laux + n, L);
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+}  // namespace
+
+void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  uint8_t L[kQK_K];
+  uint8_t Laux[32];
+  float weights[32];
+  float mins[kQK_K / 32];
+  float scales[kQK_K / 32];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float max_scale = 0, max_min = 0;  // scales and mins are >= 0 (the min is subtracted)
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] =
+          make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    BlockQ4_K& b = y[i];
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+      if (j < 4) {
+        b.scales[j] = ls;
+        b.scales[j + 4] = lm;
+      } else {
+        b.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+        b.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+        b.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+      }
+    }
+    b.d = f32_to_f16(max_scale / 63.f);
+    b.dmin = f32_to_f16(max_min / 63.f);
+    // Re-quantize against the rounded 6-bit scales actually stored.
+    for (int j = 0; j < kQK_K / 32; ++j) {
+      uint8_t sc, m;
+      scale_min_k4(j, b.scales, &sc, &m);
+      const float d = f16_to_f32(b.d) * sc;
+      if (d == 0.0f) continue;
+      const float dm = f16_to_f32(b.dmin) * m;
+      for (int l = 0; l < 32; ++l) {
+        const int q = nearest_int((x[32 * j + l] + dm) / d);
+        L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(15, q)));
+      }
+    }
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l)
+        b.qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+  }
+}
+
+void dequantize_row_q4_k_ref(const BlockQ4_K* x, float* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q = x[i].qs;
+    const float d = f16_to_f32(x[i].d);
+    const float min = f16_to_f32(x[i].dmin);
+    for (int c = 0; c < 4; ++c, q += 32) {
+      uint8_t sc, m;
+      scale_min_k4(2 * c, x[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = min * m;
+      scale_min_k4(2 * c + 1, x[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+    }
+  }
+}
+
+void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  int8_t L[kQK_K];
+  float scales[kQK_K / 16];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float max_scale = 0, max_abs_scale = 0;
+    for (int ib = 0; ib < kQK_K / 16; ++ib) {
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib);
+      scales[ib] = scale;
+      if (std::fabs(scale) > max_abs_scale) {
+        max_abs_scale = std::fabs(scale);
+        max_scale = scale;
+      }
+    }
+    BlockQ6_K& b = y[i];
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&b, 0, sizeof b);
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    b.d = f32_to_f16(1 / iscale);
+    for (int ib = 0; ib < kQK_K / 16; ++ib)
+      b.scales[ib] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const float d = f16_to_f32(b.d) * b.scales[j];
+      if (d == 0.0f) continue;
+      for (int l = 0; l < 16; ++l) {
+        const int q = nearest_int(x[16 * j + l] / d);
+        L[16 * j + l] = static_cast<int8_t>(std::max(-32, std::min(31, q)) + 32);
+      }
+    }
+    uint8_t* ql = b.ql;
+    uint8_t* qh = b.qh;
+    for (int h = 0; h < kQK_K; h += 128, ql += 64, qh += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t q1 = L[h + l] & 0xF;
+        const uint8_t q2 = L[h + l + 32] & 0xF;
+        const uint8_t q3 = L[h + l + 64] & 0xF;
+        const uint8_t q4 = L[h + l + 96] & 0xF;
+        ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
+        ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+        qh[l] = static_cast<uint8_t>((L[h + l] >> 4) | ((L[h + l + 32] >> 4) << 2) |
+                                     ((L[h + l + 64] >> 4) << 4) | ((L[h + l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
+void dequantize_row_q6_k_ref(const BlockQ6_K* x, float* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = f16_to_f32(x[i].d);
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* sc = x[i].scales;
+    for (int h = 0; h < kQK_K; h += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * sc[is] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+    }
+  }
+}
+
+void quantize_row_q8_k_ref(const float* x, BlockQ8_K* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float max = 0, amax = 0;
+    for (int j = 0; j < kQK_K; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof y[i]);
+      continue;
+    }
+    // -127 (not -128) keeps every value in [-127, 127], as ggml does.
+    const float iscale = -127.f / max;
+    for (int j = 0; j < kQK_K; ++j)
+      y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += y[i].qs[16 * j + l];
+      y[i].bsums[j] = static_cast<int16_t>(sum);
+    }
+    y[i].d = 1 / iscale;
+  }
+}
+
+void dequantize_row_q8_k_ref(const BlockQ8_K* x, float* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i)
+    for (int j = 0; j < kQK_K; ++j) *y++ = x[i].d * x[i].qs[j];
+}
+
+float vec_dot_q4_k_q8_k_ref(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int32_t sumi = 0;   // sum_j sc[j] * <q4_j, q8_j>
+    int32_t summs = 0;  // sum_j m[j] * (sum of q8 over sub-block j)
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      scale_min_k4(j, w[i].scales, &sc, &m);
+      const uint8_t* q = w[i].qs + 32 * (j / 2);
+      const int shift = 4 * (j % 2);
+      const int8_t* q8 = x[i].qs + 32 * j;
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * q8[l];
+      sumi += sc * dot;
+      summs += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+    }
+    const float d = x[i].d * f16_to_f32(w[i].d);
+    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
+    sum += d * static_cast<float>(sumi) - dmin * static_cast<float>(summs);
+  }
+  return sum;
+}
+
+float vec_dot_q6_k_q8_k_ref(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* ql = w[i].ql;
+    const uint8_t* qh = w[i].qh;
+    int8_t q[kQK_K];  // q - 32, in element order
+    for (int h = 0; h < 2; ++h) {
+      for (int l = 0; l < 32; ++l) {
+        q[128 * h + l] =
+            static_cast<int8_t>(((ql[64 * h + l] & 0xF) | ((qh[32 * h + l] & 3) << 4)) - 32);
+        q[128 * h + l + 32] = static_cast<int8_t>(
+            ((ql[64 * h + l + 32] & 0xF) | (((qh[32 * h + l] >> 2) & 3) << 4)) - 32);
+        q[128 * h + l + 64] =
+            static_cast<int8_t>(((ql[64 * h + l] >> 4) | (((qh[32 * h + l] >> 4) & 3) << 4)) - 32);
+        q[128 * h + l + 96] = static_cast<int8_t>(
+            ((ql[64 * h + l + 32] >> 4) | (((qh[32 * h + l] >> 6) & 3) << 4)) - 32);
+      }
+    }
+    int32_t sumi = 0;
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) dot += q[16 * j + l] * x[i].qs[16 * j + l];
+      sumi += w[i].scales[j] * dot;
+    }
+    sum += f16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+}  // namespace hinge::kernels

@@ -1,0 +1,67 @@
+// Per-target SIMD helpers shared by the Highway kernel files (matmul_*.cpp, dequantize.cpp).
+// Included once per Highway target through foreach_target.h, hence the toggling include guard
+// instead of #pragma once.
+//
+// HINGE_SIMD_AVX2_PLUS is 1 on the x86 targets that have AVX2 (AVX2, AVX3, AVX3_DL). Those use
+// raw 256-bit intrinsics for the int8 dot products (pmaddubsw: Highway 1.0.3 has no u8 x i8
+// pairwise multiply); every other target (SSE4, SSSE3, EMU128, NEON, ...) runs the portable
+// Highway path.
+#if defined(HINGE_KERNELS_SIMD_UTIL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef HINGE_KERNELS_SIMD_UTIL_INL_H_
+#undef HINGE_KERNELS_SIMD_UTIL_INL_H_
+#else
+#define HINGE_KERNELS_SIMD_UTIL_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include "common/half.h"
+
+#undef HINGE_SIMD_AVX2_PLUS
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define HINGE_SIMD_AVX2_PLUS 1
+#include <immintrin.h>
+#else
+#define HINGE_SIMD_AVX2_PLUS 0
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace hinge::kernels {
+namespace HWY_NAMESPACE {
+
+// f16 bits -> f32, exact. F16C on AVX2+ (part of Highway's AVX2 target), bit tricks elsewhere.
+HWY_INLINE float F16ToF32(uint16_t h) {
+#if HINGE_SIMD_AVX2_PLUS
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
+#if HINGE_SIMD_AVX2_PLUS
+// Sum of the 8 f32 lanes.
+HWY_INLINE float HsumF32x8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Pairwise sums of u8 * i8 products widened to 8 i32 lanes (each lane = 4 products).
+// Requires a[i] * b[i] + a[i+1] * b[i+1] to fit i16 (true for every caller: |a| <= 128,
+// |b| <= 127, or a <= 63).
+HWY_INLINE __m256i DotU8I8(__m256i a_u8, __m256i b_i8) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(a_u8, b_i8), _mm256_set1_epi16(1));
+}
+
+// Sum of 32 i8 * i8 products as 8 i32 lanes, by moving the sign of `a` onto `b` (|a| as u8).
+HWY_INLINE __m256i DotI8I8(__m256i a_i8, __m256i b_i8) {
+  return DotU8I8(_mm256_sign_epi8(a_i8, a_i8), _mm256_sign_epi8(b_i8, a_i8));
+}
+#endif  // HINGE_SIMD_AVX2_PLUS
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hinge::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

@@ -1,0 +1,31 @@
+// Random-weight (seeded) GGUF models of real shapes, for benchmarks: same bytes to stream as
+// the real model, so speed measurements mean something, with a valid SentencePiece-style
+// vocabulary in the metadata so llama.cpp's tools load the files too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ggml_type.h"
+#include "common/status.h"
+#include "common/thread_pool.h"
+#include "model/llama_config.h"
+
+namespace hinge {
+
+struct SynthPreset {
+  std::string name;
+  std::string description;
+  LlamaConfig config;
+};
+
+const std::vector<SynthPreset>& synth_presets();
+const SynthPreset* find_synth_preset(const std::string& name);
+
+// Writes the model. Matrices use `type` (the output matrix uses Q6_K when type is Q4_K, as in
+// Q4_K_M files); norms are f32 ones; weights ~ N(0, 0.02^2) approximately. Deterministic in seed.
+Status write_synth_model(const SynthPreset& preset, GgmlType type, uint64_t seed,
+                         const std::string& path, ThreadPool& pool);
+
+}  // namespace hinge

@@ -1,0 +1,97 @@
+// The hinge command: help, errors on bad input, tokenize, info, synth.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "model_test_util.h"
+
+namespace hinge {
+namespace {
+
+using testing::hinge_binary;
+using testing::run_command;
+using testing::shared_path;
+
+TEST(Cli, HelpListsSubcommands) {
+  auto r = run_command(hinge_binary() + " --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* cmd : {"run", "tokenize", "info", "convert", "synth"})
+    EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd;
+  auto rr = run_command(hinge_binary() + " run --help");
+  for (const char* opt : {"--temp", "--top-k", "--top-p", "--min-p", "--seed", "--threads", "--json"})
+    EXPECT_NE(rr.out.find(opt), std::string::npos) << opt;
+}
+
+// Corrupt and wrong-format inputs: non-zero exit and exactly one line on stderr naming the file.
+TEST(Cli, CorruptInputsGiveOneLineErrors) {
+  const std::string dir = testing::temp_dir();
+  const std::string model = testing::read_file(shared_path("models/stories260K.gguf"));
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  std::string flipped = model;
+  flipped[9] ^= 0x40;  // tensor count high bits: absurd count
+  std::string bad_type = model;
+  std::vector<std::string> files = {
+      write("truncated.gguf", model.substr(0, model.size() / 3)),
+      write("header-only.gguf", model.substr(0, 20)),
+      write("flipped.gguf", flipped),
+      write("random.bin", std::string(4096, '\x5a')),
+      write("json.gguf", "{\"not\": \"a model\"}"),
+      write("empty.gguf", ""),
+      dir + "/does-not-exist.gguf",
+  };
+  for (const auto& f : files) {
+    auto r = run_command(hinge_binary() + " run -m " + f + " -n 4 2>&1 >/dev/null");
+    EXPECT_NE(r.exit_code, 0) << f;
+    ASSERT_FALSE(r.out.empty()) << f;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_EQ(r.out.rfind("hinge: ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(f.substr(f.rfind('/') + 1)), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, TokenizeMatchesTokenizerAndAddsBos) {
+  auto r = run_command("printf 'Once upon a time' | " + hinge_binary() + " tokenize -m " +
+                       shared_path("models/stories260K.gguf"));
+  ASSERT_EQ(r.exit_code, 0);
+  const auto ids = testing::parse_ids(r.out);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 1);
+  auto nb = run_command("printf 'Once upon a time' | " + hinge_binary() + " tokenize --no-bos -m " +
+                        shared_path("models/stories260K.gguf"));
+  EXPECT_EQ(testing::parse_ids(nb.out), std::vector<int32_t>(ids.begin() + 1, ids.end()));
+  // Vocab-only GGUF files work too.
+  auto v = run_command("printf 'Hello world' | " + hinge_binary() + " tokenize --no-bos -m " +
+                       shared_path("vocab/ggml-vocab-llama-spm.gguf"));
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(testing::parse_ids(v.out), (std::vector<int32_t>{15043, 3186}));
+}
+
+TEST(Cli, InfoShowsShapesAndKvBytes) {
+  auto r = run_command(hinge_binary() + " info " + shared_path("models/stories260K.gguf"));
+  ASSERT_EQ(r.exit_code, 0);
+  // 2 x 5 layers x 4 kv heads x 8 dims x 4 bytes = 1280 bytes per token in f32.
+  EXPECT_NE(r.out.find("1280 bytes f32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("8 query, 4 kv"), std::string::npos);
+}
+
+TEST(Cli, SynthWritesLoadableModel) {
+  const std::string out = testing::temp_dir() + "/tiny-q8.gguf";
+  auto r = run_command(hinge_binary() + " synth --preset tiny --type q8_0 -o " + out + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0);
+  auto m = testing::load_or_die(out);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->config.dim, 256);
+  EXPECT_EQ(m->weights.layers[0].wq.type, GgmlType::Q8_0);
+  auto run = run_command(hinge_binary() + " run -m " + out + " -n 8 --temp 0 --json 2>/dev/null");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("\"generated_tokens\""), std::string::npos);
+  auto bad = run_command(hinge_binary() + " synth --preset nope --type q8_0 -o " + out + " 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace hinge

@@ -1,0 +1,230 @@
+// matmul parity: the multithreaded SIMD matmul against (a) matmul_ref_quantized, the scalar
+// reference with the same quantized activations (tight), and (b) matmul_ref, the pure f32 product
+// (bound derived from the activation quantization error). Odd shapes: rows not a multiple of any
+// tile, 1..7 tokens, 1/2/3 threads.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "common/ggml_type.h"
+#include "common/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+namespace hinge::kernels {
+namespace {
+
+struct Weights {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequant;  // [rows, cols] what the stored weights represent
+  MatrixView view() const {
+    MatrixView v;
+    v.type = type;
+    v.data = bytes.data();
+    v.rows = rows;
+    v.cols = cols;
+    v.row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+    return v;
+  }
+};
+
+Weights make_weights(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Weights w{type, rows, cols, {}, {}};
+  const size_t rb = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  w.bytes.resize(rb * rows);
+  w.dequant.resize(static_cast<size_t>(rows * cols));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    row[static_cast<size_t>(r % cols)] += 0.5f;  // an outlier per row
+    EXPECT_TRUE(quantize_row_ref(type, row.data(), w.bytes.data() + r * rb, cols));
+    EXPECT_TRUE(
+        dequantize_row_ref(type, w.bytes.data() + r * rb, w.dequant.data() + r * cols, cols));
+  }
+  return w;
+}
+
+std::vector<float> make_activations(int64_t num_tokens, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(num_tokens * cols));
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+// sum_c |w[r, c] * x[t, c]|: the scale of an output's rounding error.
+double abs_dot(const Weights& w, const float* x, int64_t r) {
+  double s = 0.0;
+  for (int64_t c = 0; c < w.cols; ++c) s += std::fabs(double(w.dequant[r * w.cols + c]) * x[c]);
+  return s;
+}
+
+// Largest error the activation quantization can add to output r: sum_c |w[r, c]| * e_c, with
+// e_c the worst rounding error of x_c in its block (half a step of amax/127; Q8_0 also stores
+// its scale as f16, which moves each level by up to 127 * 2^-11 of a step).
+double activation_error_bound(const Weights& w, GgmlType act, const float* x, int64_t r) {
+  const int64_t block = act == GgmlType::Q8_0 ? 32 : 256;
+  const double step_factor = act == GgmlType::Q8_0 ? 0.5 + 127.0 / 2048.0 : 0.5;
+  double s = 0.0;
+  for (int64_t b = 0; b < w.cols; b += block) {
+    float amax = 0.0f;
+    for (int64_t c = b; c < b + block; ++c) amax = std::max(amax, std::fabs(x[c]));
+    double wsum = 0.0;
+    for (int64_t c = b; c < b + block; ++c) wsum += std::fabs(w.dequant[r * w.cols + c]);
+    s += wsum * amax / 127.0 * step_factor;
+  }
+  return s;
+}
+
+struct Case {
+  GgmlType type;
+  int64_t cols;
+};
+
+void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int threads, uint32_t seed) {
+  SCOPED_TRACE(testing::Message() << ggml_type_name(c.type) << " rows=" << rows << " cols="
+                                  << c.cols << " tokens=" << num_tokens << " threads=" << threads);
+  const Weights w = make_weights(c.type, rows, c.cols, seed);
+  const auto x = make_activations(num_tokens, c.cols, seed + 1);
+  ThreadPool pool(threads);
+  MatmulScratch scratch;
+  std::vector<float> y(static_cast<size_t>(rows * num_tokens), NAN);
+  matmul(w.view(), x.data(), num_tokens, y.data(), pool, scratch);
+  std::vector<float> yq(y.size()), yf(y.size());
+  matmul_ref_quantized(w.view(), x.data(), num_tokens, yq.data());
+  matmul_ref(w.view(), x.data(), num_tokens, yf.data());
+
+  const GgmlType act = matmul_activation_type(c.type);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* xt = x.data() + t * c.cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t i = static_cast<size_t>(t * rows + r);
+      const double scale = abs_dot(w, xt, r);
+      // Same inputs, only the f32 summation order differs: 1e-5 of the magnitude.
+      ASSERT_NEAR(y[i], yq[i], 1e-5 * scale + 1e-30) << "t=" << t << " r=" << r;
+      if (act == GgmlType::F32) continue;
+      // Against the unquantized activations: the quantization error bound (+ rounding).
+      const double bound = activation_error_bound(w, act, xt, r) + 1e-5 * scale;
+      ASSERT_NEAR(y[i], yf[i], bound) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+const Case kCases[] = {
+    {GgmlType::F32, 37},   {GgmlType::F32, 256},  {GgmlType::F16, 45},   {GgmlType::F16, 512},
+    {GgmlType::BF16, 19},  {GgmlType::BF16, 512}, {GgmlType::Q8_0, 32},  {GgmlType::Q8_0, 96},
+    {GgmlType::Q8_0, 512}, {GgmlType::Q4_0, 32},  {GgmlType::Q4_0, 160}, {GgmlType::Q4_0, 512},
+    {GgmlType::Q4_K, 256}, {GgmlType::Q4_K, 768}, {GgmlType::Q6_K, 256}, {GgmlType::Q6_K, 768},
+};
+
+TEST(KernelsMatmul, ParityAllTypesOddShapes) {
+  uint32_t seed = 100;
+  for (const Case& c : kCases) {
+    for (int64_t rows : {1, 5, 67}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7}) {
+        const int threads = 1 + static_cast<int>((rows + tokens) % 3);
+        check_matmul(c, rows, tokens, threads, seed++);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// matmul only splits rows across threads when each gets >= 64K weights (see matmul.cpp), so
+// these shapes are large enough for 2-3 row ranges: 131 rows, 1024+ columns.
+TEST(KernelsMatmul, ParityThreadCounts) {
+  uint32_t seed = 500;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t cols = t == GgmlType::F32 ? 1029 : 1024;  // f32: a SIMD tail too
+    for (int threads : {1, 2, 3}) {
+      check_matmul({t, cols}, 131, 6, threads, seed++);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Larger prefill batch: token tiles plus a remainder.
+TEST(KernelsMatmul, ParityPrefillBatch) {
+  uint32_t seed = 900;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                     GgmlType::Q6_K}) {
+    check_matmul({t, 512}, 301, 19, 2, seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A real bug check for the quantized-activation path: with every activation exactly
+// representable (integers in [-127, 127] with the block's amax = 127), quantization is lossless,
+// so matmul must match the pure f32 product to rounding.
+TEST(KernelsMatmul, ExactActivationsMatchF32Product) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t rows = 9, cols = 512, tokens = 3;
+    const Weights w = make_weights(t, rows, cols, 77);
+    std::vector<float> x(static_cast<size_t>(tokens * cols));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * 37 % 255) - 127);
+    for (int64_t b = 0; b < tokens * cols; b += 32) x[static_cast<size_t>(b)] = 127.0f;
+    ThreadPool pool(2);
+    MatmulScratch scratch;
+    std::vector<float> y(static_cast<size_t>(rows * tokens)), yf(y.size());
+    matmul(w.view(), x.data(), tokens, y.data(), pool, scratch);
+    matmul_ref(w.view(), x.data(), tokens, yf.data());
+    for (int64_t tt = 0; tt < tokens; ++tt)
+      for (int64_t r = 0; r < rows; ++r) {
+        const size_t i = static_cast<size_t>(tt * rows + r);
+        EXPECT_NEAR(y[i], yf[i], 2e-5 * abs_dot(w, x.data() + tt * cols, r))
+            << ggml_type_name(t) << " t=" << tt << " r=" << r;
+      }
+  }
+}
+
+// Every Highway target this CPU can run (AVX2 and the portable SSE4 / SSSE3 / scalar paths on
+// an AVX2 machine), forced one at a time through Highway's test hook.
+TEST(KernelsMatmul, ParityEveryCpuTarget) {
+  const int64_t supported = hwy::SupportedTargets();
+  int tested = 0;
+  for (int64_t target :
+       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
+        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
+    if (!(supported & target)) continue;
+    SCOPED_TRACE(hwy::TargetName(target));
+    hwy::SetSupportedTargetsForTest(target);
+    ++tested;
+    uint32_t seed = 1000;
+    for (const Case& c : kCases) {
+      check_matmul(c, 21, 5, 2, seed++);
+      check_matmul(c, 3, 1, 1, seed++);
+      if (HasFatalFailure()) break;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(tested, 2);
+}
+
+TEST(KernelsMatmul, ScratchDoesNotReallocate) {
+  const Weights w = make_weights(GgmlType::Q4_K, 16, 512, 3);
+  const auto x = make_activations(8, 512, 4);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  std::vector<float> y(16 * 8);
+  matmul(w.view(), x.data(), 8, y.data(), pool, scratch);
+  const uint8_t* data = scratch.bytes.data();
+  const size_t cap = scratch.bytes.capacity();
+  for (int64_t tokens : {1, 8, 3}) {
+    matmul(w.view(), x.data(), tokens, y.data(), pool, scratch);
+    EXPECT_EQ(scratch.bytes.data(), data);
+    EXPECT_EQ(scratch.bytes.capacity(), cap);
+  }
+}
+
+}  // namespace
+}  // namespace hinge::kernels

@@ -1,0 +1,75 @@
+// Shared helpers of the model tests: load a model and run it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/llama_model.h"
+#include "model/loaded_model.h"
+#include "test_util.h"
+
+namespace hinge::testing {
+
+inline std::unique_ptr<LoadedModel> load_or_die(const std::string& path,
+                                                const std::string& tokenizer = "") {
+  LoadOptions opts;
+  opts.tokenizer_path = tokenizer;
+  auto m = load_model(path, opts);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return nullptr;
+  return std::move(m).value();
+}
+
+// Every run of digits in `text`, as ids (CSV or space separated).
+inline std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string cur;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      cur += c;
+    } else if (!cur.empty()) {
+      ids.push_back(std::stoi(cur));
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) ids.push_back(std::stoi(cur));
+  return ids;
+}
+inline std::vector<int32_t> read_csv_ids(const std::string& path) { return parse_ids(read_file(path)); }
+
+// Greedy decoding with the KV cache from `prompt`, n new tokens.
+inline std::vector<int32_t> greedy(const LoadedModel& m, std::vector<int32_t> prompt, int n,
+                                   int threads = 1) {
+  ThreadPool pool(threads);
+  LlamaModel model(m.config, m.weights, pool, 16);
+  KvCache cache(m.config, static_cast<int64_t>(prompt.size()) + n);
+  std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
+  std::vector<int32_t> out;
+  EXPECT_TRUE(model.forward(prompt, cache, logits.data()).ok());
+  for (int i = 0; i < n; ++i) {
+    int32_t best = 0;
+    for (int32_t v = 1; v < m.config.n_vocab; ++v)
+      if (logits[static_cast<size_t>(v)] > logits[static_cast<size_t>(best)]) best = v;
+    out.push_back(best);
+    if (i + 1 < n) {
+      const int32_t one[1] = {best};
+      EXPECT_TRUE(model.forward(one, cache, logits.data()).ok());
+    }
+  }
+  return out;
+}
+
+// Max |a - b| over max |b|: the relative error of a whole logits row.
+inline double relative_error(const float* a, const float* b, int64_t n) {
+  double max_diff = 0, max_ref = 1e-30;
+  for (int64_t i = 0; i < n; ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::abs(a[i] - b[i])));
+    max_ref = std::max(max_ref, static_cast<double>(std::abs(b[i])));
+  }
+  return max_diff / max_ref;
+}
+
+}  // namespace hinge::testing
