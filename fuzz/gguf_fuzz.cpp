@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = hinge::gguf::GgufFile::from_memory(data, size, "fuzz.gguf");
   if (!r.ok()) {
     HINGE_CHECK(r.status().message().rfind("fuzz.gguf: ", 0) == 0);
+    HINGE_CHECK(r.status().message().find('\n') == std::string::npos);
     return 0;
   }
   const hinge::gguf::GgufFile& f = **r;

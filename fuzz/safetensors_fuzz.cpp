@@ -3,6 +3,7 @@
 // tensor's first/last byte so ASan sees any bad pointer.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "format/safetensors.h"
@@ -15,6 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = hinge::SafetensorsFile::from_memory(data, size, "fuzz.safetensors");
   if (!r.ok()) {
     HINGE_CHECK(r.status().message().rfind("fuzz.safetensors: ", 0) == 0);
+    HINGE_CHECK(r.status().message().find('\n') == std::string::npos);
     return 0;
   }
   const hinge::SafetensorsFile& f = **r;

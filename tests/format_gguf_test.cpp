@@ -347,6 +347,11 @@ TEST(FormatGguf, RejectsCraftedHeaders) {
                "past the end of the file");
   expect_error(Bytes().header(0, 1).str("").put<uint32_t>(4).put<uint32_t>(0).b, "empty key");
   expect_error(Bytes().header(0, 2).kv_u32("a", 1).kv_u32("a", 2).b, "duplicate metadata key 'a'");
+  {  // names from the file cannot break the message into several lines
+    auto r = parse(Bytes().header(0, 2).kv_u32("a\nb", 1).kv_u32("a\nb", 2).b, "bad.gguf");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), "bad.gguf: duplicate metadata key 'a\\x0ab'");
+  }
   expect_error(Bytes().header(0, 1).str("k").put<uint32_t>(13).put<uint32_t>(0).b,
                "unknown value type 13");
   expect_error(Bytes().header(0, 1).str("k").put<uint32_t>(7).put<uint8_t>(2).b, "bool value 2");

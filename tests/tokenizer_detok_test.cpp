@@ -32,7 +32,9 @@ std::vector<int32_t> read_ids(const std::string& path) {
 }
 
 // <0xNN> byte token of the 512-piece vocabulary.
-int32_t byte_id(uint8_t b) { return 3 + b; }
+int32_t byte_id(uint8_t b) {
+  return 3 + b;
+}
 
 TEST(TokenizerDetokTest, ReproducesLlama2cGoldenOutput) {
   auto tok = stories_tokenizer();
@@ -96,12 +98,12 @@ TEST(TokenizerDetokTest, InvalidBytesBecomeReplacementCharacters) {
   {
     StreamingDetokenizer d(*tok);
     d.push_context(a);
-    EXPECT_EQ(d.push(byte_id(0xFF)), fffd);           // can never start a character
-    EXPECT_EQ(d.push(byte_id(0xE2)), "");             // held back
-    EXPECT_EQ(d.push(byte_id(0x82)), "");             // still valid so far
-    EXPECT_EQ(d.push(a), fffd + "a");                 // cut short: one U+FFFD, then 'a'
+    EXPECT_EQ(d.push(byte_id(0xFF)), fffd);  // can never start a character
+    EXPECT_EQ(d.push(byte_id(0xE2)), "");    // held back
+    EXPECT_EQ(d.push(byte_id(0x82)), "");    // still valid so far
+    EXPECT_EQ(d.push(a), fffd + "a");        // cut short: one U+FFFD, then 'a'
     EXPECT_EQ(d.push(byte_id(0xF0)), "");
-    EXPECT_EQ(d.flush(), fffd);                       // incomplete at the end
+    EXPECT_EQ(d.flush(), fffd);  // incomplete at the end
     EXPECT_EQ(d.flush(), "");
   }
   {
@@ -110,7 +112,7 @@ TEST(TokenizerDetokTest, InvalidBytesBecomeReplacementCharacters) {
     EXPECT_EQ(d.push(byte_id(0xC3)), "");
     EXPECT_EQ(d.push(byte_id(0xA9)), "é");
     EXPECT_EQ(d.push(byte_id(0xED)), "");
-    EXPECT_EQ(d.push(byte_id(0xA0)), fffd + fffd);    // a surrogate is not UTF-8
+    EXPECT_EQ(d.push(byte_id(0xA0)), fffd + fffd);  // a surrogate is not UTF-8
   }
 }
 

@@ -83,7 +83,8 @@ TEST(TokenizerHfTest, TinyStoriesOneMegabyte) {
   auto tok = tinystories();
   ASSERT_NE(tok, nullptr);
   // No pre-tokenizer: the whole text is one BPE word, so this checks the merge loop scales.
-  const std::string unit = "Once upon a time, there was a little girl named Lily. She said, \"Hi!\"\n";
+  const std::string unit =
+      "Once upon a time, there was a little girl named Lily. She said, \"Hi!\"\n";
   std::string text;
   while (text.size() < (1u << 20)) text += unit;
   const auto t0 = std::chrono::steady_clock::now();
@@ -109,12 +110,13 @@ TEST(TokenizerHfTest, ByteLevelTokenizerJson) {
       "added_tokens": [{"id": 5, "content": "<|endoftext|>", "special": true}],
       "decoder": {"type": "ByteLevel"})";
   const std::string config =
-      write(dir, "config.json", R"({"bos_token": "<|endoftext|>", "eos_token": {"content": "<|endoftext|>"}})");
-  const std::string plain = write(dir, "plain.json",
-                                  "{" + body + R"(, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}})");
+      write(dir, "config.json",
+            R"({"bos_token": "<|endoftext|>", "eos_token": {"content": "<|endoftext|>"}})");
+  const std::string plain =
+      write(dir, "plain.json",
+            "{" + body + R"(, "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false}})");
   const std::string split = write(
-      dir, "split.json",
-      "{" + body + R"(, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+      dir, "split.json", "{" + body + R"(, "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": "(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\s+(?!\\S)|\\s+"},
          "behavior": "Isolated", "invert": false},
         {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]}})");
@@ -128,20 +130,24 @@ TEST(TokenizerHfTest, ByteLevelTokenizerJson) {
     auto tok = Tokenizer::create(*spec);
     ASSERT_TRUE(tok.ok()) << tok.status().message();
     EXPECT_EQ((*tok)->encode("ab ab", false, false), (std::vector<int32_t>{3, 4})) << path;
-    EXPECT_EQ((*tok)->encode("ab<|endoftext|>\n", false, true), (std::vector<int32_t>{3, 5, 6})) << path;
+    EXPECT_EQ((*tok)->encode("ab<|endoftext|>\n", false, true), (std::vector<int32_t>{3, 5, 6}))
+        << path;
     EXPECT_EQ((*tok)->decode({3, 4, 5, 6}), "ab ab\n");
   }
 }
 
 TEST(TokenizerHfTest, MetaspaceTokenizerJson) {
   const std::string dir = testing::temp_dir();
-  const std::string config = write(dir, "config.json", R"({"bos_token": "<s>", "add_bos_token": true})");
+  const std::string config =
+      write(dir, "config.json", R"({"bos_token": "<s>", "add_bos_token": true})");
   auto make = [&](const std::string& name, const std::string& metaspace) {
-    return write(dir, name, R"({"model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true,
+    return write(dir, name,
+                 R"({"model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true,
         "vocab": {"<unk>": 0, "\u2581": 1, "a": 2, "b": 3, "\u2581a": 4, "\u2581b": 5, "<s>": 6},
         "merges": ["\u2581 a", "\u2581 b"]},
       "added_tokens": [{"id": 6, "content": "<s>", "special": true}],
-      "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", )" + metaspace + "}}");
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", )" +
+                     metaspace + "}}");
   };
   auto load = [&](const std::string& path) -> std::unique_ptr<Tokenizer> {
     auto spec = Tokenizer::spec_from_hf(path, config);
@@ -157,7 +163,7 @@ TEST(TokenizerHfTest, MetaspaceTokenizerJson) {
   ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->encode("a b", false, true), (Ids{4, 5}));
   EXPECT_EQ(first->encode("a b", true, true), (Ids{6, 4, 5}));
-  EXPECT_EQ(first->encode(" a", false, true), (Ids{4}));      // already starts with a space
+  EXPECT_EQ(first->encode(" a", false, true), (Ids{4}));            // already starts with a space
   EXPECT_EQ(first->encode("<s>a b", false, true), (Ids{6, 2, 5}));  // not at offset 0
   EXPECT_EQ(first->encode("acc b", false, true), (Ids{4, 0, 5}));   // unknowns fused
   EXPECT_EQ(first->decode({6, 4, 5}), "a b");

@@ -34,10 +34,12 @@ std::vector<std::string> split(const std::string& pre, const std::string& text) 
 using Pieces = std::vector<std::string>;
 
 TEST(TokenizerPreTest, AllPresetsCompile) {
-  for (const char* name : {"default", "gpt-2", "llama-bpe", "llama3", "deepseek-coder",
-                           "deepseek-llm", "deepseek-v3", "falcon", "starcoder", "refact", "mpt",
-                           "qwen2", "stablelm2", "command-r", "dbrx", "poro-chat", "viking",
-                           "tekken", "gpt-4o", "chameleon", "bailingmoe", "seed-coder", "grok-2"}) {
+  for (const char* name :
+       {"default",      "gpt-2",       "llama-bpe", "llama3",    "deepseek-coder",
+        "deepseek-llm", "deepseek-v3", "falcon",    "starcoder", "refact",
+        "mpt",          "qwen2",       "stablelm2", "command-r", "dbrx",
+        "poro-chat",    "viking",      "tekken",    "gpt-4o",    "chameleon",
+        "bailingmoe",   "seed-coder",  "grok-2"}) {
     const PreTokenizerPreset* preset = find_pre_tokenizer_preset(name);
     ASSERT_NE(preset, nullptr) << name;
     auto pt = PreTokenizer::create(preset->regexes);
@@ -66,7 +68,10 @@ TEST(TokenizerPreTest, Splits) {
   EXPECT_EQ(split("falcon", "1234 x"), (Pieces{"123", "4", " x"}));
   // U+0085 (NEL) and U+3000 count as whitespace, as in llama.cpp's tables.
   EXPECT_EQ(split("gpt-2", "a\xC2\x85\xC2\x85 b"), (Pieces{"a", "\xC2\x85\xC2\x85", " b"}));
-  EXPECT_EQ(split("gpt-2", "a\xE3\x80\x80" "b"), (Pieces{"a", "\xE3\x80\x80", "b"}));
+  EXPECT_EQ(split("gpt-2",
+                  "a\xE3\x80\x80"
+                  "b"),
+            (Pieces{"a", "\xE3\x80\x80", "b"}));
   // Invalid UTF-8 becomes U+FFFD before splitting, as in llama.cpp.
   EXPECT_EQ(split("gpt-2", "a\xFF"), (Pieces{"a", "\xEF\xBF\xBD"}));
 }

@@ -14,7 +14,8 @@ namespace hinge {
 namespace {
 
 StatusOr<VocabSpec> gguf_spec() {
-  HINGE_ASSIGN_OR_RETURN(auto f, gguf::GgufFile::open(testing::shared_path("models/stories260K.gguf")));
+  HINGE_ASSIGN_OR_RETURN(auto f,
+                         gguf::GgufFile::open(testing::shared_path("models/stories260K.gguf")));
   return Tokenizer::spec_from_gguf(*f);
 }
 
@@ -26,20 +27,27 @@ StatusOr<VocabSpec> llama2c_spec() {
 // and trailing whitespace, accents, CJK, Hangul, Cyrillic, Arabic, emoji and combining marks.
 std::vector<std::string> varied_strings(size_t count) {
   static const char* kParts[] = {
-      "Once", "upon", "a", "time", "there", "was", "little", "girl", "named", "Lily", "She",
-      "loved", "to", "play", "outside", "the", "park", "Tom", "dog", "happy", "ball", "tree",
-      "ing", "ed", "un", "xyzzy", "qu", "ZZ", "HELLO", "Hello", ",", ".", "!", "?", "'", "\"",
-      "-", "--", "(", ")", ":", ";", "...", "0", "1", "7", "42", "2024", "3.14", "1,000", " ",
-      "  ", "   ", "\t", "\n", "\n\n", " \n ", "\r\n", "café", "naïve", "Ångström", "ñ", "ü",
-      "日本語", "中文", "你好", "한국어", "Привет", "мир", "مرحبا", "🦙", "😀", "👍🏽", "🌫️",
-      "e\xCC\x81", "a\xCC\x8A", "\xE2\x80\x8B", "€", "—", "…", "½", "™", "\xC2\xA0", "ß", "Ω"};
+      "Once",    "upon",  "a",        "time",    "there",     "was",       "little",
+      "girl",    "named", "Lily",     "She",     "loved",     "to",        "play",
+      "outside", "the",   "park",     "Tom",     "dog",       "happy",     "ball",
+      "tree",    "ing",   "ed",       "un",      "xyzzy",     "qu",        "ZZ",
+      "HELLO",   "Hello", ",",        ".",       "!",         "?",         "'",
+      "\"",      "-",     "--",       "(",       ")",         ":",         ";",
+      "...",     "0",     "1",        "7",       "42",        "2024",      "3.14",
+      "1,000",   " ",     "  ",       "   ",     "\t",        "\n",        "\n\n",
+      " \n ",    "\r\n",  "café",     "naïve",   "Ångström",  "ñ",         "ü",
+      "日本語",  "中文",  "你好",     "한국어",  "Привет",    "мир",       "مرحبا",
+      "🦙",    "😀",     "👍🏽", "🌫️", "e\xCC\x81", "a\xCC\x8A", "\xE2\x80\x8B",
+      "€",       "—",     "…",        "½",       "™",         "\xC2\xA0",  "ß",
+      "Ω"};
   constexpr size_t kNumParts = sizeof(kParts) / sizeof(kParts[0]);
   uint64_t state = 0x9E3779B97F4A7C15ull;
   auto next = [&](uint64_t bound) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return (state >> 33) % bound;
   };
-  std::vector<std::string> out = {"", " ", "  ", "a", " a", "a ", "\n", "Hello world",
+  std::vector<std::string> out = {"",          " ",          "  ",           "a",
+                                  " a",        "a ",         "\n",           "Hello world",
                                   "  leading", "trailing  ", "mid   spaces", "\t\ttabs\t"};
   while (out.size() < count) {
     std::string s;
@@ -175,10 +183,12 @@ TEST(TokenizerSpmTest, MatchesSentencePieceLibrary) {
     ASSERT_TRUE(sp.Encode(s, &want).ok());
     const std::vector<int32_t> expected(want.begin(), want.end());
     EXPECT_EQ((*from_gguf)->encode(s, false, false), expected) << "gguf vocab, text '" << s << "'";
-    EXPECT_EQ((*from_bin)->encode(s, false, false), expected) << "tok512.bin vocab, text '" << s << "'";
+    EXPECT_EQ((*from_bin)->encode(s, false, false), expected)
+        << "tok512.bin vocab, text '" << s << "'";
     EXPECT_EQ((*from_gguf)->decode(expected), s);
     // Where SentencePiece's whitespace cleanup changes nothing, the unmodified model agrees too.
-    const bool clean = s.find("  ") == std::string::npos && (s.empty() || (s.front() != ' ' && s.back() != ' '));
+    const bool clean =
+        s.find("  ") == std::string::npos && (s.empty() || (s.front() != ' ' && s.back() != ' '));
     if (clean) {
       std::vector<int> orig;
       ASSERT_TRUE(sp_orig.Encode(s, &orig).ok());

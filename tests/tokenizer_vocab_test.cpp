@@ -184,7 +184,7 @@ TEST_P(TokenizerVocabTest, RandomBytesNeverCrash) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabs, TokenizerVocabTest,
+INSTANTIATE_TEST_SUITE_P(TokenizerVocabs, TokenizerVocabTest,
                          ::testing::Values("llama-spm", "gpt-2", "deepseek-coder", "falcon"),
                          [](const auto& info) {
                            std::string n = info.param;

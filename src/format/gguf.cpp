@@ -14,6 +14,7 @@
 #include <limits>
 #include <numeric>
 
+#include "format/error_text.h"
 #include "format/gguf_internal.h"
 #include "format/mapped_file.h"
 
@@ -284,7 +285,7 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path) {
   f->size_ = m.size();
   f->base_ = m.release();
   f->owns_mapping_ = true;  // the destructor unmaps, also on parse failure below
-  HINGE_RETURN_IF_ERROR(f->parse());
+  HINGE_RETURN_IF_ERROR(format_internal::one_line(f->parse()));
   return f;
 }
 
@@ -295,7 +296,7 @@ StatusOr<std::unique_ptr<GgufFile>> GgufFile::from_memory(const uint8_t* data, s
   f->base_ = data;
   f->size_ = size;
   if (size == 0) return Status::Errorf("{}: empty file (0 bytes), not a GGUF file", f->path_);
-  HINGE_RETURN_IF_ERROR(f->parse());
+  HINGE_RETURN_IF_ERROR(format_internal::one_line(f->parse()));
   return f;
 }
 

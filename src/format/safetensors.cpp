@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "format/error_text.h"
 #include "format/mapped_file.h"
 
 namespace hinge {
@@ -90,7 +91,7 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(const std::stri
   f->size_ = m.size();
   f->base_ = m.release();
   f->owns_mapping_ = true;
-  HINGE_RETURN_IF_ERROR(f->parse());
+  HINGE_RETURN_IF_ERROR(format_internal::one_line(f->parse()));
   return f;
 }
 
@@ -101,7 +102,7 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::from_memory(const ui
   f->path_ = std::move(name);
   f->base_ = data;
   f->size_ = size;
-  HINGE_RETURN_IF_ERROR(f->parse());
+  HINGE_RETURN_IF_ERROR(format_internal::one_line(f->parse()));
   return f;
 }
 
@@ -251,6 +252,12 @@ StatusOr<json> read_json_file(const std::string& path) {
 }
 
 StatusOr<std::unique_ptr<HfModelDir>> HfModelDir::open(const std::string& dir) {
+  auto r = open_impl(dir);
+  if (!r.ok()) return format_internal::one_line(r.status());
+  return r;
+}
+
+StatusOr<std::unique_ptr<HfModelDir>> HfModelDir::open_impl(const std::string& dir) {
   if (!is_directory(dir)) {
     return Status::Errorf(
         "{}: not a directory (expected a Hugging Face model folder with "

@@ -97,6 +97,7 @@ class HfModelDir {
 
  private:
   HfModelDir() = default;
+  static StatusOr<std::unique_ptr<HfModelDir>> open_impl(const std::string& dir);
   std::string dir_;
   nlohmann::json config_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;

@@ -1,8 +1,15 @@
 // matmul: quantizes the activations once per call (into scratch), then splits the output rows
-// into contiguous per-thread ranges and runs the per-type SIMD kernel on each.
+// into contiguous chunks that the pool's threads claim from a shared counter, running the
+// per-type SIMD kernel on each chunk.
+//
+// Why claimed chunks rather than one fixed range per thread: when a core is busy with something
+// else (other processes, an OS tick, a slower core), a static split makes everyone wait for the
+// slowest thread; with ~4 chunks per thread the others pick up its share. Chunks stay large
+// (>= 64K weights, usually hundreds of rows), so each thread still streams long contiguous runs.
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "common/status.h"
 #include "kernels/matmul_kernels.h"
@@ -12,12 +19,12 @@
 namespace hinge::kernels {
 namespace {
 
-// Rows per thread range are a multiple of this: keeps each thread's y writes apart and lets the
-// kernels assume nothing about the split.
+// Rows per chunk are a multiple of this: keeps each thread's y writes on separate cache lines.
 constexpr int64_t kRowAlign = 16;
-// Each thread gets at least this many weight elements: waking a worker costs microseconds, more
+// Each chunk has at least this many weight elements: waking a worker costs microseconds, more
 // than a whole small matmul (e.g. a 64x64 layer of a test model), which then runs inline.
-constexpr int64_t kMinElemsPerThread = int64_t{64} << 10;
+constexpr int64_t kMinElemsPerChunk = int64_t{64} << 10;
+constexpr int64_t kChunksPerThread = 4;
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
@@ -110,10 +117,23 @@ void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, T
     }
   }
 
-  const int64_t min_rows = static_cast<int64_t>(
-      round_up(static_cast<size_t>((kMinElemsPerThread + w.cols - 1) / w.cols), kRowAlign));
-  pool.parallel_for(w.rows, std::max(kRowAlign, min_rows),
-                    [&](int64_t b, int64_t e) { kernel(args, b, e); });
+  const int64_t min_rows = (kMinElemsPerChunk + w.cols - 1) / w.cols;
+  const int64_t even_rows =
+      (w.rows + pool.size() * kChunksPerThread - 1) / (pool.size() * kChunksPerThread);
+  const int64_t chunk_rows =
+      static_cast<int64_t>(round_up(static_cast<size_t>(std::max(min_rows, even_rows)), kRowAlign));
+  if (pool.size() == 1 || chunk_rows >= w.rows) {
+    kernel(args, 0, w.rows);
+    return;
+  }
+  std::atomic<int64_t> next_row{0};
+  pool.run([&](int /*tid*/, int /*num_threads*/) {
+    for (;;) {
+      const int64_t b = next_row.fetch_add(chunk_rows, std::memory_order_relaxed);
+      if (b >= w.rows) break;
+      kernel(args, b, std::min(b + chunk_rows, w.rows));
+    }
+  });
 }
 
 }  // namespace hinge::kernels

@@ -34,8 +34,8 @@ struct MatmulScratch {
 };
 
 // Multithreaded, SIMD (runtime-dispatched). x: [num_tokens, cols] f32, y: [num_tokens, rows] f32
-// (must not overlap x). Rows are split across the pool's threads in contiguous ranges; small
-// matrices (< 64K weights per thread) run on the calling thread only.
+// (must not overlap x). Rows are split into contiguous chunks (>= 64K weights each) that the
+// pool's threads claim dynamically; a matrix that is a single chunk runs on the calling thread.
 void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
             MatmulScratch& scratch);
 

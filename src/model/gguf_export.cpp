@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/quant.h"
+#include "tokenizer/vocab_gguf.h"
 
 namespace hinge {
 
@@ -27,23 +28,8 @@ void write_llama_metadata(gguf::GgufWriter& w, const LlamaConfig& c) {
   w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(c.rms_eps));
 }
 
-void write_vocab_metadata(gguf::GgufWriter& w, const VocabSpec& v) {
-  using gguf::Value;
-  w.set("tokenizer.ggml.model", Value::str(v.model));
-  if (!v.pre.empty()) w.set("tokenizer.ggml.pre", Value::str(v.pre));
-  w.set("tokenizer.ggml.tokens", Value::str_array(v.tokens));
-  if (!v.scores.empty()) w.set("tokenizer.ggml.scores", Value::f32_array(v.scores));
-  if (!v.token_types.empty()) w.set("tokenizer.ggml.token_type", Value::i32_array(v.token_types));
-  if (!v.merges.empty()) w.set("tokenizer.ggml.merges", Value::str_array(v.merges));
-  if (v.bos >= 0) w.set("tokenizer.ggml.bos_token_id", Value::u32(static_cast<uint32_t>(v.bos)));
-  if (v.eos >= 0) w.set("tokenizer.ggml.eos_token_id", Value::u32(static_cast<uint32_t>(v.eos)));
-  if (v.unk >= 0) w.set("tokenizer.ggml.unknown_token_id", Value::u32(static_cast<uint32_t>(v.unk)));
-  if (v.pad >= 0) w.set("tokenizer.ggml.padding_token_id", Value::u32(static_cast<uint32_t>(v.pad)));
-  w.set("tokenizer.ggml.add_bos_token", Value::boolean(v.add_bos));
-  w.set("tokenizer.ggml.add_eos_token", Value::boolean(v.add_eos));
-  if (v.model == "llama")
-    w.set("tokenizer.ggml.add_space_prefix", Value::boolean(v.add_space_prefix));
-}
+// Standard tokenizer.ggml.* keys plus hinge.tokenizer.* extensions; see tokenizer/vocab_gguf.h.
+void write_vocab_metadata(gguf::GgufWriter& w, const VocabSpec& v) { write_vocab_gguf(w, v); }
 
 StatusOr<std::vector<uint8_t>> convert_rows(GgmlType from, const void* data, int64_t rows,
                                             int64_t cols, GgmlType to) {

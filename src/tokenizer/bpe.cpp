@@ -24,7 +24,7 @@ struct Bigram {
   int rank;
   int left;
   int right;
-  size_t left_n;   // sizes when queued; a mismatch later means the pair is stale
+  size_t left_n;  // sizes when queued; a mismatch later means the pair is stale
   size_t right_n;
 };
 
@@ -105,8 +105,8 @@ void bpe_encode_word(const Vocab& vocab, const BpeOptions& opts, std::string_vie
     const Symbol& l = syms[left];
     const Symbol& r = syms[right];
     if (l.fixed >= 0 || r.fixed >= 0) return;
-    const int rank = vocab.bpe_rank(word.substr(l.start, l.n), word.substr(r.start, r.n),
-                                    &scratch->key);
+    const int rank =
+        vocab.bpe_rank(word.substr(l.start, l.n), word.substr(r.start, r.n), &scratch->key);
     if (rank < 0) return;
     queue.push({rank, left, right, l.n, r.n});
   };

@@ -9,9 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -123,7 +122,8 @@ std::optional<std::string> collect_byte_level(const json& pt, std::vector<std::s
 
 // Finds TemplateProcessing (possibly inside a Sequence) and reads whether the single-sequence
 // template starts / ends with a special token.
-void read_template(const json& pp, std::optional<std::string>* first, std::optional<std::string>* last) {
+void read_template(const json& pp, std::optional<std::string>* first,
+                   std::optional<std::string>* last) {
   const std::string type = get_string(pp, "type").value_or("");
   if (type == "Sequence") {
     if (const json* items = get(pp, "processors"); items && items->is_array())
@@ -155,7 +155,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
     const json* model = get(j, "model");
     if (!model || !model->is_object()) return fail("no \"model\" object");
     const std::string model_type = get_string(*model, "type").value_or("BPE");
-    if (model_type != "BPE") return fail("model type '" + model_type + "' is not supported (BPE only)");
+    if (model_type != "BPE")
+      return fail("model type '" + model_type + "' is not supported (BPE only)");
 
     // id -> text from the vocab, then added tokens (tokenizer.json, then tokenizer_config.json).
     std::map<int64_t, std::string> texts;
@@ -168,7 +169,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
       texts[id.get<int64_t>()] = text;
     }
     auto add_token = [&](int64_t id, const std::string& content, bool special) -> Status {
-      if (id < 0 || id >= kMaxHfTokens) return fail(fmt::format("added token id {} out of range", id));
+      if (id < 0 || id >= kMaxHfTokens)
+        return fail(fmt::format("added token id {} out of range", id));
       texts[id] = content;
       added_special[id] = special;
       return Status::Ok();
@@ -177,8 +179,10 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
       for (const json& t : *added) {
         const json* id = get(t, "id");
         auto content = get_string(t, "content");
-        if (!id || !id->is_number_integer() || !content) return fail("malformed added_tokens entry");
-        HINGE_RETURN_IF_ERROR(add_token(id->get<int64_t>(), *content, get_bool(t, "special").value_or(false)));
+        if (!id || !id->is_number_integer() || !content)
+          return fail("malformed added_tokens entry");
+        HINGE_RETURN_IF_ERROR(
+            add_token(id->get<int64_t>(), *content, get_bool(t, "special").value_or(false)));
       }
     }
     if (const json* dec = get(cfg, "added_tokens_decoder"); dec && dec->is_object()) {
@@ -190,7 +194,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
         } catch (const std::exception&) {
           return Status::Errorf("{}: added_tokens_decoder key '{}' is not an id", config_path, key);
         }
-        if (!content) return Status::Errorf("{}: malformed added_tokens_decoder entry", config_path);
+        if (!content)
+          return Status::Errorf("{}: malformed added_tokens_decoder entry", config_path);
         HINGE_RETURN_IF_ERROR(add_token(id, *content, get_bool(t, "special").value_or(false)));
       }
     }
@@ -209,7 +214,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
       TokenType type = TokenType::kNormal;
       if (auto it = added_special.find(id); it != added_special.end()) {
         type = it->second ? TokenType::kControl : TokenType::kUserDefined;
-      } else if (byte_fallback && text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {
+      } else if (byte_fallback && text.size() == 6 && text.compare(0, 3, "<0x") == 0 &&
+                 text[5] == '>') {
         type = TokenType::kByte;
       }
       if (unk_text && text == *unk_text) type = TokenType::kUnknown;
@@ -293,7 +299,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
           return fail("Metaspace with a replacement other than U+2581 is not supported");
         spec.escape_whitespace = true;
         std::string scheme = get_string(*pre, "prepend_scheme").value_or("");
-        if (scheme.empty()) scheme = get_bool(*pre, "add_prefix_space").value_or(true) ? "always" : "never";
+        if (scheme.empty())
+          scheme = get_bool(*pre, "add_prefix_space").value_or(true) ? "always" : "never";
         spec.add_space_prefix = scheme != "never";
         spec.space_prefix_scope = scheme == "first" ? SpacePrefixScope::kMetaspaceFirst
                                                     : SpacePrefixScope::kMetaspaceAlways;
@@ -304,16 +311,21 @@ StatusOr<VocabSpec> Tokenizer::spec_from_hf(const std::string& json_path,
     // Special tokens and BOS/EOS policy: tokenizer_config.json first, then the post-processor.
     std::optional<std::string> tmpl_first, tmpl_last;
     if (const json* pp = get(j, "post_processor")) read_template(*pp, &tmpl_first, &tmpl_last);
-    spec.unk = id_of(token_text(cfg, "unk_token").has_value() ? token_text(cfg, "unk_token") : unk_text);
+    spec.unk =
+        id_of(token_text(cfg, "unk_token").has_value() ? token_text(cfg, "unk_token") : unk_text);
     spec.bos = id_of(token_text(cfg, "bos_token"));
     spec.eos = id_of(token_text(cfg, "eos_token"));
     spec.pad = id_of(token_text(cfg, "pad_token"));
     if (spec.bos < 0 && tmpl_first) spec.bos = id_of(tmpl_first);
-    spec.add_bos = get_bool(cfg, "add_bos_token").value_or(tmpl_first && id_of(tmpl_first) == spec.bos && spec.bos >= 0);
-    spec.add_eos = get_bool(cfg, "add_eos_token").value_or(tmpl_last && tmpl_last != tmpl_first &&
-                                                             id_of(tmpl_last) == spec.eos && spec.eos >= 0);
-    if (spec.add_bos && spec.bos < 0) return fail("add_bos_token is true but there is no BOS token");
-    if (spec.add_eos && spec.eos < 0) return fail("add_eos_token is true but there is no EOS token");
+    spec.add_bos = get_bool(cfg, "add_bos_token")
+                       .value_or(tmpl_first && id_of(tmpl_first) == spec.bos && spec.bos >= 0);
+    spec.add_eos = get_bool(cfg, "add_eos_token")
+                       .value_or(tmpl_last && tmpl_last != tmpl_first &&
+                                 id_of(tmpl_last) == spec.eos && spec.eos >= 0);
+    if (spec.add_bos && spec.bos < 0)
+      return fail("add_bos_token is true but there is no BOS token");
+    if (spec.add_eos && spec.eos < 0)
+      return fail("add_eos_token is true but there is no EOS token");
     return spec;
   } catch (const json::exception& e) {
     return fail(std::string("malformed tokenizer: ") + e.what());

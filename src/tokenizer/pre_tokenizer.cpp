@@ -12,7 +12,8 @@ namespace hinge {
 namespace {
 
 // llama.cpp's GPT-2 splitter (custom code for this regex, which also covers a trailing `\s+`).
-constexpr const char* kGpt2 = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
+constexpr const char* kGpt2 =
+    R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)re";
 // (?i:'s|...) spelled without the inline flag, as llama.cpp adapted it.
 #define HINGE_CONTRACTIONS R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]))re"
 constexpr const char* kLlama3 = HINGE_CONTRACTIONS
@@ -81,8 +82,7 @@ const std::vector<NamedPreset>& presets() {
          R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"},
         false,
         false}},
-      {{"falcon"},
-       {{R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}, false, false}},
+      {{"falcon"}, {{R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}, false, false}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
        {{R"re(\p{N})re", kGpt2}, false, false}},
       {{"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", "megrez"}, {{kQwen2}, false, false}},
@@ -115,7 +115,8 @@ StatusOr<std::string> rewrite_whitespace(std::string_view p) {
     if (c == '\\' && i + 1 < p.size()) {
       const char d = p[i + 1];
       if (d == 's') {
-        out += in_class ? std::string(kWhitespaceRanges) : "[" + std::string(kWhitespaceRanges) + "]";
+        out +=
+            in_class ? std::string(kWhitespaceRanges) : "[" + std::string(kWhitespaceRanges) + "]";
       } else if (d == 'S') {
         if (in_class) return Status::Errorf("pre-tokenizer regex '{}': \\S inside a class", p);
         out += "[^" + std::string(kWhitespaceRanges) + "]";

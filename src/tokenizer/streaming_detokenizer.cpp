@@ -35,7 +35,9 @@ std::string StreamingDetokenizer::push(int32_t id) {
   return take_complete(false);
 }
 
-std::string StreamingDetokenizer::flush() { return take_complete(true); }
+std::string StreamingDetokenizer::flush() {
+  return take_complete(true);
+}
 
 // Returns the decodable prefix of pending_ (each maximal invalid subpart -> U+FFFD) and keeps an
 // incomplete final sequence unless `final`, when it becomes U+FFFD too.

@@ -16,8 +16,8 @@ namespace {
 // Token texts that end generation whatever their id (llama.cpp's list, minus its per-model
 // workarounds); they are also forced to control type, as llama.cpp does.
 constexpr std::array<std::string_view, 11> kEogTexts = {
-    "<|eot_id|>", "<|im_end|>",         "<|end|>",  "<end_of_turn>",      "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",              "_<EOT>",   "<|end_of_text|>",    "<end_of_utterance>",
+    "<|eot_id|>",           "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>",           "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
     "<｜end▁of▁sentence｜>"};
 
 bool is_special_type(TokenType t) {
@@ -82,9 +82,8 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabSpec spec) {
 
   for (int32_t id = 0; id < v.size(); ++id)
     if (is_special_type(types[static_cast<size_t>(id)])) t->special_ids_.push_back(id);
-  std::stable_sort(t->special_ids_.begin(), t->special_ids_.end(), [&](int32_t a, int32_t b) {
-    return v.text(a).size() > v.text(b).size();
-  });
+  std::stable_sort(t->special_ids_.begin(), t->special_ids_.end(),
+                   [&](int32_t a, int32_t b) { return v.text(a).size() > v.text(b).size(); });
 
   t->pieces_.resize(static_cast<size_t>(v.size()));
   for (int32_t id = 0; id < v.size(); ++id) {
@@ -121,13 +120,17 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabSpec spec) {
   return t;
 }
 
-int32_t Tokenizer::n_vocab() const { return vocab_->size(); }
+int32_t Tokenizer::n_vocab() const {
+  return vocab_->size();
+}
 
 TokenType Tokenizer::token_type(int32_t id) const {
   return vocab_->valid(id) ? types_[static_cast<size_t>(id)] : TokenType::kUndefined;
 }
 
-int32_t Tokenizer::token_id(std::string_view text) const { return vocab_->find(text); }
+int32_t Tokenizer::token_id(std::string_view text) const {
+  return vocab_->find(text);
+}
 
 std::string Tokenizer::token_to_piece(int32_t id) const {
   return vocab_->valid(id) ? pieces_[static_cast<size_t>(id)] : std::string();

@@ -1,12 +1,13 @@
 // Tokenizers, bit-exact with llama.cpp (GGUF vocabularies) and Hugging Face `tokenizers`
 // (tokenizer.json BPE over raw text):
 //   "llama"       SentencePiece-style BPE: bigram merges by piece score over UTF-8 characters,
-//                 byte fallback to <0xNN> pieces, spaces escaped as U+2581 (llama.cpp llm_tokenizer_spm).
+//                 byte fallback to <0xNN> pieces, spaces escaped as U+2581
+//                 (llama.cpp's llm_tokenizer_spm).
 //   "gpt2"        byte-level BPE: regex pre-tokenizer chosen by `pre`, GPT-2 byte-to-unicode
 //                 mapping, merges by rank (llama.cpp llm_tokenizer_bpe).
 //   "hf-bpe-spm"  Hugging Face BPE over raw UTF-8 characters with the U+2581 normalizer
 //                 (Prepend/Replace or Metaspace), merges by rank (not by score), byte fallback and
-//                 fused unknowns, no pre-tokenizer split (what tokenizers' BPE does for such a file).
+//                 fused unknowns, no pre-tokenizer split (as HF tokenizers runs such a file).
 // A Tokenizer is immutable after create(); encode/decode are const and safe to call from many
 // threads at once. A StreamingDetokenizer is single-threaded state over one Tokenizer.
 #pragma once
@@ -16,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -43,32 +45,45 @@ enum class SpacePrefixScope : uint8_t {
   kWholeText,        // HF Prepend normalizer: the whole (non-empty) raw text gets it, so a text
                      // that starts with a special token has a lone U+2581 before that token
   kMetaspaceAlways,  // HF Metaspace "always": every text fragment not starting with a space
-  kMetaspaceFirst,   // HF Metaspace "first": the fragment at offset 0, unless it starts with a space
+  kMetaspaceFirst,   // HF Metaspace "first": the fragment at offset 0 if not starting with one
 };
 
-struct VocabSpec {                     // everything needed to build a tokenizer, format-neutral
-  std::string model;                   // "llama", "gpt2" or "hf-bpe-spm" (see top of file)
-  std::string pre;                     // gpt2 pre-tokenizer name ("default", "gpt-2", "llama-bpe", ...)
-  std::vector<std::string> tokens;     // pieces as stored in GGUF (spm: with U+2581; gpt2: byte-encoded)
-  std::vector<float> scores;           // may be empty for gpt2
-  std::vector<int32_t> token_types;    // GGUF token types (TokenType); may be empty (all normal)
-  std::vector<std::string> merges;     // gpt2/hf-bpe-spm: "a b" pairs in rank order
+// Everything needed to build a tokenizer, format-neutral.
+struct VocabSpec {
+  // "llama", "gpt2" or "hf-bpe-spm" (see the top of this file).
+  std::string model;
+  // gpt2 pre-tokenizer name ("default", "gpt-2", "llama-bpe", ...).
+  std::string pre;
+  // Pieces as stored in GGUF (spm: with U+2581; gpt2: byte-encoded).
+  std::vector<std::string> tokens;
+  // May be empty (all 0) for gpt2.
+  std::vector<float> scores;
+  // GGUF token types (TokenType); may be empty (all normal).
+  std::vector<int32_t> token_types;
+  // gpt2 / hf-bpe-spm: "a b" pairs in rank order.
+  std::vector<std::string> merges;
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = true, add_eos = false;
-  bool add_space_prefix = true;        // spm kinds only; ignored for gpt2 (as llama.cpp)
+  // spm kinds only; ignored for gpt2 (as llama.cpp does).
+  bool add_space_prefix = true;
 
   // Extensions; the defaults reproduce llama.cpp for GGUF vocabularies.
-  int32_t eot = -1, eom = -1;          // more end-of-generation tokens (is_eog)
-  std::vector<std::string> pre_regexes;  // gpt2: explicit regex chain (HF Split); overrides `pre`
-  bool ignore_merges = false;          // BPE: a pre-token that is itself a token is kept whole
-                                       // (also implied by pre "llama-bpe" and friends)
-  std::vector<std::pair<std::string, std::string>> merge_pairs;  // BPE: replaces `merges` when
-                                       // non-empty (tokenizer.json [a, b] merges may hold spaces)
-  // hf-bpe-spm only:
-  bool byte_fallback = true;           // unknown characters -> <0xNN> tokens when all exist
-  bool fuse_unk = false;               // consecutive unknown characters -> one unk
-  bool escape_whitespace = true;       // ' ' -> U+2581 before BPE
-  bool metaspace_split = false;        // split before each U+2581 (HF Metaspace split=true)
+  // More end-of-generation tokens (is_eog).
+  int32_t eot = -1, eom = -1;
+  // gpt2: an explicit regex chain (HF Split pre-tokenizers); overrides `pre` when non-empty.
+  std::vector<std::string> pre_regexes;
+  // BPE: a pre-token that is itself a token is kept whole (also implied by "llama-bpe" & co).
+  bool ignore_merges = false;
+  // BPE: replaces `merges` when non-empty (tokenizer.json [a, b] merges may hold spaces).
+  std::vector<std::pair<std::string, std::string>> merge_pairs;
+  // hf-bpe-spm only: unknown characters -> <0xNN> tokens when all exist (else unk) ...
+  bool byte_fallback = true;
+  // ... and consecutive unknown characters -> one unk.
+  bool fuse_unk = false;
+  // hf-bpe-spm only: ' ' -> U+2581 before BPE.
+  bool escape_whitespace = true;
+  // hf-bpe-spm only: split before each U+2581 (HF Metaspace split=true).
+  bool metaspace_split = false;
   SpacePrefixScope space_prefix_scope = SpacePrefixScope::kEachFragment;
 };
 
@@ -132,7 +147,7 @@ class Tokenizer {
   std::vector<int32_t> special_ids_;   // control/user-defined/unknown, longest text first
   std::vector<std::string> pieces_;    // token_to_piece cache
   std::unordered_set<int32_t> eog_;
-  bool strip_first_space_ = false;     // piece_after's leading-space rule applies
+  bool strip_first_space_ = false;  // piece_after's leading-space rule applies
   bool ignore_merges_ = false;
 };
 

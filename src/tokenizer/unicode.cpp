@@ -99,7 +99,9 @@ const ByteTables& byte_tables() {
 
 }  // namespace
 
-const std::string& byte_to_unicode(uint8_t byte) { return byte_tables().to_unicode[byte]; }
+const std::string& byte_to_unicode(uint8_t byte) {
+  return byte_tables().to_unicode[byte];
+}
 
 int unicode_to_byte(std::string_view ch) {
   // Mapped characters are U+0021..U+0143: one or two UTF-8 bytes.
