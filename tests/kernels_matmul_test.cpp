@@ -138,8 +138,8 @@ TEST(KernelsMatmul, ParityAllTypesOddShapes) {
   }
 }
 
-// matmul only splits rows across threads when each gets >= 64K weights (see matmul.cpp), so
-// these shapes are large enough for 2-3 row ranges: 131 rows, 1024+ columns.
+// matmul only splits rows into chunks of >= 64K weights (see matmul.cpp), so these shapes are
+// large enough for 3 chunks of 64 rows (the last one partial): 131 rows, 1024+ columns.
 TEST(KernelsMatmul, ParityThreadCounts) {
   uint32_t seed = 500;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,

@@ -4,6 +4,7 @@
 // (with their test vectors) and stories260K.gguf, plus small specs that use every extension.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <sstream>
 
 #include "format/gguf.h"
@@ -71,6 +72,7 @@ VocabSpec tinystories_spec() {
 // accented, CJK, RTL, emoji (incl. ZWJ sequences), U+2581 itself, 4-byte characters, invalid
 // UTF-8, and the special-token texts of the test vocabularies, whole and broken.
 std::vector<std::string> varied_texts() {
+  // clang-format off
   static const char* const kPieces[] = {
       "Once", "upon", "a", "time", "there", "was", "little", "girl", "named", "Lily", "She",
       "loved", "to", "play", "outside", "Tom's", "dog", "happy", "Hello", "world", "don't",
@@ -80,6 +82,7 @@ std::vector<std::string> varied_texts() {
       "🙂", "👨‍👩‍👧", "🦙", "▁", "▁▁", "ﬁ", "A\xCC\x8A", "\xC2\xA0", "\xE3\x80\x80", "𝔘",
       "\xEF\xBF\xBD", "\xFF", "\xC3", "<|start_story|>", "<|end_story|>", "<unk>", "<s>", "</s>",
       "<|endoftext|>", "<0x41>", "<|start_story", "end_story|>", "<", ">", "|"};
+  // clang-format on
   constexpr size_t kNumPieces = sizeof(kPieces) / sizeof(kPieces[0]);
   std::vector<std::string> texts = {"",
                                     " ",
@@ -252,6 +255,59 @@ TEST(TokenizerGgufTest, TinyStoriesStandardKeysFollowLlamaCpp) {
   EXPECT_GT(made, spec.merge_pairs.size() * 9 / 10);
 }
 
+TEST(TokenizerGgufTest, TinyStoriesLlamaCppViewMatchesHfOnPlainText) {
+  // llama.cpp reads only tokenizer.ggml.*: an SPM ("llama") tokenizer over the rank-derived
+  // scores. hinge's "llama" kind is llama.cpp-exact, so it shows what llama.cpp would produce.
+  // On plain English that view agrees with HF exactly; with convert_hf_to_gguf.py's flat -1000
+  // scores it would not (merges would go left to right).
+  const VocabSpec spec = tinystories_spec();
+  auto f = open_gguf(write_vocab_file(spec));
+  ASSERT_NE(f, nullptr);
+  GgufWriter standard_only;
+  for (const auto& [key, value] : f->metadata())
+    if (key.rfind("tokenizer.ggml.", 0) == 0) standard_only.set(key, value);
+  const std::string path = testing::temp_dir() + "/standard.gguf";
+  ASSERT_TRUE(standard_only.write(path).ok());
+  auto sf = open_gguf(path);
+  ASSERT_NE(sf, nullptr);
+  auto llama_view = Tokenizer::spec_from_gguf(*sf);
+  ASSERT_TRUE(llama_view.ok()) << llama_view.status().message();
+  EXPECT_EQ(llama_view->model, "llama");
+  VocabSpec flat = *llama_view;
+  flat.scores.assign(flat.tokens.size(), -1000.0f);
+  auto hf = make(spec);
+  auto llama = make(*llama_view);
+  auto llama_flat = make(flat);
+  ASSERT_TRUE(hf && llama && llama_flat);
+
+  // clang-format off
+  static const char* const kWords[] = {
+      "Once", "upon", "a", "time", "there", "was", "little", "girl", "named", "Lily", ".",
+      "She", "loved", "to", "play", "outside", "with", "her", "dog", "Max", ",", "One", "day",
+      "they", "went", "the", "park", "and", "saw", "big", "red", "ball", "Tom", "said",
+      "\"", "Let's", "!", "were", "very", "happy", "had", "fun", "all"};
+  // clang-format on
+  uint64_t state = 12345;
+  auto next = [&](uint64_t bound) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % bound;
+  };
+  size_t same = 0, same_flat = 0;
+  constexpr size_t kTexts = 200;
+  for (size_t i = 0; i < kTexts; ++i) {
+    std::string text;
+    for (uint64_t k = 0, n = 3 + next(18); k < n; ++k)
+      text += (k ? " " : "") + std::string(kWords[next(std::size(kWords))]);
+    const auto ids = hf->encode(text, true, false);
+    const auto llama_ids = llama->encode(text, true, false);
+    EXPECT_EQ(llama_ids, ids) << text;
+    same += llama_ids == ids;
+    same_flat += llama_flat->encode(text, true, false) == ids;
+  }
+  EXPECT_EQ(same, kTexts);
+  EXPECT_LT(same_flat, kTexts / 2);
+}
+
 TEST(TokenizerGgufTest, Stories260kRoundTrip) {
   const VocabSpec spec = gguf_spec("models/stories260K.gguf");
   ASSERT_EQ(spec.model, "llama");
@@ -305,9 +361,9 @@ TEST_P(TokenizerGgufVocabTest, RoundTripKeepsLlamaCppVectors) {
   ASSERT_GE(cases.size(), 40u);
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::vector<int32_t> got = rt->encode(cases[i].first, false, false);
-    EXPECT_EQ(got, cases[i].second) << vocab << " case " << i << " '" << cases[i].first
-                                    << "'\n  expected: " << ids_str(cases[i].second)
-                                    << "\n  got:      " << ids_str(got);
+    EXPECT_EQ(got, cases[i].second)
+        << vocab << " case " << i << " '" << cases[i].first
+        << "'\n  expected: " << ids_str(cases[i].second) << "\n  got:      " << ids_str(got);
   }
   auto original = make(spec);
   ASSERT_NE(original, nullptr);
@@ -328,7 +384,16 @@ INSTANTIATE_TEST_SUITE_P(TokenizerVocabs, TokenizerGgufVocabTest,
 VocabSpec spaced_hf_spec(SpacePrefixScope scope) {
   VocabSpec s;
   s.model = "hf-bpe-spm";
-  s.tokens = {"a", "b", " ", "ab", "ab ", "ab b", "\xE2\x96\x81", "\xE2\x96\x81" "a", "<eos>"};
+  s.tokens = {"a",
+              "b",
+              " ",
+              "ab",
+              "ab ",
+              "ab b",
+              "\xE2\x96\x81",
+              "\xE2\x96\x81"
+              "a",
+              "<eos>"};
   s.token_types = {1, 1, 1, 1, 1, 1, 1, 1, 3};
   s.merge_pairs = {{"a", "b"}, {"ab", " "}, {"ab ", "b"}, {"\xE2\x96\x81", "a"}};
   s.bos = -1;
@@ -387,10 +452,11 @@ TEST(TokenizerGgufTest, Gpt2SpecExtensionsRoundTrip) {
   s.model = "gpt2";
   s.pre = "hf-split";
   s.pre_regexes = {"'s|'t| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+"};
-  for (int b = 0; b < 256; ++b) s.tokens.push_back(unicode::byte_to_unicode(static_cast<uint8_t>(b)));
+  for (int b = 0; b < 256; ++b)
+    s.tokens.push_back(unicode::byte_to_unicode(static_cast<uint8_t>(b)));
   const std::string sp = unicode::byte_to_unicode(' ');
-  for (const std::string& t : {std::string("ab"), sp + "a", sp + "ab", sp + "abab", std::string("<|eot|>"),
-                               std::string("x y")})
+  for (const std::string& t : {std::string("ab"), sp + "a", sp + "ab", sp + "abab",
+                               std::string("<|eot|>"), std::string("x y")})
     s.tokens.push_back(t);
   s.token_types.assign(s.tokens.size(), 1);
   s.token_types[260] = 3;
@@ -435,14 +501,13 @@ TEST(TokenizerGgufTest, RejectsBadHingeKeys) {
   };
   EXPECT_NE(bad("hinge.tokenizer.kind", gguf::Value::str("wordpiece")).find("wordpiece"),
             std::string::npos);
-  EXPECT_NE(bad("hinge.tokenizer.merge_pairs", gguf::Value::str_array({"a", "b", "c"}))
-                .find("odd"),
+  EXPECT_NE(bad("hinge.tokenizer.merge_pairs", gguf::Value::str_array({"a", "b", "c"})).find("odd"),
             std::string::npos);
   EXPECT_NE(bad("hinge.tokenizer.fuse_unk", gguf::Value::u32(1)).find("fuse_unk"),
             std::string::npos);
-  EXPECT_NE(bad("hinge.tokenizer.space_prefix_scope", gguf::Value::str("sometimes"))
-                .find("sometimes"),
-            std::string::npos);
+  EXPECT_NE(
+      bad("hinge.tokenizer.space_prefix_scope", gguf::Value::str("sometimes")).find("sometimes"),
+      std::string::npos);
   // The standard layer alone still has to name a model llama.cpp knows.
   EXPECT_NE(bad("tokenizer.ggml.model", gguf::Value::str("hf-bpe-spm")).find("unsupported"),
             std::string::npos);

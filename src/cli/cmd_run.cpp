@@ -36,7 +36,15 @@ int run_command(RunArgs args) {
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
   const Tokenizer& tokenizer = **tok;
 
-  std::vector<int32_t> prompt = tokenizer.encode(args.prompt, /*add_special=*/true, args.parse_special);
+  std::vector<int32_t> prompt;
+  if (args.random_prompt > 0) {
+    std::mt19937_64 rng(*args.seed);
+    if (tokenizer.bos() >= 0) prompt.push_back(tokenizer.bos());
+    std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(loaded->config.n_vocab - 1));
+    while (static_cast<int64_t>(prompt.size()) < args.random_prompt) prompt.push_back(pick(rng));
+  } else {
+    prompt = tokenizer.encode(args.prompt, /*add_special=*/true, args.parse_special);
+  }
   if (prompt.empty()) {
     if (tokenizer.bos() < 0)
       return fail(args.model + ": empty prompt and the vocabulary has no BOS token; pass -p TEXT");

@@ -20,6 +20,7 @@ struct RunArgs {
   int threads = 0;       // 0: all hardware threads
   bool json = false;
   bool parse_special = true;
+  int64_t random_prompt = 0;  // > 0: a prompt of this many tokens, BOS then seeded random ids
   std::optional<uint64_t> seed;
   SamplingParams sampling;
 };

@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-t,--threads", run.threads, "Threads; 0 = all cores")
       ->capture_default_str()->check(CLI::Range(0, 1024));
   run_cmd->add_option("-s,--seed", run.seed, "Random seed (default: random)");
+  run_cmd->add_option("--random-prompt", run.random_prompt,
+                      "Benchmark: a prompt of N tokens, BOS then seeded random ids (as llama-bench)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->excludes("--prompt");
   run_cmd->add_flag("--json", run.json, "Print one JSON object with ids, text and statistics");
   add_sampling_options(run_cmd, run);
 

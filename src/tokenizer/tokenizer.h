@@ -93,7 +93,8 @@ class PreTokenizer;
 class Tokenizer {
  public:
   static StatusOr<std::unique_ptr<Tokenizer>> create(VocabSpec spec);
-  // tokenizer.ggml.* keys of a GGUF file (full model or vocab-only).
+  // tokenizer.ggml.* keys of a GGUF file (full model or vocab-only), with the hinge.tokenizer.*
+  // extensions preferred when present (see vocab_gguf.h, which also has the writer).
   static StatusOr<VocabSpec> spec_from_gguf(const gguf::GgufFile& f);
   // llama2.c tokenizer.bin (tok512.bin): int32 max_token_length, then per token float32 score,
   // int32 length, bytes. Read as "llama" with bos 1, eos 2, unk 0.

@@ -35,7 +35,9 @@ constexpr struct {
                    {SpacePrefixScope::kMetaspaceAlways, "metaspace_always"},
                    {SpacePrefixScope::kMetaspaceFirst, "metaspace_first"}};
 
-bool known_model(std::string_view m) { return m == "llama" || m == "gpt2" || m == "hf-bpe-spm"; }
+bool known_model(std::string_view m) {
+  return m == "llama" || m == "gpt2" || m == "hf-bpe-spm";
+}
 
 // Numbers of a GGUF numeric array (any integer or float element type); nullopt otherwise.
 std::optional<std::vector<double>> numeric_array(const gguf::GgufFile& f, std::string_view key) {
@@ -169,7 +171,7 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
     return fail(fmt::format("unsupported tokenizer model '{}'", *model));
   const bool spm = *model == "llama";
   // A file written by hinge says which tokenizer it really is.
-  const bool from_hinge = false;
+  const bool from_hinge = f.find(kKind) != nullptr;
   spec.model = *model;
   if (from_hinge) {
     auto kind = f.get_string(kKind);
@@ -177,7 +179,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
       return fail(fmt::format("unsupported {} '{}'", kKind, kind.value_or("(not a string)")));
     spec.model = *kind;
   }
-  auto string_array = [&](std::string_view key) -> StatusOr<std::optional<std::vector<std::string>>> {
+  auto string_array =
+      [&](std::string_view key) -> StatusOr<std::optional<std::vector<std::string>>> {
     if (!f.find(key)) return std::optional<std::vector<std::string>>();
     auto a = f.get_string_array(key);
     if (!a) return fail(fmt::format("{} is not a string array", key));
@@ -219,8 +222,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
   HINGE_ASSIGN_OR_RETURN(auto flat_pairs, string_array(kMergePairs));
   if (flat_pairs) {
     if (flat_pairs->size() % 2 != 0)
-      return fail(fmt::format("{} has an odd number of pieces ({})", kMergePairs,
-                              flat_pairs->size()));
+      return fail(
+          fmt::format("{} has an odd number of pieces ({})", kMergePairs, flat_pairs->size()));
     spec.merge_pairs.reserve(flat_pairs->size() / 2);
     for (size_t i = 0; i < flat_pairs->size(); i += 2)
       spec.merge_pairs.emplace_back(std::move((*flat_pairs)[i]), std::move((*flat_pairs)[i + 1]));
@@ -295,8 +298,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
       }
     }
     if (!found)
-      return fail(fmt::format("unknown {} '{}'", kSpacePrefixScope,
-                              name.value_or("(not a string)")));
+      return fail(
+          fmt::format("unknown {} '{}'", kSpacePrefixScope, name.value_or("(not a string)")));
   }
 
   if (spec.add_bos && spec.bos < 0)
