@@ -1,0 +1,81 @@
+// The row-wise ops of the transformer block against hand-computed values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "kernels/ops.h"
+
+namespace hinge::kernels {
+namespace {
+
+TEST(KernelsOps, RmsnormSoftmaxSwiglu) {
+  const float x[4] = {1, 2, 3, 4}, w[4] = {1, 1, 2, 0.5f};
+  float out[4];
+  rmsnorm(out, x, w, 4, 0.0f);
+  const float inv = 1.0f / std::sqrt(30.0f / 4.0f);
+  EXPECT_FLOAT_EQ(out[0], inv);
+  EXPECT_FLOAT_EQ(out[2], 6 * inv);
+  EXPECT_FLOAT_EQ(out[3], 2 * inv);
+  float s[3] = {0, std::log(2.0f), std::log(5.0f)};
+  softmax(s, 3);
+  EXPECT_NEAR(s[0], 1.0 / 8, 1e-6);
+  EXPECT_NEAR(s[2], 5.0 / 8, 1e-6);
+  float g[2] = {0.0f, 2.0f};
+  const float u[2] = {3.0f, 0.5f};
+  swiglu(g, u, 2);
+  EXPECT_FLOAT_EQ(g[0], 0.0f);
+  EXPECT_NEAR(g[1], 2.0f / (1.0f + std::exp(-2.0f)) * 0.5f, 1e-6);
+}
+
+// Interleaved and rotate-half RoPE rotate the same pairs, only laid out differently.
+TEST(KernelsOps, RopeLayoutsAgreeUpToPermutation) {
+  const int64_t d = 8;
+  std::vector<float> inv(d / 2);
+  rope_inv_freq(inv.data(), d, 10000.0f, nullptr);
+  EXPECT_FLOAT_EQ(inv[0], 1.0f);
+  EXPECT_NEAR(inv[1], std::pow(10000.0f, -2.0f / 8), 1e-7);
+  std::vector<float> inter(d), neox(d);
+  for (int64_t i = 0; i < d / 2; ++i) {
+    inter[2 * i] = neox[i] = 0.1f * (i + 1);
+    inter[2 * i + 1] = neox[i + d / 2] = -0.3f * (i + 2);
+  }
+  rope(inter.data(), 1, d, 7, inv.data(), RopeStyle::kInterleaved);
+  rope(neox.data(), 1, d, 7, inv.data(), RopeStyle::kNeox);
+  for (int64_t i = 0; i < d / 2; ++i) {
+    EXPECT_FLOAT_EQ(inter[2 * i], neox[i]);
+    EXPECT_FLOAT_EQ(inter[2 * i + 1], neox[i + d / 2]);
+  }
+  // Pair 0 at position 7 turns by 7 radians.
+  EXPECT_NEAR(inter[0], 0.1f * std::cos(7.0f) + 0.6f * std::sin(7.0f), 1e-6);
+}
+
+// Llama 3 rope_scaling (factor 8, low 1, high 4, original context 8192, theta 500000): high
+// frequencies keep their value, low frequencies are divided by 8, the band between is smoothed.
+TEST(KernelsOps, Llama3FrequencyFactors) {
+  const int64_t d = 128;
+  const float theta = 500000.0f;
+  std::vector<float> f(d / 2);
+  llama3_freq_factors(f.data(), d, theta, 8.0f, 1.0f, 4.0f, 8192.0f);
+  for (int64_t i = 0; i < d / 2; ++i) {
+    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / d);
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double want;
+    if (wavelen < 8192.0 / 4) want = 1.0;
+    else if (wavelen > 8192.0 / 1) want = 8.0;
+    else {
+      const double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+      want = freq / ((1 - smooth) * freq / 8.0 + smooth * freq);
+    }
+    EXPECT_NEAR(f[i], want, 1e-3 * want) << i;
+  }
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[d / 2 - 1], 8.0f);
+  int smoothed = 0;
+  for (float v : f) smoothed += v > 1.0f && v < 8.0f;
+  EXPECT_GT(smoothed, 0);
+}
+
+}  // namespace
+}  // namespace hinge::kernels
