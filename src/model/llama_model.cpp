@@ -109,7 +109,7 @@ void LlamaModel::attention(int64_t layer, int64_t n, int64_t pos0, KvCache& cach
   // Divide (not multiply by the inverse) as llama2.c does, so f32 scores match it exactly.
   const float sqrt_head_dim = std::sqrt(static_cast<float>(head_dim));
   const int64_t units = n * c.n_heads;
-  pool_.run([&](int tid, int nt) {
+  auto body = [&](int tid, int nt) {
     float* scores = &scores_[static_cast<size_t>(tid) * c.context_length];
     for (int64_t u = tid; u < units; u += nt) {
       const int64_t t = u / c.n_heads, h = u % c.n_heads;
@@ -124,7 +124,15 @@ void LlamaModel::attention(int64_t layer, int64_t n, int64_t pos0, KvCache& cach
       for (int64_t p = 0; p < len; ++p)
         kernels::axpy_f32(out, scores[p], cache.v(layer, p) + kvh * head_dim, head_dim);
     }
-  });
+  };
+  // Waking the workers costs microseconds; below ~64K multiply-adds (tiny models, short
+  // contexts) the calling thread alone is faster.
+  const int64_t work = units * (pos0 + n) * head_dim * 2;
+  if (work < (int64_t{1} << 16)) {
+    body(0, 1);
+  } else {
+    pool_.run(body);
+  }
 }
 
 }  // namespace hinge
