@@ -1,4 +1,6 @@
 // `hinge run`: load a model, generate, stream text to stdout, statistics to stderr.
+#include <unistd.h>
+
 #include <cstdio>
 #include <random>
 
@@ -58,6 +60,13 @@ int run_command(RunArgs args) {
     return fail(fmt::format("prompt is {} tokens but the context holds {}; raise --ctx-size",
                             prompt.size(), ctx));
 
+  const uint64_t kv_bytes = static_cast<uint64_t>(cfg.kv_bytes_per_token(sizeof(float))) *
+                            static_cast<uint64_t>(ctx);
+  const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                       static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+  if (kv_bytes > ram / 2)
+    return fail(fmt::format("a KV cache of {} tokens needs {}, more than half of this machine's "
+                            "{}; lower --ctx-size", ctx, format_bytes(kv_bytes), format_bytes(ram)));
   const int threads = args.threads > 0 ? args.threads : hardware_threads();
   ThreadPool pool(threads);
   LlamaModel model(cfg, loaded->weights, pool, 64);

@@ -2,6 +2,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -82,10 +85,18 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  if (run_cmd->parsed()) return hinge::cli::run_command(run);
-  if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
-  if (info_cmd->parsed()) return hinge::cli::info_command(info);
-  if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
-  if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
+  // Commands report errors as Status; this only catches what must never escape (e.g. an
+  // allocation failure), so the user still gets one line instead of an abort.
+  try {
+    if (run_cmd->parsed()) return hinge::cli::run_command(run);
+    if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
+    if (info_cmd->parsed()) return hinge::cli::info_command(info);
+    if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
+    if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
+  } catch (const std::bad_alloc&) {
+    return hinge::cli::fail("out of memory");
+  } catch (const std::exception& e) {
+    return hinge::cli::fail(std::string("unexpected error: ") + e.what());
+  }
   return 1;
 }

@@ -1,0 +1,193 @@
+#include "kv/block_pool.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace hinge::kv {
+
+BlockPool::BlockPool(int32_t num_blocks, int32_t block_size_tokens)
+    : block_size_tokens_(block_size_tokens),
+      meta_(static_cast<size_t>(num_blocks)),
+      tokens_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size_tokens)) {
+  HINGE_CHECK(num_blocks >= 0 && block_size_tokens > 0);
+  cached_.reserve(static_cast<size_t>(num_blocks));
+  for (int32_t b = 0; b < num_blocks; ++b) push_tail(b);
+}
+
+void BlockPool::push_tail(int32_t b) {
+  BlockMeta& m = meta_[static_cast<size_t>(b)];
+  m.prev = tail_;
+  m.next = kNone;
+  if (tail_ != kNone) meta_[static_cast<size_t>(tail_)].next = b;
+  else head_ = b;
+  tail_ = b;
+  ++num_free_;
+  if (m.has_hash) ++num_cached_free_;
+}
+
+void BlockPool::unlink(int32_t b) {
+  BlockMeta& m = meta_[static_cast<size_t>(b)];
+  if (m.prev != kNone) meta_[static_cast<size_t>(m.prev)].next = m.next;
+  else head_ = m.next;
+  if (m.next != kNone) meta_[static_cast<size_t>(m.next)].prev = m.prev;
+  else tail_ = m.prev;
+  m.prev = m.next = kNone;
+  --num_free_;
+  if (m.has_hash) --num_cached_free_;
+}
+
+void BlockPool::allocate(int32_t n, std::vector<BlockId>* out) {
+  HINGE_CHECK_MSG(can_allocate(n), "allocate({}) with {} free blocks", n, num_free_);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t b = head_;
+    unlink(b);
+    BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (m.has_hash) {
+      cached_.erase(m.hash.value);
+      m.has_hash = false;
+      ++num_evictions_;
+    }
+    m.ref_count = 1;
+    out->push_back(BlockId(b));
+  }
+}
+
+std::vector<BlockId> BlockPool::allocate(int32_t n) {
+  std::vector<BlockId> out;
+  out.reserve(static_cast<size_t>(std::max(n, 0)));
+  allocate(n, &out);
+  return out;
+}
+
+void BlockPool::free(std::span<const BlockId> blocks) {
+  for (BlockId id : blocks) {
+    BlockMeta& m = meta(id);
+    HINGE_CHECK_MSG(m.ref_count > 0, "free of free block {}", id.value);
+    if (m.ref_count == 2) --num_shared_;
+    if (--m.ref_count == 0) push_tail(id.value);
+  }
+}
+
+void BlockPool::ref(BlockId id) {
+  BlockMeta& m = meta(id);
+  if (m.ref_count == 0) unlink(id.value);
+  if (m.ref_count == 1) ++num_shared_;
+  ++m.ref_count;
+}
+
+std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
+                                         std::span<const int32_t> block_tokens) const {
+  auto it = cached_.find(hash.value);
+  if (it == cached_.end()) return std::nullopt;
+  const BlockMeta& m = meta_[static_cast<size_t>(it->second)];
+  if (!(m.parent_hash == parent)) return std::nullopt;
+  if (block_tokens.size() != static_cast<size_t>(block_size_tokens_)) return std::nullopt;
+  const auto stored = tokens_of(it->second);
+  if (!std::equal(stored.begin(), stored.end(), block_tokens.begin())) return std::nullopt;
+  return BlockId(it->second);
+}
+
+bool BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
+                            std::span<const int32_t> block_tokens) {
+  BlockMeta& m = meta(id);
+  HINGE_CHECK_MSG(m.ref_count > 0, "caching free block {}", id.value);
+  HINGE_CHECK(block_tokens.size() == static_cast<size_t>(block_size_tokens_));
+  if (m.has_hash) {
+    HINGE_CHECK_MSG(m.hash == hash, "block {} re-cached under a different hash", id.value);
+    return true;
+  }
+  if (!cached_.emplace(hash.value, id.value).second) return false;
+  m.has_hash = true;
+  m.hash = hash;
+  m.parent_hash = parent;
+  std::copy(block_tokens.begin(), block_tokens.end(),
+            tokens_.begin() + static_cast<ptrdiff_t>(id.value) * block_size_tokens_);
+  return true;
+}
+
+std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
+  const BlockMeta& m = meta(id);
+  if (!m.has_hash) return std::nullopt;
+  return m.hash;
+}
+
+std::vector<BlockId> BlockPool::free_list() const {
+  std::vector<BlockId> out;
+  out.reserve(static_cast<size_t>(num_free_));
+  for (int32_t b = head_; b != kNone; b = meta_[static_cast<size_t>(b)].next)
+    out.push_back(BlockId(b));
+  return out;
+}
+
+BlockPoolCounters BlockPool::counters() const {
+  BlockPoolCounters c;
+  c.num_total_blocks = num_blocks();
+  c.num_free_blocks = num_free_;
+  c.num_used_blocks = num_blocks() - num_free_;
+  c.num_cached_free_blocks = num_cached_free_;
+  c.num_shared_blocks = num_shared_;
+  c.num_evictions = num_evictions_;
+  return c;
+}
+
+std::string BlockPool::render_map(int32_t blocks_per_line) const {
+  HINGE_CHECK(blocks_per_line > 0);
+  std::string out;
+  for (int32_t b = 0; b < num_blocks(); ++b) {
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    char c = '#';
+    if (m.ref_count == 0) c = m.has_hash ? 'c' : '.';
+    else if (m.ref_count > 1) c = 'S';
+    out.push_back(c);
+    if ((b + 1) % blocks_per_line == 0 || b + 1 == num_blocks()) out.push_back('\n');
+  }
+  return out;
+}
+
+Status BlockPool::check_invariants() const {
+  const int32_t n = num_blocks();
+  std::vector<char> on_list(static_cast<size_t>(n), 0);
+  int32_t count = 0;
+  int32_t prev = kNone;
+  for (int32_t b = head_; b != kNone; b = meta_[static_cast<size_t>(b)].next) {
+    if (b < 0 || b >= n) return Status::Errorf("free list: bad index {}", b);
+    if (on_list[static_cast<size_t>(b)]) return Status::Errorf("free list: cycle at {}", b);
+    on_list[static_cast<size_t>(b)] = 1;
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (m.prev != prev) return Status::Errorf("free list: block {} prev {} != {}", b, m.prev, prev);
+    if (m.ref_count != 0) return Status::Errorf("free list: block {} has ref {}", b, m.ref_count);
+    prev = b;
+    ++count;
+  }
+  if (prev != tail_) return Status::Errorf("free list: tail {} != last {}", tail_, prev);
+  if (count != num_free_) return Status::Errorf("free list: length {} != {}", count, num_free_);
+  int32_t cached_free = 0, shared = 0, with_hash = 0;
+  for (int32_t b = 0; b < n; ++b) {
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (m.ref_count < 0) return Status::Errorf("block {}: ref {}", b, m.ref_count);
+    if (m.ref_count == 0 && !on_list[static_cast<size_t>(b)])
+      return Status::Errorf("block {}: ref 0 but not on the free list", b);
+    if (m.ref_count > 1) ++shared;
+    if (m.has_hash) {
+      ++with_hash;
+      if (m.ref_count == 0) ++cached_free;
+      auto it = cached_.find(m.hash.value);
+      if (it == cached_.end() || it->second != b)
+        return Status::Errorf("block {}: hash {:x} not mapped to it", b, m.hash.value);
+    }
+  }
+  for (const auto& [h, b] : cached_) {
+    if (b < 0 || b >= n) return Status::Errorf("hash map: bad block {}", b);
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (!m.has_hash || m.hash.value != h)
+      return Status::Errorf("hash map: {:x} -> block {} which does not hold it", h, b);
+  }
+  if (with_hash != static_cast<int32_t>(cached_.size()))
+    return Status::Errorf("hash map size {} != hashed blocks {}", cached_.size(), with_hash);
+  if (cached_free != num_cached_free_)
+    return Status::Errorf("cached-free count {} != {}", num_cached_free_, cached_free);
+  if (shared != num_shared_) return Status::Errorf("shared count {} != {}", num_shared_, shared);
+  return Status::Ok();
+}
+
+}  // namespace hinge::kv

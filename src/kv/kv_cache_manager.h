@@ -1,0 +1,155 @@
+// KvCacheManager: per-request paged KV bookkeeping over one BlockPool, with automatic prefix
+// caching (tenant-namespaced, chained block hashes), fork and copy-on-write.
+// Not thread-safe: owned and used by the engine thread only. Pure bookkeeping (no KV bytes).
+//
+// Life of a request (what the scheduler calls, in order):
+//   add_request(id, ns)
+//   hit = get_computed_blocks(prompt, ns)        // query only, no side effects but counters
+//   alloc = allocate_slots(id, n, &hit)          // nullopt: does not fit, nothing changed
+//   ... the runner computes tokens, writing KV to slot(id, p) ...
+//   cache_full_blocks(id, tokens, num_computed)  // full blocks become prefix-cache entries
+//   allocate_slots(id, 1) ... (decode)           // each step
+//   free(id)                                     // blocks return tail-first
+//
+// Per request, token positions against blocks:
+//   | cached (prefix hit) | computed | new (this step) | unused tail of last block |
+//   0                     hit        computed          num_tokens
+// num_tokens (slots reserved) only grows; table size == ceil(num_tokens / block_size).
+//
+// Copy-on-write: after fork() parent and child share every block. Full blocks are immutable;
+// a partial last block shared by several requests is copied on the first allocate_slots that
+// would write into it: the writer gets a fresh block and the result names (src, dst) for the
+// runner to copy before the forward pass.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+#include "kv/block_table.h"
+#include "kv/kv_ids.h"
+
+namespace hinge::kv {
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;
+  int32_t block_size_tokens = 16;
+  bool enable_prefix_cache = true;  // false: --no-prefix-cache (no hashing, no hits)
+};
+
+// Longest cached prefix of a prompt: blocks[i] holds tokens [i * bs, (i + 1) * bs).
+struct ComputedBlocks {
+  std::vector<BlockId> blocks;
+  std::vector<BlockHash> hashes;  // hashes[i] of blocks[i]
+  int32_t num_cached_tokens = 0;  // blocks.size() * block_size, always < prompt length
+};
+
+struct BlockCopy {
+  BlockId src;
+  BlockId dst;
+  bool operator==(const BlockCopy&) const = default;
+};
+
+struct SlotAllocation {
+  std::vector<BlockId> new_blocks;  // appended to the table (a copy-on-write dst excluded)
+  std::optional<BlockCopy> copy;    // copy-on-write the runner must perform first
+};
+
+struct KvCacheStats {
+  BlockPoolCounters pool;
+  int32_t num_requests = 0;
+  int64_t num_prefix_query_tokens = 0;  // prompt tokens looked up by get_computed_blocks
+  int64_t num_prefix_hit_tokens = 0;    // of which found cached
+  int64_t num_cow_copies = 0;
+};
+
+// True when HINGE_KV_DEBUG=1: the engine then prints debug_string() each step.
+bool kv_debug_enabled();
+
+class KvCacheManager {
+ public:
+  // hash_fn is replaceable for tests (forced collisions).
+  explicit KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn = &hash_block_tokens);
+
+  int32_t block_size_tokens() const { return config_.block_size_tokens; }
+  bool prefix_cache_enabled() const { return config_.enable_prefix_cache; }
+  const BlockPool& pool() const { return pool_; }
+
+  // Starts tracking a request (no blocks yet). HINGE_CHECK: id not live.
+  void add_request(RequestId id, CacheNamespace ns);
+  bool has_request(RequestId id) const { return requests_.contains(id); }
+
+  // Longest prefix of `prompt` made of full cached blocks of namespace ns, leaving at least one
+  // token to compute (a 100-token prompt with bs 16 hits at most 96 tokens; a 32-token one 16).
+  // Touches nothing; only the query/hit counters change. Empty when prefix caching is off.
+  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns);
+
+  // Reserves slots for num_new_tokens more tokens of request id. `computed` (only before the
+  // request's first allocation) adopts a prefix hit: its blocks are referenced and its tokens
+  // count as already present. Returns nullopt, changing nothing, when the pool lacks blocks.
+  std::optional<SlotAllocation> allocate_slots(RequestId id, int32_t num_new_tokens,
+                                               const ComputedBlocks* computed = nullptr);
+
+  // Registers the full blocks within tokens [0, num_computed_tokens) not registered yet as
+  // prefix-cache entries. `tokens` are the request's tokens (at least num_computed_tokens).
+  void cache_full_blocks(RequestId id, std::span<const int32_t> tokens,
+                         int32_t num_computed_tokens);
+
+  // New request `child` sharing all of parent's blocks (refcount + 1 each), same token count.
+  void fork(RequestId parent, RequestId child);
+
+  // Releases the request's blocks last-to-first and forgets it.
+  void free(RequestId id);
+
+  int32_t num_tokens(RequestId id) const { return state(id).num_tokens; }
+  const BlockTable& block_table(RequestId id) const { return state(id).table; }
+  // Physical slot of token position p of request id.
+  int64_t slot(RequestId id, int64_t position) const {
+    return state(id).table.slot(position, config_.block_size_tokens);
+  }
+
+  KvCacheStats stats() const;
+  // Pool invariants plus: each block's refcount == number of table references to it; each
+  // table has ceil(num_tokens / block_size) blocks; hashes recorded per request match.
+  Status check_invariants() const;
+  // Counters line and the block map (see BlockPool::render_map).
+  std::string debug_string(int32_t blocks_per_line = 64) const;
+
+ private:
+  struct RequestState {
+    CacheNamespace ns;
+    BlockTable table;
+    int32_t num_tokens = 0;          // slots reserved
+    std::vector<BlockHash> hashes;   // chain hashes of the first hashes.size() blocks
+  };
+  const RequestState& state(RequestId id) const {
+    auto it = requests_.find(id);
+    HINGE_CHECK_MSG(it != requests_.end(), "unknown request {}", id.value);
+    return it->second;
+  }
+  RequestState& state(RequestId id) {
+    return const_cast<RequestState&>(std::as_const(*this).state(id));
+  }
+  int32_t blocks_for(int64_t num_tokens) const {
+    return static_cast<int32_t>((num_tokens + config_.block_size_tokens - 1) /
+                                config_.block_size_tokens);
+  }
+
+  KvCacheConfig config_;
+  BlockHashFn hash_fn_;
+  BlockPool pool_;
+  std::unordered_map<RequestId, RequestState> requests_;
+  std::vector<BlockId> scratch_;  // reversed table for free()
+  int64_t num_prefix_query_tokens_ = 0;
+  int64_t num_prefix_hit_tokens_ = 0;
+  int64_t num_cow_copies_ = 0;
+};
+
+}  // namespace hinge::kv
