@@ -3,7 +3,8 @@
 //   H_i    = XXH3(tokens of block i, seed = H_{i-1})
 // So H_i names the whole prefix [0, (i + 1) * block_size) within one namespace. Only full blocks
 // are hashed. The hash is an index, not a proof: the pool confirms every hit by comparing the
-// block's token ids and its parent hash (see BlockPool::lookup). Pure functions; thread-safe.
+// block's token ids and its exact parent (see BlockParent, BlockPool::lookup), so a collision is
+// a miss, never wrong KV. Pure functions; thread-safe.
 #pragma once
 
 #include <compare>

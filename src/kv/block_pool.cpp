@@ -18,8 +18,10 @@ void BlockPool::push_tail(int32_t b) {
   BlockMeta& m = meta_[static_cast<size_t>(b)];
   m.prev = tail_;
   m.next = kNone;
-  if (tail_ != kNone) meta_[static_cast<size_t>(tail_)].next = b;
-  else head_ = b;
+  if (tail_ != kNone)
+    meta_[static_cast<size_t>(tail_)].next = b;
+  else
+    head_ = b;
   tail_ = b;
   ++num_free_;
   if (m.has_hash) ++num_cached_free_;
@@ -27,10 +29,14 @@ void BlockPool::push_tail(int32_t b) {
 
 void BlockPool::unlink(int32_t b) {
   BlockMeta& m = meta_[static_cast<size_t>(b)];
-  if (m.prev != kNone) meta_[static_cast<size_t>(m.prev)].next = m.next;
-  else head_ = m.next;
-  if (m.next != kNone) meta_[static_cast<size_t>(m.next)].prev = m.prev;
-  else tail_ = m.prev;
+  if (m.prev != kNone)
+    meta_[static_cast<size_t>(m.prev)].next = m.next;
+  else
+    head_ = m.next;
+  if (m.next != kNone)
+    meta_[static_cast<size_t>(m.next)].prev = m.prev;
+  else
+    tail_ = m.prev;
   m.prev = m.next = kNone;
   --num_free_;
   if (m.has_hash) --num_cached_free_;
@@ -48,6 +54,7 @@ void BlockPool::allocate(int32_t n, std::vector<BlockId>* out) {
       ++num_evictions_;
     }
     m.ref_count = 1;
+    ++m.generation;
     out->push_back(BlockId(b));
   }
 }
@@ -75,34 +82,36 @@ void BlockPool::ref(BlockId id) {
   ++m.ref_count;
 }
 
-std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
+std::optional<BlockId> BlockPool::lookup(BlockHash hash, const BlockParent& parent,
                                          std::span<const int32_t> block_tokens) const {
   auto it = cached_.find(hash.value);
   if (it == cached_.end()) return std::nullopt;
   const BlockMeta& m = meta_[static_cast<size_t>(it->second)];
-  if (!(m.parent_hash == parent)) return std::nullopt;
+  if (!(m.parent == parent)) return std::nullopt;
   if (block_tokens.size() != static_cast<size_t>(block_size_tokens_)) return std::nullopt;
   const auto stored = tokens_of(it->second);
   if (!std::equal(stored.begin(), stored.end(), block_tokens.begin())) return std::nullopt;
   return BlockId(it->second);
 }
 
-bool BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
-                            std::span<const int32_t> block_tokens) {
+std::optional<BlockId> BlockPool::cache_block(BlockId id, BlockHash hash, const BlockParent& parent,
+                                              std::span<const int32_t> block_tokens) {
   BlockMeta& m = meta(id);
   HINGE_CHECK_MSG(m.ref_count > 0, "caching free block {}", id.value);
   HINGE_CHECK(block_tokens.size() == static_cast<size_t>(block_size_tokens_));
   if (m.has_hash) {
-    HINGE_CHECK_MSG(m.hash == hash, "block {} re-cached under a different hash", id.value);
-    return true;
+    HINGE_CHECK_MSG(m.hash == hash && m.parent == parent, "block {} re-cached as different content",
+                    id.value);
+    return id;
   }
-  if (!cached_.emplace(hash.value, id.value).second) return false;
+  auto [it, inserted] = cached_.emplace(hash.value, id.value);
+  if (!inserted) return lookup(hash, parent, block_tokens);  // duplicate, or nullopt: collision
   m.has_hash = true;
   m.hash = hash;
-  m.parent_hash = parent;
+  m.parent = parent;
   std::copy(block_tokens.begin(), block_tokens.end(),
             tokens_.begin() + static_cast<ptrdiff_t>(id.value) * block_size_tokens_);
-  return true;
+  return id;
 }
 
 std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
@@ -136,8 +145,10 @@ std::string BlockPool::render_map(int32_t blocks_per_line) const {
   for (int32_t b = 0; b < num_blocks(); ++b) {
     const BlockMeta& m = meta_[static_cast<size_t>(b)];
     char c = '#';
-    if (m.ref_count == 0) c = m.has_hash ? 'c' : '.';
-    else if (m.ref_count > 1) c = 'S';
+    if (m.ref_count == 0)
+      c = m.has_hash ? 'c' : '.';
+    else if (m.ref_count > 1)
+      c = 'S';
     out.push_back(c);
     if ((b + 1) % blocks_per_line == 0 || b + 1 == num_blocks()) out.push_back('\n');
   }

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -33,6 +34,17 @@
 #include "kv/kv_ids.h"
 
 namespace hinge::kv {
+
+// What a cached block's KV depends on besides its own token ids: the exact incarnation of its
+// parent block, or the namespace for the first block of a sequence. A lookup compares it and the
+// token ids, so a hit is exact by induction from the first block: a hash collision (even a forced
+// one) can only cause a miss, never wrong KV.
+struct BlockParent {
+  int32_t block = -1;  // parent block index; -1 for the first block of a sequence
+  uint64_t tag = 0;    // the parent's generation, or the namespace value when block == -1
+  bool operator==(const BlockParent&) const = default;
+  static BlockParent root(CacheNamespace ns) { return BlockParent{-1, ns.value}; }
+};
 
 struct BlockPoolCounters {
   int32_t num_total_blocks = 0;
@@ -63,17 +75,21 @@ class BlockPool {
   // Adds a reference; a block with ref 0 leaves the free list (O(1)).
   void ref(BlockId b);
 
-  // A cached block holding `hash` whose parent hash and token ids equal the given ones, or
-  // nullopt. The comparison makes a hash collision a miss, never wrong KV. No side effects.
-  std::optional<BlockId> lookup(BlockHash hash, BlockHash parent,
+  // The cached block under `hash` whose parent and token ids equal the given ones, or nullopt
+  // (a miss, or a collision rejected by the comparison). No side effects.
+  std::optional<BlockId> lookup(BlockHash hash, const BlockParent& parent,
                                 std::span<const int32_t> block_tokens) const;
-  // Registers full block b (ref > 0) under `hash`. Returns false (and changes nothing) when
-  // another block already holds that hash (a duplicate or a collision). Re-caching b with the
-  // same hash is a no-op returning true.
-  bool cache_block(BlockId b, BlockHash hash, BlockHash parent,
-                   std::span<const int32_t> block_tokens);
+  // Registers full block b (ref > 0) under `hash`. Returns the block that now holds this
+  // content in the cache: b itself; or another block already cached with the same hash, parent
+  // and tokens (a duplicate computed concurrently; b stays uncached); or nullopt when the hash
+  // is taken by different content (a collision; b stays uncached). Re-caching b is a no-op.
+  std::optional<BlockId> cache_block(BlockId b, BlockHash hash, const BlockParent& parent,
+                                     std::span<const int32_t> block_tokens);
 
   int32_t ref_count(BlockId b) const { return meta(b).ref_count; }
+  // Bumped each time the block is allocated: (block, generation) names one incarnation.
+  uint64_t generation(BlockId b) const { return meta(b).generation; }
+  BlockParent as_parent(BlockId b) const { return BlockParent{b.value, meta(b).generation}; }
   std::optional<BlockHash> cached_hash(BlockId b) const;
   // Free list from head (next to be allocated) to tail.
   std::vector<BlockId> free_list() const;
@@ -90,13 +106,13 @@ class BlockPool {
     int32_t prev = kNone;  // free-list links, meaningful only while ref_count == 0
     int32_t next = kNone;
     bool has_hash = false;
+    uint64_t generation = 0;
     BlockHash hash;
-    BlockHash parent_hash;
+    BlockParent parent;  // valid while has_hash
   };
 
   const BlockMeta& meta(BlockId b) const {
-    HINGE_CHECK_MSG(b.value >= 0 && b.value < num_blocks(), "block id {} out of range",
-                    b.value);
+    HINGE_CHECK_MSG(b.value >= 0 && b.value < num_blocks(), "block id {} out of range", b.value);
     return meta_[static_cast<size_t>(b.value)];
   }
   BlockMeta& meta(BlockId b) { return const_cast<BlockMeta&>(std::as_const(*this).meta(b)); }
@@ -108,8 +124,8 @@ class BlockPool {
   void unlink(int32_t b);
 
   int32_t block_size_tokens_;
-  std::vector<BlockMeta> meta_;   // [num_blocks]
-  std::vector<int32_t> tokens_;   // [num_blocks * block_size_tokens], token ids of cached blocks
+  std::vector<BlockMeta> meta_;  // [num_blocks]
+  std::vector<int32_t> tokens_;  // [num_blocks * block_size_tokens], token ids of cached blocks
   std::unordered_map<uint64_t, int32_t> cached_;  // hash value -> block index
   int32_t head_ = kNone;
   int32_t tail_ = kNone;

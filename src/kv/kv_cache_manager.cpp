@@ -1,10 +1,10 @@
 #include "kv/kv_cache_manager.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace hinge::kv {
 
@@ -32,23 +32,24 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   // At least one token must remain to compute (its logits start generation).
   const size_t max_blocks = (prompt.size() - 1) / bs;
-  BlockHash parent = namespace_root_hash(ns);
+  BlockHash parent_hash = namespace_root_hash(ns);
+  BlockParent parent = BlockParent::root(ns);
   for (size_t i = 0; i < max_blocks; ++i) {
     const auto tokens = prompt.subspan(i * bs, bs);
-    const BlockHash h = hash_fn_(parent, tokens);
+    const BlockHash h = hash_fn_(parent_hash, tokens);
     const auto hit = pool_.lookup(h, parent, tokens);
     if (!hit) break;
     out.blocks.push_back(*hit);
     out.hashes.push_back(h);
-    parent = h;
+    parent_hash = h;
+    parent = pool_.as_parent(*hit);
   }
   out.num_cached_tokens = static_cast<int32_t>(out.blocks.size() * bs);
   num_prefix_hit_tokens_ += out.num_cached_tokens;
   return out;
 }
 
-std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id,
-                                                             int32_t num_new_tokens,
+std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32_t num_new_tokens,
                                                              const ComputedBlocks* computed) {
   HINGE_CHECK(num_new_tokens >= 0);
   RequestState& st = state(id);
@@ -59,8 +60,7 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id,
     HINGE_CHECK_MSG(st.table.empty() && st.num_tokens == 0,
                     "request {}: prefix hit adopted after its first allocation", id.value);
     HINGE_CHECK(computed->hashes.size() == computed->blocks.size());
-    HINGE_CHECK(computed->num_cached_tokens ==
-                static_cast<int32_t>(computed->blocks.size()) * bs);
+    HINGE_CHECK(computed->num_cached_tokens == static_cast<int32_t>(computed->blocks.size()) * bs);
     num_hit_blocks = static_cast<int32_t>(computed->blocks.size());
     for (int32_t i = 0; i < num_hit_blocks; ++i) {
       const BlockId b = computed->blocks[static_cast<size_t>(i)];
@@ -72,11 +72,11 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id,
   }
   const int32_t base_tokens = num_hit_blocks > 0 ? num_hit_blocks * bs : st.num_tokens;
   const int32_t base_blocks = st.table.num_blocks() + num_hit_blocks;
-  const int32_t num_needed = std::max(0, blocks_for(int64_t{base_tokens} + num_new_tokens) -
-                                             base_blocks);
+  const int32_t num_needed =
+      std::max(0, blocks_for(int64_t{base_tokens} + num_new_tokens) - base_blocks);
   // Copy-on-write: the next token lands in a partial last block that others also reference.
-  const bool cow = num_new_tokens > 0 && base_tokens % bs != 0 &&
-                   pool_.ref_count(st.table.back()) > 1;
+  const bool cow =
+      num_new_tokens > 0 && base_tokens % bs != 0 && pool_.ref_count(st.table.back()) > 1;
   if (!pool_.can_allocate(num_needed + (cow ? 1 : 0) + num_hits_on_free_list)) {
     return std::nullopt;
   }
@@ -88,6 +88,8 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id,
   }
   if (num_hit_blocks > 0) {
     st.hashes = computed->hashes;
+    st.parents.clear();
+    for (BlockId b : computed->blocks) st.parents.push_back(pool_.as_parent(b));
     st.num_tokens = base_tokens;
   }
   SlotAllocation out;
@@ -118,13 +120,17 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   const size_t num_full = static_cast<size_t>(num_computed_tokens) / bs;
   for (size_t i = st.hashes.size(); i < num_full; ++i) {
-    const BlockHash parent = i == 0 ? namespace_root_hash(st.ns) : st.hashes[i - 1];
+    const BlockHash parent_hash = i == 0 ? namespace_root_hash(st.ns) : st.hashes[i - 1];
+    const BlockParent parent = i == 0 ? BlockParent::root(st.ns) : st.parents[i - 1];
     const auto block_tokens = tokens.subspan(i * bs, bs);
-    const BlockHash h = hash_fn_(parent, block_tokens);
-    // false: another block already holds h (a duplicate computed concurrently, or a
-    // collision); this block then just stays uncached.
-    (void)pool_.cache_block(st.table[static_cast<int32_t>(i)], h, parent, block_tokens);
+    const BlockHash h = hash_fn_(parent_hash, block_tokens);
+    const BlockId own = st.table[static_cast<int32_t>(i)];
+    // Another block may already hold this content (computed concurrently): the successors are
+    // then cached under it. A collision leaves this block uncached, and its successors cached
+    // under a parent no lookup reaches (a miss, never wrong KV).
+    const std::optional<BlockId> canonical = pool_.cache_block(own, h, parent, block_tokens);
     st.hashes.push_back(h);
+    st.parents.push_back(pool_.as_parent(canonical.value_or(own)));
   }
 }
 
@@ -159,8 +165,11 @@ Status KvCacheManager::check_invariants() const {
   std::vector<int32_t> refs(static_cast<size_t>(pool_.num_blocks()), 0);
   for (const auto& [id, st] : requests_) {
     if (st.table.num_blocks() != blocks_for(st.num_tokens))
-      return Status::Errorf("request {}: {} blocks for {} tokens", id.value,
-                            st.table.num_blocks(), st.num_tokens);
+      return Status::Errorf("request {}: {} blocks for {} tokens", id.value, st.table.num_blocks(),
+                            st.num_tokens);
+    if (st.parents.size() != st.hashes.size())
+      return Status::Errorf("request {}: {} parents for {} hashes", id.value, st.parents.size(),
+                            st.hashes.size());
     if (static_cast<int32_t>(st.hashes.size()) > st.table.num_blocks())
       return Status::Errorf("request {}: {} hashes > {} blocks", id.value, st.hashes.size(),
                             st.table.num_blocks());

@@ -28,6 +28,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -126,8 +127,12 @@ class KvCacheManager {
   struct RequestState {
     CacheNamespace ns;
     BlockTable table;
-    int32_t num_tokens = 0;          // slots reserved
-    std::vector<BlockHash> hashes;   // chain hashes of the first hashes.size() blocks
+    int32_t num_tokens = 0;  // slots reserved
+    // For each of the first hashes.size() (full, computed) blocks: its chain hash, and the
+    // parent identity its successor is cached under (the cached block holding the same
+    // content, or the request's own block when the hash was taken by other content).
+    std::vector<BlockHash> hashes;
+    std::vector<BlockParent> parents;
   };
   const RequestState& state(RequestId id) const {
     auto it = requests_.find(id);

@@ -40,9 +40,7 @@ struct CacheNamespace {
 
 template <>
 struct std::hash<hinge::kv::BlockId> {
-  size_t operator()(hinge::kv::BlockId id) const noexcept {
-    return std::hash<int32_t>()(id.value);
-  }
+  size_t operator()(hinge::kv::BlockId id) const noexcept { return std::hash<int32_t>()(id.value); }
 };
 template <>
 struct std::hash<hinge::kv::RequestId> {

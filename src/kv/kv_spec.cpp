@@ -8,9 +8,9 @@ struct DtypeName {
   std::string_view name;
 };
 constexpr DtypeName kDtypeNames[] = {
-    {KvDtype::kF32, "f32"},         {KvDtype::kF16, "f16"},   {KvDtype::kBf16, "bf16"},
-    {KvDtype::kFp8E4m3, "fp8_e4m3"}, {KvDtype::kFp8E5m2, "fp8_e5m2"},
-    {KvDtype::kInt8, "int8"},       {KvDtype::kInt4, "int4"},
+    {KvDtype::kF32, "f32"},          {KvDtype::kF16, "f16"},          {KvDtype::kBf16, "bf16"},
+    {KvDtype::kFp8E4m3, "fp8_e4m3"}, {KvDtype::kFp8E5m2, "fp8_e5m2"}, {KvDtype::kInt8, "int8"},
+    {KvDtype::kInt4, "int4"},
 };
 // One f16 scale per (token, kv head) for the integer dtypes.
 constexpr int64_t kScaleBytes = 2;
@@ -31,13 +31,18 @@ std::optional<KvDtype> parse_kv_dtype(std::string_view name) {
 int64_t kv_dtype_head_bytes(KvDtype dtype, int32_t head_dim) {
   const int64_t n = head_dim;
   switch (dtype) {
-    case KvDtype::kF32: return 4 * n;
+    case KvDtype::kF32:
+      return 4 * n;
     case KvDtype::kF16:
-    case KvDtype::kBf16: return 2 * n;
+    case KvDtype::kBf16:
+      return 2 * n;
     case KvDtype::kFp8E4m3:
-    case KvDtype::kFp8E5m2: return n;
-    case KvDtype::kInt8: return n + kScaleBytes;
-    case KvDtype::kInt4: return (n + 1) / 2 + kScaleBytes;
+    case KvDtype::kFp8E5m2:
+      return n;
+    case KvDtype::kInt8:
+      return n + kScaleBytes;
+    case KvDtype::kInt4:
+      return (n + 1) / 2 + kScaleBytes;
   }
   HINGE_CHECK_MSG(false, "unknown KvDtype {}", static_cast<int>(dtype));
   return 0;
@@ -54,8 +59,7 @@ Status KvSpec::validate() const {
     return Status::Errorf("kv spec: n_kv_heads must be positive, got {}", n_kv_heads);
   if (head_dim <= 0) return Status::Errorf("kv spec: head_dim must be positive, got {}", head_dim);
   if (block_size_tokens <= 0)
-    return Status::Errorf("kv spec: block_size_tokens must be positive, got {}",
-                          block_size_tokens);
+    return Status::Errorf("kv spec: block_size_tokens must be positive, got {}", block_size_tokens);
   return Status::Ok();
 }
 
