@@ -12,6 +12,7 @@ namespace hinge::cli {
 int info_command(const InfoArgs& args) {
   LoadOptions opts;
   opts.tokenizer_path = args.tokenizer;
+  opts.require_vocab = false;
   auto m = load_model(args.model, opts);
   if (!m.ok()) return fail(m.status().message());
   const LoadedModel& model = **m;
@@ -22,8 +23,12 @@ int info_command(const InfoArgs& args) {
   out += fmt::format("file size:      {} ({} bytes)\n", format_bytes(model.file_bytes), model.file_bytes);
   out += fmt::format("architecture:   {}{}\n", c.architecture, c.name.empty() ? "" : " (" + c.name + ")");
   out += fmt::format("parameters:     {} ({})\n", format_count(model.num_parameters()), model.num_parameters());
-  out += fmt::format("vocab:          {} tokens, tokenizer '{}'{}\n", c.n_vocab, model.vocab.model,
-                     model.vocab.pre.empty() ? "" : " pre '" + model.vocab.pre + "'");
+  if (model.vocab.tokens.empty()) {
+    out += fmt::format("vocab:          {} tokens (tokenizer not loaded: pass --tokenizer)\n", c.n_vocab);
+  } else {
+    out += fmt::format("vocab:          {} tokens, tokenizer '{}'{}\n", c.n_vocab, model.vocab.model,
+                       model.vocab.pre.empty() ? "" : " pre '" + model.vocab.pre + "'");
+  }
   out += fmt::format("context:        {}\n", c.context_length);
   out += fmt::format("embedding:      {}\n", c.dim);
   out += fmt::format("layers:         {}\n", c.n_layers);

@@ -29,7 +29,9 @@ int run_command(RunArgs args) {
   std::unique_ptr<LoadedModel> loaded;
   {
     ProgressBar bar("loading");
-    LoadOptions opts{args.tokenizer, [&](double f) { bar.update(f); }};
+    LoadOptions opts;
+    opts.tokenizer_path = args.tokenizer;
+    opts.progress = [&](double f) { bar.update(f); };
     auto m = load_model(args.model, opts);
     if (!m.ok()) return fail(m.status().message());
     loaded = std::move(m).value();

@@ -8,7 +8,7 @@ namespace hinge {
 
 StatusOr<std::unique_ptr<LoadedModel>> load_llama2c_model(const std::string& path,
                                                           const LoadOptions& options) {
-  if (options.tokenizer_path.empty())
+  if (options.tokenizer_path.empty() && options.require_vocab)
     return Status::Errorf("{}: llama2.c checkpoints need their tokenizer: pass --tokenizer "
                           "tokenizer.bin", path);
   HINGE_ASSIGN_OR_RETURN(std::unique_ptr<llama2c::Checkpoint> ckpt, llama2c::Checkpoint::open(path));
@@ -31,8 +31,10 @@ StatusOr<std::unique_ptr<LoadedModel>> load_llama2c_model(const std::string& pat
   c.rope_theta = 10000.0f;  // run.c's RoPE
   c.rope_style = kernels::RopeStyle::kInterleaved;
   HINGE_RETURN_IF_ERROR(c.validate(path));
-  HINGE_ASSIGN_OR_RETURN(model->vocab,
-                         Tokenizer::spec_from_llama2c(options.tokenizer_path, lc.vocab_size));
+  if (!options.tokenizer_path.empty()) {
+    HINGE_ASSIGN_OR_RETURN(model->vocab,
+                           Tokenizer::spec_from_llama2c(options.tokenizer_path, lc.vocab_size));
+  }
 
   std::vector<RawTensor> raws;
   for (const auto& t : ckpt->tensors()) {

@@ -67,7 +67,7 @@ StatusOr<VocabSpec> load_vocab(const std::string& path, const std::string& token
     return Tokenizer::spec_from_gguf(*file);
   }
   if (!tokenizer_path.empty()) {
-    HINGE_ASSIGN_OR_RETURN(auto m, load_llama2c_model(path, LoadOptions{tokenizer_path, {}}));
+    HINGE_ASSIGN_OR_RETURN(auto m, load_llama2c_model(path, LoadOptions{tokenizer_path, true, {}}));
     return m->vocab;
   }
   return Status::Errorf("{}: cannot find a tokenizer (pass --tokenizer for llama2.c checkpoints)",

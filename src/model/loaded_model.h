@@ -51,6 +51,9 @@ struct LoadedModel {
 
 struct LoadOptions {
   std::string tokenizer_path;  // llama2.c tokenizer .bin (required for llama2.c checkpoints)
+  // False: a llama2.c checkpoint without tokenizer_path loads with an empty vocabulary (enough
+  // for `hinge info`); everything that tokenizes keeps the default.
+  bool require_vocab = true;
   // Progress callback (fraction 0..1) for the loading bar; may be empty.
   std::function<void(double)> progress;
 };

@@ -1,0 +1,189 @@
+// SIMD paths of the KV-cache row kernels (dequantize, dot, axpy) for f32, f16, bf16 and int8:
+// elements are promoted to f32 in registers and combined with f32 FMAs. Highway runtime dispatch;
+// every target compiles the same portable code. fp8 and int4 (and every quantize) run the scalar
+// reference in kv_quant_ref.cpp. Layouts and policies: kv_quant.h.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/half.h"
+#include "common/status.h"
+#include "kernels/kv_quant.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/kv_quant.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/simd_util-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hinge::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadKv(DF df, const float* p) {
+  return hn::LoadU(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadKv(DF df, const hwy::float16_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, p));
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadKv(DF df, const hwy::bfloat16_t* p) {
+  const hn::Rebind<hwy::bfloat16_t, DF> dh;
+  return hn::PromoteTo(df, hn::LoadU(dh, p));
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadKv(DF df, const int8_t* p) {
+  const hn::Rebind<int32_t, DF> di;
+  const hn::Rebind<int8_t, DF> d8;
+  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, p)));
+}
+
+HWY_INLINE float KvToF32(float v) { return v; }
+HWY_INLINE float KvToF32(hwy::float16_t v) {
+  uint16_t bits;
+  __builtin_memcpy(&bits, &v, 2);
+  return F16ToF32(bits);
+}
+HWY_INLINE float KvToF32(hwy::bfloat16_t v) {
+  uint16_t bits;
+  __builtin_memcpy(&bits, &v, 2);
+  return bf16_to_f32(bits);
+}
+HWY_INLINE float KvToF32(int8_t v) { return static_cast<float>(v); }
+
+// dst[i] = scale * row[i]; same single rounding as the reference, hence bit-exact.
+template <typename T>
+HWY_INLINE void DequantT(const T* HWY_RESTRICT row, float scale, float* HWY_RESTRICT dst, int n) {
+  const hn::ScalableTag<float> df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto vs = hn::Set(df, scale);
+  int i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(vs, LoadKv(df, row + i)), df, dst + i);
+  for (; i < n; ++i) dst[i] = scale * KvToF32(row[i]);
+}
+
+// sum q[i] * row[i] (unscaled); 4 accumulators hide the FMA latency.
+template <typename T>
+HWY_INLINE float DotT(const float* HWY_RESTRICT q, const T* HWY_RESTRICT row, int n) {
+  const hn::ScalableTag<float> df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  int i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::MulAdd(LoadKv(df, row + i), hn::LoadU(df, q + i), a0);
+    a1 = hn::MulAdd(LoadKv(df, row + i + N), hn::LoadU(df, q + i + N), a1);
+    a2 = hn::MulAdd(LoadKv(df, row + i + 2 * N), hn::LoadU(df, q + i + 2 * N), a2);
+    a3 = hn::MulAdd(LoadKv(df, row + i + 3 * N), hn::LoadU(df, q + i + 3 * N), a3);
+  }
+  for (; i + N <= n; i += N) a0 = hn::MulAdd(LoadKv(df, row + i), hn::LoadU(df, q + i), a0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) sum += q[i] * KvToF32(row[i]);
+  return sum;
+}
+
+// out[i] += as * row[i].
+template <typename T>
+HWY_INLINE void AxpyT(float as, const T* HWY_RESTRICT row, float* HWY_RESTRICT out, int n) {
+  const hn::ScalableTag<float> df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto va = hn::Set(df, as);
+  int i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::MulAdd(va, LoadKv(df, row + i), hn::LoadU(df, out + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] += as * KvToF32(row[i]);
+}
+
+// Calls fn(typed element pointer, scale) for the dtypes with a SIMD path.
+template <class Fn>
+HWY_INLINE void WithRow(KvDtype dtype, const void* row, Fn&& fn) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  switch (dtype) {
+    case KvDtype::kF32:
+      fn(reinterpret_cast<const float*>(p), 1.0f);
+      return;
+    case KvDtype::kF16:
+      fn(reinterpret_cast<const hwy::float16_t*>(p), 1.0f);
+      return;
+    case KvDtype::kBf16:
+      fn(reinterpret_cast<const hwy::bfloat16_t*>(p), 1.0f);
+      return;
+    case KvDtype::kInt8: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      fn(reinterpret_cast<const int8_t*>(p + 2), F16ToF32(h));
+      return;
+    }
+    default:
+      HINGE_CHECK_MSG(false, "no SIMD KV path for dtype {}", static_cast<int>(dtype));
+  }
+}
+
+void KvDequantSimd(KvDtype dtype, const void* src, float* dst, int n) {
+  WithRow(dtype, src, [&](const auto* row, float scale) { DequantT(row, scale, dst, n); });
+}
+
+float KvDotSimd(KvDtype dtype, const float* q, const void* k_row, int n) {
+  float result = 0.0f;
+  WithRow(dtype, k_row, [&](const auto* row, float scale) { result = DotT(q, row, n) * scale; });
+  return result;
+}
+
+void KvAxpySimd(KvDtype dtype, float a, const void* v_row, float* out, int n) {
+  WithRow(dtype, v_row, [&](const auto* row, float scale) { AxpyT(a * scale, row, out, n); });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hinge::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hinge::kernels {
+
+HWY_EXPORT(KvDequantSimd);
+HWY_EXPORT(KvDotSimd);
+HWY_EXPORT(KvAxpySimd);
+
+namespace {
+bool has_simd_path(KvDtype dtype) {
+  return dtype == KvDtype::kF32 || dtype == KvDtype::kF16 || dtype == KvDtype::kBf16 ||
+         dtype == KvDtype::kInt8;
+}
+void check_head_dim(int head_dim) {
+  HINGE_CHECK_MSG(head_dim > 0 && head_dim <= kKvMaxHeadDim, "head_dim {}", head_dim);
+}
+}  // namespace
+
+void kv_quantize_row(KvDtype dtype, const float* src, void* dst, int head_dim,
+                     float tensor_scale) {
+  kv_quantize_row_ref(dtype, src, dst, head_dim, tensor_scale);
+}
+
+void kv_dequantize_row(KvDtype dtype, const void* src, float* dst, int head_dim,
+                       float tensor_scale) {
+  if (!has_simd_path(dtype)) return kv_dequantize_row_ref(dtype, src, dst, head_dim, tensor_scale);
+  check_head_dim(head_dim);
+  HWY_DYNAMIC_DISPATCH(KvDequantSimd)(dtype, src, dst, head_dim);
+}
+
+float kv_dot_row(KvDtype dtype, const float* q, const void* k_row, int head_dim,
+                 float tensor_scale) {
+  if (!has_simd_path(dtype)) return kv_dot_row_ref(dtype, q, k_row, head_dim, tensor_scale);
+  check_head_dim(head_dim);
+  return HWY_DYNAMIC_DISPATCH(KvDotSimd)(dtype, q, k_row, head_dim);
+}
+
+void kv_axpy_row(KvDtype dtype, float a, const void* v_row, float* out, int head_dim,
+                 float tensor_scale) {
+  if (!has_simd_path(dtype)) return kv_axpy_row_ref(dtype, a, v_row, out, head_dim, tensor_scale);
+  check_head_dim(head_dim);
+  HWY_DYNAMIC_DISPATCH(KvAxpySimd)(dtype, a, v_row, out, head_dim);
+}
+
+}  // namespace hinge::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,114 @@
+// Request: the scheduler's state of one generation request. A plain value owned by the
+// Scheduler (engine thread only); everything else refers to it by RequestId.
+//
+// Tokens are one sequence, prompt then output:
+//   | prompt_token_ids ............ | output_token_ids ... |
+//   0                  num_prompt_tokens                  num_tokens()
+//   |<- num_computed_tokens (KV written) ->| still to compute |
+// The scheduler only moves num_computed_tokens towards num_tokens() (no prefill/decode phases).
+// When it reaches num_tokens() the model samples one token, appended to the output. After a
+// preemption (recompute) num_computed_tokens drops to 0 and prompt + output is computed again.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "kv/kv_ids.h"
+
+namespace hinge::sched {
+
+using kv::RequestId;
+
+// Lower value = scheduled first, preempted last.
+enum class Priority : uint8_t { kInteractive = 0, kBatch = 1 };
+
+enum class RequestStatus : uint8_t {
+  kWaiting,    // never scheduled yet
+  kRunning,    // holds KV blocks, in the running batch
+  kPreempted,  // blocks freed, back in the waiting queue, recomputes from token 0
+  kFinished,   // blocks freed, removed from the queues
+};
+
+enum class FinishReason : uint8_t {
+  kNone,     // not finished
+  kLength,   // max_new_tokens reached
+  kStop,     // the caller saw EOS or a stop sequence (Scheduler::finish_request)
+  kAborted,  // Scheduler::abort_request (client gone, cancelled)
+};
+
+const char* request_status_name(RequestStatus s);
+const char* finish_reason_name(FinishReason r);
+
+// What the caller supplies for a new request.
+struct RequestParams {
+  std::vector<int32_t> prompt_token_ids;
+  int32_t max_new_tokens = 16;
+  Priority priority = Priority::kInteractive;
+  kv::CacheNamespace cache_namespace{};  // server-derived tenant namespace for prefix sharing
+  // Parallel samples (fork after prefill, copy-on-write). Hook only: must be 1 for now.
+  int32_t n = 1;
+};
+
+class Request {
+ public:
+  Request(RequestId id, RequestParams params, uint64_t arrival_seq)
+      : id_(id),
+        token_ids_(std::move(params.prompt_token_ids)),
+        num_prompt_tokens_(static_cast<int32_t>(token_ids_.size())),
+        max_new_tokens_(params.max_new_tokens),
+        priority_(params.priority),
+        arrival_seq_(arrival_seq),
+        cache_namespace_(params.cache_namespace),
+        n_(params.n) {}
+
+  RequestId id() const { return id_; }
+  Priority priority() const { return priority_; }
+  uint64_t arrival_seq() const { return arrival_seq_; }
+  kv::CacheNamespace cache_namespace() const { return cache_namespace_; }
+  int32_t max_new_tokens() const { return max_new_tokens_; }
+  int32_t n() const { return n_; }
+
+  int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids_.size()); }
+  // Prompt then output, contiguous (what prefix hashing and recompute see).
+  std::span<const int32_t> token_ids() const { return token_ids_; }
+  std::span<const int32_t> prompt_token_ids() const {
+    return std::span<const int32_t>(token_ids_).first(static_cast<size_t>(num_prompt_tokens_));
+  }
+  std::span<const int32_t> output_token_ids() const {
+    return std::span<const int32_t>(token_ids_).subspan(static_cast<size_t>(num_prompt_tokens_));
+  }
+
+  int32_t num_computed_tokens() const { return num_computed_tokens_; }
+  // Prompt tokens found in the prefix cache at first admission (usage reporting); -1 before.
+  int32_t num_cached_tokens() const { return num_cached_tokens_; }
+  int32_t num_preemptions() const { return num_preemptions_; }
+  RequestStatus status() const { return status_; }
+  FinishReason finish_reason() const { return finish_reason_; }
+  bool is_finished() const { return status_ == RequestStatus::kFinished; }
+
+ private:
+  friend class Scheduler;  // the only writer of the mutable state below
+
+  RequestId id_;
+  std::vector<int32_t> token_ids_;  // [num_tokens], prompt then output
+  int32_t num_prompt_tokens_;
+  int32_t max_new_tokens_;
+  Priority priority_;
+  uint64_t arrival_seq_;
+  kv::CacheNamespace cache_namespace_;
+  int32_t n_;
+
+  int32_t num_computed_tokens_ = 0;
+  int32_t num_inflight_tokens_ = 0;  // scheduled by the last schedule(), not yet updated
+  int32_t num_cached_tokens_ = -1;
+  int32_t num_preemptions_ = 0;
+  RequestStatus status_ = RequestStatus::kWaiting;
+  FinishReason finish_reason_ = FinishReason::kNone;
+};
+
+}  // namespace hinge::sched

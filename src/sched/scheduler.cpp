@@ -1,0 +1,305 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace hinge::sched {
+
+const char* request_status_name(RequestStatus s) {
+  switch (s) {
+    case RequestStatus::kWaiting: return "waiting";
+    case RequestStatus::kRunning: return "running";
+    case RequestStatus::kPreempted: return "preempted";
+    case RequestStatus::kFinished: return "finished";
+  }
+  return "?";
+}
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kAborted: return "abort";
+  }
+  return "?";
+}
+
+Status SchedulerConfig::validate() const {
+  if (max_num_batched_tokens < 1)
+    return Status::Errorf("max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
+  if (max_num_seqs < 1) return Status::Errorf("max_num_seqs must be >= 1, got {}", max_num_seqs);
+  if (block_size_tokens < 1)
+    return Status::Errorf("block_size_tokens must be >= 1, got {}", block_size_tokens);
+  if (num_kv_blocks < 1) return Status::Errorf("num_kv_blocks must be >= 1, got {}", num_kv_blocks);
+  return Status::Ok();
+}
+
+namespace {
+kv::KvCacheConfig kv_config(const SchedulerConfig& c) {
+  const Status st = c.validate();
+  HINGE_CHECK_MSG(st.ok(), "scheduler config: {}", st.message());
+  return kv::KvCacheConfig{.num_blocks = c.num_kv_blocks,
+                           .block_size_tokens = c.block_size_tokens,
+                           .enable_prefix_cache = c.enable_prefix_cache};
+}
+}  // namespace
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(kv_config(config)) {}
+
+Status Scheduler::add_request(RequestId id, RequestParams params) {
+  if (requests_.contains(id)) return Status::Errorf("request {} already exists", id.value);
+  if (params.prompt_token_ids.empty()) return Status::Errorf("request {}: empty prompt", id.value);
+  if (params.max_new_tokens < 1)
+    return Status::Errorf("request {}: max_new_tokens must be >= 1, got {}", id.value,
+                          params.max_new_tokens);
+  if (params.n != 1)
+    return Status::Errorf("request {}: n = {} parallel samples not supported yet", id.value,
+                          params.n);
+  // The last sampled token is never computed: a request holds at most
+  // prompt + max_new_tokens - 1 slots. It must fit alone, or preemption could never help it.
+  const int64_t max_slots =
+      static_cast<int64_t>(params.prompt_token_ids.size()) + params.max_new_tokens - 1;
+  const int64_t bs = config_.block_size_tokens;
+  const int64_t max_blocks = (max_slots + bs - 1) / bs;
+  if (max_blocks > config_.num_kv_blocks)
+    return Status::Errorf(
+        "request {}: prompt {} + max_new_tokens {} needs {} KV blocks, the cache has {}",
+        id.value, params.prompt_token_ids.size(), params.max_new_tokens, max_blocks,
+        config_.num_kv_blocks);
+  requests_.emplace(id, Request(id, std::move(params), next_arrival_seq_++));
+  insert_sorted(&waiting_, id);
+  return Status::Ok();
+}
+
+bool Scheduler::abort_request(RequestId id) {
+  if (!requests_.contains(id)) return false;
+  finish(id, FinishReason::kAborted);
+  return true;
+}
+
+bool Scheduler::finish_request(RequestId id, FinishReason reason) {
+  HINGE_CHECK(reason != FinishReason::kNone);
+  if (!requests_.contains(id)) return false;
+  finish(id, reason);
+  return true;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  HINGE_CHECK_MSG(!awaiting_update_, "schedule() called twice without update()");
+  awaiting_update_ = true;
+  SchedulerOutput out;
+  out.finished = std::move(finished_ids_);
+  finished_ids_.clear();
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // 1. Running requests. The victim of a preemption is always running_.back(): the lowest
+  // (priority, arrival), which is at or after the request being scheduled, so nothing already
+  // in `out` is ever preempted.
+  size_t i = 0;
+  while (i < running_.size() && budget > 0) {
+    Request& r = get(running_[i]);
+    const int32_t num_new = std::min(r.num_tokens() - r.num_computed_tokens_, budget);
+    HINGE_CHECK_MSG(num_new > 0, "running request {} has nothing to compute", r.id().value);
+    std::optional<kv::SlotAllocation> alloc;
+    for (;;) {
+      alloc = kv_.allocate_slots(r.id(), num_new);
+      if (alloc) break;
+      const RequestId victim = running_.back();
+      preempt(victim);
+      out.preempted.push_back(victim);
+      if (victim == r.id()) break;
+    }
+    if (!alloc) break;  // r itself was preempted; it was the last running request
+    if (alloc->copy) out.block_copies.push_back(*alloc->copy);
+    out.scheduled.push_back(make_scheduled(r, num_new));
+    r.num_inflight_tokens_ = num_new;
+    budget -= num_new;
+    ++i;
+  }
+
+  // 2. Waiting requests, only when no running request had to give way this step.
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request& r = get(waiting_.front());
+    kv_.add_request(r.id(), r.cache_namespace());
+    const kv::ComputedBlocks hit = kv_.get_computed_blocks(r.token_ids(), r.cache_namespace());
+    const int32_t num_new = std::min(r.num_tokens() - hit.num_cached_tokens, budget);
+    auto alloc = kv_.allocate_slots(r.id(), num_new, &hit);
+    if (!alloc) {
+      kv_.free(r.id());  // holds no blocks: just forgets it
+      break;
+    }
+    waiting_.erase(waiting_.begin());
+    insert_sorted(&running_, r.id());
+    r.status_ = RequestStatus::kRunning;
+    r.num_computed_tokens_ = hit.num_cached_tokens;
+    if (r.num_cached_tokens_ < 0) r.num_cached_tokens_ = hit.num_cached_tokens;
+    if (alloc->copy) out.block_copies.push_back(*alloc->copy);
+    out.scheduled.push_back(make_scheduled(r, num_new));
+    r.num_inflight_tokens_ = num_new;
+    budget -= num_new;
+  }
+
+  out.num_scheduled_tokens = config_.max_num_batched_tokens - budget;
+  num_scheduled_tokens_ += out.num_scheduled_tokens;
+  ++num_steps_;
+  return out;
+}
+
+void Scheduler::update(const SchedulerOutput& output, std::span<const SampledToken> sampled) {
+  HINGE_CHECK_MSG(awaiting_update_, "update() without schedule()");
+  awaiting_update_ = false;
+  size_t next_sample = 0;
+  for (const ScheduledRequest& s : output.scheduled) {
+    auto it = requests_.find(s.id);
+    if (it == requests_.end()) {  // aborted or finished by the caller since schedule()
+      if (s.samples && next_sample < sampled.size() && sampled[next_sample].id == s.id)
+        ++next_sample;
+      continue;
+    }
+    Request& r = it->second;
+    HINGE_CHECK_MSG(r.status_ == RequestStatus::kRunning && r.num_computed_tokens_ == s.first_position,
+                    "request {}: update of a stale schedule ({} computed, scheduled from {})",
+                    r.id().value, r.num_computed_tokens_, s.first_position);
+    HINGE_CHECK(r.num_inflight_tokens_ == s.num_new_tokens);
+    r.num_inflight_tokens_ = 0;
+    r.num_computed_tokens_ += s.num_new_tokens;
+    kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_);
+    if (!s.samples) continue;
+    HINGE_CHECK_MSG(next_sample < sampled.size() && sampled[next_sample].id == s.id,
+                    "request {}: no sampled token given", s.id.value);
+    r.token_ids_.push_back(sampled[next_sample++].token);
+    if (r.num_output_tokens() >= r.max_new_tokens()) finish(r.id(), FinishReason::kLength);
+  }
+  HINGE_CHECK_MSG(next_sample == sampled.size(), "{} sampled tokens given, {} used",
+                  sampled.size(), next_sample);
+}
+
+std::vector<Request> Scheduler::take_finished() { return std::exchange(finished_, {}); }
+
+const Request* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+SchedulerStats Scheduler::stats() const {
+  return SchedulerStats{.num_running = static_cast<int32_t>(running_.size()),
+                        .num_waiting = static_cast<int32_t>(waiting_.size()),
+                        .num_steps = num_steps_,
+                        .num_preemptions = num_preemptions_,
+                        .num_scheduled_tokens = num_scheduled_tokens_,
+                        .num_finished = num_finished_};
+}
+
+Status Scheduler::check_invariants() const {
+  HINGE_RETURN_IF_ERROR(kv_.check_invariants());
+  if (running_.size() + waiting_.size() != requests_.size())
+    return Status::Errorf("{} running + {} waiting != {} live requests", running_.size(),
+                          waiting_.size(), requests_.size());
+  if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs)
+    return Status::Errorf("{} running > max_num_seqs {}", running_.size(), config_.max_num_seqs);
+  for (const auto* queue : {&running_, &waiting_}) {
+    for (size_t i = 0; i < queue->size(); ++i) {
+      const RequestId id = (*queue)[i];
+      if (!requests_.contains(id)) return Status::Errorf("queued request {} unknown", id.value);
+      if (i > 0 && !before((*queue)[i - 1], id))
+        return Status::Errorf("queue out of order at request {}", id.value);
+    }
+  }
+  for (RequestId id : running_) {
+    const Request& r = requests_.at(id);
+    if (r.status_ != RequestStatus::kRunning)
+      return Status::Errorf("running request {} has status {}", id.value,
+                            request_status_name(r.status_));
+    const int32_t num_reserved = r.num_computed_tokens_ + r.num_inflight_tokens_;
+    if (!kv_.has_request(id) || kv_.num_tokens(id) != num_reserved)
+      return Status::Errorf("running request {}: {} computed + {} scheduled tokens but {} KV slots",
+                            id.value, r.num_computed_tokens_, r.num_inflight_tokens_,
+                            kv_.has_request(id) ? kv_.num_tokens(id) : -1);
+    if (r.num_inflight_tokens_ != 0 && !awaiting_update_)
+      return Status::Errorf("running request {}: scheduled tokens outside a step", id.value);
+    if (r.num_computed_tokens_ + r.num_inflight_tokens_ > r.num_tokens() ||
+        (!awaiting_update_ && r.num_computed_tokens_ >= r.num_tokens()))
+      return Status::Errorf("running request {}: nothing left to compute", id.value);
+  }
+  for (RequestId id : waiting_) {
+    const Request& r = requests_.at(id);
+    if (r.status_ != RequestStatus::kWaiting && r.status_ != RequestStatus::kPreempted)
+      return Status::Errorf("waiting request {} has status {}", id.value,
+                            request_status_name(r.status_));
+    if (kv_.has_request(id) || r.num_computed_tokens_ != 0 || r.num_inflight_tokens_ != 0)
+      return Status::Errorf("waiting request {} holds KV", id.value);
+  }
+  return Status::Ok();
+}
+
+Request& Scheduler::get(RequestId id) {
+  auto it = requests_.find(id);
+  HINGE_CHECK_MSG(it != requests_.end(), "unknown request {}", id.value);
+  return it->second;
+}
+
+bool Scheduler::before(RequestId a, RequestId b) const {
+  const Request& ra = requests_.at(a);
+  const Request& rb = requests_.at(b);
+  if (ra.priority() != rb.priority()) return ra.priority() < rb.priority();
+  return ra.arrival_seq() < rb.arrival_seq();
+}
+
+void Scheduler::insert_sorted(std::vector<RequestId>* queue, RequestId id) {
+  auto pos = std::upper_bound(queue->begin(), queue->end(), id,
+                              [this](RequestId a, RequestId b) { return before(a, b); });
+  queue->insert(pos, id);
+}
+
+void Scheduler::preempt(RequestId id) {
+  Request& r = get(id);
+  HINGE_CHECK(r.status_ == RequestStatus::kRunning);
+  auto it = std::find(running_.begin(), running_.end(), id);
+  HINGE_CHECK(it != running_.end());
+  running_.erase(it);
+  kv_.free(id);
+  r.num_computed_tokens_ = 0;
+  r.num_inflight_tokens_ = 0;
+  r.status_ = RequestStatus::kPreempted;
+  ++r.num_preemptions_;
+  ++num_preemptions_;
+  insert_sorted(&waiting_, id);
+}
+
+void Scheduler::finish(RequestId id, FinishReason reason) {
+  auto it = requests_.find(id);
+  HINGE_CHECK(it != requests_.end());
+  Request& r = it->second;
+  auto& queue = r.status_ == RequestStatus::kRunning ? running_ : waiting_;
+  auto qit = std::find(queue.begin(), queue.end(), id);
+  HINGE_CHECK(qit != queue.end());
+  queue.erase(qit);
+  if (kv_.has_request(id)) kv_.free(id);
+  r.status_ = RequestStatus::kFinished;
+  r.finish_reason_ = reason;
+  finished_ids_.push_back(id);
+  finished_.push_back(std::move(r));
+  requests_.erase(it);
+  ++num_finished_;
+}
+
+ScheduledRequest Scheduler::make_scheduled(const Request& r, int32_t num_new) const {
+  ScheduledRequest s;
+  s.id = r.id();
+  s.first_position = r.num_computed_tokens_;
+  s.num_new_tokens = num_new;
+  s.samples = s.end_position() == r.num_tokens();
+  const auto tokens = r.token_ids().subspan(static_cast<size_t>(s.first_position),
+                                            static_cast<size_t>(num_new));
+  s.token_ids.assign(tokens.begin(), tokens.end());
+  s.slot_mapping.reserve(static_cast<size_t>(num_new));
+  for (int32_t p = s.first_position; p < s.end_position(); ++p)
+    s.slot_mapping.push_back(kv_.slot(r.id(), p));
+  const auto table = kv_.block_table(r.id()).blocks();
+  s.block_table.assign(table.begin(), table.end());
+  return s;
+}
+
+}  // namespace hinge::sched

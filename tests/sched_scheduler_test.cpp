@@ -1,0 +1,350 @@
+// Scheduler scenarios: exact step-by-step schedules ("id:first+num_new", '*' = samples),
+// block tables, preemption victims, prefix hits; scheduler + KV invariants after every step.
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace hinge::sched {
+namespace {
+
+
+constexpr int32_t kTokenBase = 1000;
+
+// "1:0+8* 2:10+1 pre 3 fin 4": id:first_position+num_new_tokens, '*' when it samples.
+inline std::string describe(const SchedulerOutput& out) {
+  std::string s;
+  auto sep = [&] {
+    if (!s.empty()) s += ' ';
+  };
+  for (const ScheduledRequest& r : out.scheduled) {
+    sep();
+    s += fmt::format("{}:{}+{}{}", r.id.value, r.first_position, r.num_new_tokens,
+                     r.samples ? "*" : "");
+  }
+  if (!out.preempted.empty()) {
+    sep();
+    s += "pre";
+    for (RequestId id : out.preempted) s += fmt::format(" {}", id.value);
+  }
+  if (!out.finished.empty()) {
+    sep();
+    s += "fin";
+    for (RequestId id : out.finished) s += fmt::format(" {}", id.value);
+  }
+  return s;
+}
+
+inline std::vector<int32_t> iota_tokens(int32_t first, int32_t n) {
+  std::vector<int32_t> t;
+  for (int32_t i = 0; i < n; ++i) t.push_back(first + i);
+  return t;
+}
+
+inline std::vector<kv::BlockId> block_ids(std::initializer_list<int32_t> v) {
+  std::vector<kv::BlockId> out;
+  for (int32_t x : v) out.push_back(kv::BlockId(x));
+  return out;
+}
+
+#define EXPECT_SCHED_INVARIANTS(s)          \
+  do {                                      \
+    Status _st = (s).check_invariants();    \
+    ASSERT_TRUE(_st.ok()) << _st.message(); \
+  } while (0)
+
+// schedule(); check invariants; sample kTokenBase + position for each sampling entry; update();
+// check invariants. Returns the output (the last one stays in *last when given).
+inline std::string step(Scheduler& s, SchedulerOutput* last = nullptr) {
+  SchedulerOutput out = s.schedule();
+  EXPECT_TRUE(s.check_invariants().ok()) << s.check_invariants().message();
+  std::vector<SampledToken> sampled;
+  for (const ScheduledRequest& r : out.scheduled)
+    if (r.samples) sampled.push_back({r.id, kTokenBase + r.end_position()});
+  s.update(out, sampled);
+  EXPECT_TRUE(s.check_invariants().ok()) << s.check_invariants().message();
+  std::string d = describe(out);
+  if (last != nullptr) *last = std::move(out);
+  return d;
+}
+
+
+SchedulerConfig config(int32_t budget, int32_t max_seqs, int32_t bs, int32_t blocks,
+                       bool prefix_cache = true) {
+  return SchedulerConfig{.max_num_batched_tokens = budget,
+                         .max_num_seqs = max_seqs,
+                         .block_size_tokens = bs,
+                         .num_kv_blocks = blocks,
+                         .enable_prefix_cache = prefix_cache};
+}
+
+void add(Scheduler& s, uint64_t id, std::vector<int32_t> prompt, int32_t max_new,
+         Priority priority = Priority::kInteractive) {
+  const Status st = s.add_request(
+      RequestId(id),
+      RequestParams{.prompt_token_ids = std::move(prompt), .max_new_tokens = max_new,
+                    .priority = priority, .cache_namespace = kv::CacheNamespace(7)});
+  ASSERT_TRUE(st.ok()) << st.message();
+}
+
+// The fake model's output for a request alone: kTokenBase + position of each new token.
+std::vector<int32_t> expected_output(int32_t num_prompt, int32_t max_new) {
+  return iota_tokens(kTokenBase + num_prompt, max_new);
+}
+
+std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
+
+TEST(SchedScheduler, SingleRequestChunkedPrefillThenDecode) {
+  Scheduler s(config(/*budget=*/8, 4, /*bs=*/4, /*blocks=*/16));
+  add(s, 1, iota_tokens(0, 20), 3);
+  SchedulerOutput out;
+  EXPECT_EQ(step(s, &out), "1:0+8");
+  EXPECT_EQ(out.scheduled[0].block_table, block_ids({0, 1}));
+  EXPECT_EQ(out.scheduled[0].token_ids, iota_tokens(0, 8));
+  EXPECT_EQ(out.scheduled[0].slot_mapping, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(out.num_scheduled_tokens, 8);
+  EXPECT_EQ(step(s, &out), "1:8+8");
+  EXPECT_EQ(out.scheduled[0].block_table, block_ids({0, 1, 2, 3}));
+  EXPECT_EQ(step(s, &out), "1:16+4*");
+  EXPECT_EQ(out.scheduled[0].block_table, block_ids({0, 1, 2, 3, 4}));
+  EXPECT_EQ(out.num_scheduled_tokens, 4);
+  EXPECT_EQ(s.find(RequestId(1))->num_tokens(), 21);
+  EXPECT_EQ(s.find(RequestId(1))->num_computed_tokens(), 20);
+  EXPECT_EQ(step(s, &out), "1:20+1*");  // decode: the sampled token is computed next step
+  EXPECT_EQ(out.scheduled[0].token_ids, std::vector<int32_t>{1020});
+  EXPECT_EQ(out.scheduled[0].block_table, block_ids({0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(out.scheduled[0].slot_mapping, std::vector<int64_t>{20});
+  EXPECT_EQ(step(s, &out), "1:21+1*");
+  EXPECT_FALSE(s.has_unfinished());
+  EXPECT_EQ(s.kv().stats().num_requests, 0);
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 16);
+  EXPECT_EQ(step(s), "fin 1");
+  EXPECT_EQ(step(s), "");
+
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(done[0].status(), RequestStatus::kFinished);
+  EXPECT_EQ(vec(done[0].output_token_ids()), expected_output(20, 3));
+  EXPECT_EQ(done[0].num_cached_tokens(), 0);
+  EXPECT_TRUE(s.take_finished().empty());
+  EXPECT_EQ(s.stats().num_steps, 7);
+  EXPECT_EQ(s.stats().num_scheduled_tokens, 22);
+  EXPECT_EQ(s.stats().num_preemptions, 0);
+}
+
+TEST(SchedScheduler, ContinuousBatchingJoinAndLeave) {
+  Scheduler s(config(/*budget=*/16, 8, /*bs=*/4, /*blocks=*/32));
+  add(s, 1, iota_tokens(0, 10), 3);
+  EXPECT_EQ(step(s), "1:0+10*");
+  add(s, 2, iota_tokens(100, 6), 2);
+  EXPECT_EQ(step(s), "1:10+1* 2:0+6*");
+  add(s, 3, iota_tokens(200, 20), 1);
+  EXPECT_EQ(step(s), "1:11+1* 2:6+1* 3:0+14");  // 3 gets what is left of the budget
+  EXPECT_EQ(s.running(), std::vector<RequestId>{RequestId(3)});
+  add(s, 4, iota_tokens(300, 3), 2);
+  EXPECT_EQ(step(s), "3:14+6* 4:0+3* fin 1 2");
+  EXPECT_EQ(step(s), "4:3+1* fin 3");
+  EXPECT_EQ(step(s), "fin 4");
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 4u);
+  const int32_t prompts[] = {10, 6, 20, 3};
+  const int32_t max_new[] = {3, 2, 1, 2};
+  const uint64_t order[] = {1, 2, 3, 4};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(done[i].id().value, order[i]);
+    EXPECT_EQ(vec(done[i].output_token_ids()), expected_output(prompts[i], max_new[i]));
+  }
+}
+
+TEST(SchedScheduler, MaxNumSeqsLimitsTheRunningBatch) {
+  Scheduler s(config(/*budget=*/100, /*max_seqs=*/2, 4, 32));
+  add(s, 1, iota_tokens(0, 4), 2);
+  add(s, 2, iota_tokens(10, 4), 2);
+  add(s, 3, iota_tokens(20, 4), 2);
+  EXPECT_EQ(step(s), "1:0+4* 2:0+4*");
+  EXPECT_EQ(s.waiting(), std::vector<RequestId>{RequestId(3)});
+  EXPECT_EQ(s.find(RequestId(3))->status(), RequestStatus::kWaiting);
+  EXPECT_EQ(step(s), "1:4+1* 2:4+1*");
+  EXPECT_EQ(step(s), "3:0+4* fin 1 2");
+  EXPECT_EQ(step(s), "3:4+1*");
+  EXPECT_EQ(step(s), "fin 3");
+}
+
+TEST(SchedScheduler, WaitingQueueIsPriorityThenArrival) {
+  Scheduler s(config(100, /*max_seqs=*/1, 4, 32));
+  add(s, 1, iota_tokens(0, 4), 1, Priority::kBatch);
+  add(s, 2, iota_tokens(10, 4), 1, Priority::kBatch);
+  add(s, 3, iota_tokens(20, 4), 1, Priority::kInteractive);
+  add(s, 4, iota_tokens(30, 4), 1, Priority::kInteractive);
+  EXPECT_EQ(step(s), "3:0+4*");
+  EXPECT_EQ(step(s), "4:0+4* fin 3");
+  EXPECT_EQ(step(s), "1:0+4* fin 4");
+  EXPECT_EQ(step(s), "2:0+4* fin 1");
+  EXPECT_EQ(step(s), "fin 2");
+}
+
+TEST(SchedScheduler, PrefixHitComputesOnlyTheTail) {
+  Scheduler s(config(/*budget=*/256, 8, /*bs=*/16, /*blocks=*/32));
+  add(s, 1, iota_tokens(0, 100), 2);
+  SchedulerOutput out;
+  EXPECT_EQ(step(s, &out), "1:0+100*");
+  EXPECT_EQ(out.scheduled[0].block_table, block_ids({0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(s.find(RequestId(1))->num_cached_tokens(), 0);
+  add(s, 2, iota_tokens(0, 100), 2);  // same prompt, same namespace
+  EXPECT_EQ(step(s, &out), "1:100+1* 2:96+4*");
+  EXPECT_EQ(out.scheduled[1].block_table, block_ids({0, 1, 2, 3, 4, 5, 7}));
+  EXPECT_EQ(out.scheduled[1].token_ids, iota_tokens(96, 4));
+  EXPECT_EQ(out.scheduled[1].slot_mapping, (std::vector<int64_t>{7 * 16, 7 * 16 + 1,
+                                                                 7 * 16 + 2, 7 * 16 + 3}));
+  EXPECT_EQ(out.num_scheduled_tokens, 5);
+  EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(0)), 1);  // 1 finished and released its ref
+  EXPECT_EQ(step(s), "2:100+1* fin 1");
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].id(), RequestId(1));
+  EXPECT_EQ(done[1].id(), RequestId(2));
+  EXPECT_EQ(done[1].num_cached_tokens(), 96);
+  EXPECT_EQ(vec(done[1].output_token_ids()), expected_output(100, 2));
+  EXPECT_EQ(s.kv().stats().num_prefix_hit_tokens, 96);
+}
+
+TEST(SchedScheduler, PrefixHitSharesBlocksWhileBothRun) {
+  Scheduler s(config(256, 8, 16, 32));
+  add(s, 1, iota_tokens(0, 100), 4);
+  EXPECT_EQ(step(s), "1:0+100*");
+  add(s, 2, iota_tokens(0, 100), 4);
+  EXPECT_EQ(step(s), "1:100+1* 2:96+4*");
+  for (int32_t b = 0; b < 6; ++b) EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(b)), 2);
+  EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(6)), 1);
+  EXPECT_EQ(s.find(RequestId(2))->num_cached_tokens(), 96);
+}
+
+TEST(SchedScheduler, PrefixCacheDisabledComputesEverything) {
+  Scheduler s(config(256, 8, 16, 32, /*prefix_cache=*/false));
+  add(s, 1, iota_tokens(0, 100), 2);
+  EXPECT_EQ(step(s), "1:0+100*");
+  add(s, 2, iota_tokens(0, 100), 1);
+  EXPECT_EQ(step(s), "1:100+1* 2:0+100*");
+  EXPECT_EQ(s.take_finished()[1].num_cached_tokens(), 0);
+}
+
+// Pool of 6 blocks of 4 tokens. Running order is (priority, arrival): 1, 3, then batch 2.
+TEST(SchedScheduler, PreemptionVictimIsLowestPriorityThenLatestArrival) {
+  Scheduler s(config(/*budget=*/64, 8, /*bs=*/4, /*blocks=*/6));
+  add(s, 1, iota_tokens(0, 8), 6, Priority::kInteractive);
+  add(s, 2, iota_tokens(100, 4), 6, Priority::kBatch);
+  add(s, 3, iota_tokens(200, 4), 6, Priority::kInteractive);
+  EXPECT_EQ(step(s), "1:0+8* 3:0+4* 2:0+4*");  // blocks 0-1, 2, 3; 4 and 5 free
+  // 1 and 3 take blocks 4 and 5; 2 finds none and, being the lowest priority (batch), is the
+  // victim although it arrived before 3.
+  EXPECT_EQ(step(s), "1:8+1* 3:4+1* pre 2");
+  EXPECT_EQ(s.find(RequestId(2))->status(), RequestStatus::kPreempted);
+  EXPECT_EQ(s.find(RequestId(2))->num_computed_tokens(), 0);
+  EXPECT_EQ(s.waiting(), std::vector<RequestId>{RequestId(2)});
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 1);  // 2's cached block 3, revivable
+  // 2 would need its cached block 3 plus one more: it does not fit, it waits.
+  EXPECT_EQ(step(s), "1:9+1* 3:5+1*");
+  EXPECT_EQ(step(s), "1:10+1* 3:6+1*");
+  EXPECT_EQ(step(s), "1:11+1* 3:7+1*");
+  // 1 needs a 4th block (evicting 2's cached block 3); 3 then finds none and, among equal
+  // priorities, is the latest arrival: it preempts itself. 1 reaches max_new_tokens.
+  EXPECT_EQ(step(s), "1:12+1* pre 3");
+  EXPECT_EQ(s.find(RequestId(3))->num_tokens(), 9);  // 4 prompt + 5 output, recomputed
+  // 3 (interactive) resumes first and hits its own 2 cached blocks; 2 lost its block to eviction.
+  EXPECT_EQ(step(s), "3:8+1* 2:0+5* fin 1");
+  EXPECT_EQ(step(s), "2:5+1* fin 3");
+  EXPECT_EQ(step(s), "2:6+1*");
+  EXPECT_EQ(step(s), "2:7+1*");
+  EXPECT_EQ(step(s), "2:8+1*");
+  EXPECT_FALSE(s.has_unfinished());
+  EXPECT_EQ(step(s), "fin 2");
+  EXPECT_EQ(s.stats().num_preemptions, 2);
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 6);
+
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 3u);
+  const uint64_t order[] = {1, 3, 2};
+  const int32_t prompts[] = {8, 4, 4};
+  const int32_t preemptions[] = {0, 1, 1};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(done[i].id().value, order[i]);
+    EXPECT_EQ(done[i].finish_reason(), FinishReason::kLength);
+    EXPECT_EQ(done[i].num_preemptions(), preemptions[i]);
+    EXPECT_EQ(done[i].num_tokens(), prompts[i] + 6);  // unchanged by preemption
+    EXPECT_EQ(vec(done[i].output_token_ids()), expected_output(prompts[i], 6));
+    EXPECT_EQ(done[i].num_cached_tokens(), 0);  // usage counts the first admission only
+  }
+}
+
+TEST(SchedScheduler, AbortFreesBlocks) {
+  Scheduler s(config(/*budget=*/8, 8, /*bs=*/4, /*blocks=*/16));
+  add(s, 1, iota_tokens(0, 12), 4);
+  add(s, 2, iota_tokens(50, 6), 4);
+  add(s, 3, iota_tokens(90, 4), 4);
+  EXPECT_EQ(step(s), "1:0+8");
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 14);
+  EXPECT_TRUE(s.abort_request(RequestId(1)));  // running, mid-prefill
+  EXPECT_FALSE(s.abort_request(RequestId(1)));
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 16);
+  EXPECT_FALSE(s.kv().has_request(RequestId(1)));
+  EXPECT_SCHED_INVARIANTS(s);
+  EXPECT_TRUE(s.abort_request(RequestId(3)));  // still waiting
+  EXPECT_EQ(step(s), "2:0+6* fin 1 3");
+  // Aborted between schedule() and update(): update skips it and frees nothing twice.
+  SchedulerOutput out = s.schedule();
+  EXPECT_EQ(describe(out), "2:6+1*");
+  EXPECT_TRUE(s.abort_request(RequestId(2)));
+  s.update(out, std::vector<SampledToken>{{RequestId(2), 7}});
+  EXPECT_SCHED_INVARIANTS(s);
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 16);
+  EXPECT_EQ(s.kv().stats().num_requests, 0);
+  EXPECT_FALSE(s.has_unfinished());
+  EXPECT_EQ(step(s), "fin 2");
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 3u);
+  for (const Request& r : done) EXPECT_EQ(r.finish_reason(), FinishReason::kAborted);
+  EXPECT_EQ(done[0].num_computed_tokens(), 8);
+  EXPECT_EQ(vec(done[2].output_token_ids()), std::vector<int32_t>{kTokenBase + 6});
+}
+
+TEST(SchedScheduler, CallerFinishesOnStop) {
+  Scheduler s(config(64, 8, 4, 16));
+  add(s, 1, iota_tokens(0, 5), 10);
+  EXPECT_EQ(step(s), "1:0+5*");
+  EXPECT_EQ(step(s), "1:5+1*");
+  EXPECT_TRUE(s.finish_request(RequestId(1), FinishReason::kStop));  // the caller saw EOS
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 16);
+  EXPECT_EQ(step(s), "fin 1");
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finish_reason(), FinishReason::kStop);
+  EXPECT_EQ(vec(done[0].output_token_ids()), expected_output(5, 2));
+}
+
+TEST(SchedScheduler, AddRequestRejectsBadInput) {
+  Scheduler s(config(64, 8, /*bs=*/4, /*blocks=*/4));
+  EXPECT_TRUE(s.add_request(RequestId(1), {.prompt_token_ids = {1, 2}, .max_new_tokens = 4}).ok());
+  const Status dup = s.add_request(RequestId(1), {.prompt_token_ids = {1}, .max_new_tokens = 1});
+  EXPECT_EQ(dup.message(), "request 1 already exists");
+  EXPECT_FALSE(s.add_request(RequestId(2), {.prompt_token_ids = {}, .max_new_tokens = 1}).ok());
+  EXPECT_FALSE(s.add_request(RequestId(2), {.prompt_token_ids = {1}, .max_new_tokens = 0}).ok());
+  EXPECT_FALSE(
+      s.add_request(RequestId(2), {.prompt_token_ids = {1}, .max_new_tokens = 1, .n = 2}).ok());
+  // 16 slots fit exactly (the last sampled token is never computed); 17 do not.
+  EXPECT_TRUE(
+      s.add_request(RequestId(3), {.prompt_token_ids = iota_tokens(0, 10), .max_new_tokens = 7})
+          .ok());
+  const Status big =
+      s.add_request(RequestId(4), {.prompt_token_ids = iota_tokens(0, 10), .max_new_tokens = 8});
+  EXPECT_EQ(big.message(),
+            "request 4: prompt 10 + max_new_tokens 8 needs 5 KV blocks, the cache has 4");
+  EXPECT_EQ(s.stats().num_waiting, 2);
+}
+
+}  // namespace
+}  // namespace hinge::sched
