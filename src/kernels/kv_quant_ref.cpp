@@ -160,24 +160,9 @@ float kv_fp8_scale_for(KvDtype dtype, const float* data, size_t n, float prev) {
   return s > 0.0f ? s : 1.0f;
 }
 
+// The row layouts here are exactly what kv/ budgets for, so the size has one definition.
 size_t kv_row_bytes(KvDtype dtype, int head_dim) {
-  const size_t n = static_cast<size_t>(head_dim);
-  switch (dtype) {
-    case KvDtype::kF32:
-      return 4 * n;
-    case KvDtype::kF16:
-    case KvDtype::kBf16:
-      return 2 * n;
-    case KvDtype::kFp8E4m3:
-    case KvDtype::kFp8E5m2:
-      return n;
-    case KvDtype::kInt8:
-      return n + kScaleBytes;
-    case KvDtype::kInt4:
-      return (n + 1) / 2 + kScaleBytes;
-  }
-  HINGE_CHECK_MSG(false, "bad KvDtype {}", static_cast<int>(dtype));
-  return 0;
+  return static_cast<size_t>(kv::kv_dtype_head_bytes(dtype, head_dim));
 }
 
 void kv_quantize_row_ref(KvDtype dtype, const float* src, void* dst, int n, float tensor_scale) {
