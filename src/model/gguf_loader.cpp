@@ -73,12 +73,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_gguf_model(const std::string& path,
   std::vector<RawTensor> raws;
   raws.reserve(file->tensors().size());
   for (const auto& t : file->tensors()) raws.push_back(raw_from(t));
-  auto find = [&](const std::string& name) -> const RawTensor* {
-    for (const auto& r : raws)
-      if (r.name == name) return &r;
-    return nullptr;
-  };
-  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, find, path));
+  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, raws, path));
   // Touch the mapping page by page so the loading bar reflects real I/O.
   if (options.progress) {
     const auto& ts = file->tensors();

@@ -121,14 +121,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_hf_model(const std::string& dir,
   add("model.embed_tokens.weight");
   for (const auto& n : hf->tensor_names())
     if (n != "model.embed_tokens.weight") add(n);
-  auto find = [&](const std::string& name) -> const RawTensor* {
-    for (const auto& r : raws)
-      if (r.name == name) return &r;
-    return nullptr;
-  };
-  const bool tied = model->config.tied_output;
-  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, find, dir));
-  model->config.tied_output = tied || model->config.tied_output;
+  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, raws, dir));
   // safetensors data may be unaligned for its element type; the kernels read f32 rows with
   // unaligned-safe loads, but norms are bound as float pointers: bind_vector copies those.
   if (options.progress) options.progress(1.0);

@@ -42,12 +42,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_llama2c_model(const std::string& pat
     raws.push_back(RawTensor{t.name, GgmlType::F32, t.ne,
                              reinterpret_cast<const uint8_t*>(t.data), bytes});
   }
-  auto find = [&](const std::string& name) -> const RawTensor* {
-    for (const auto& r : raws)
-      if (r.name == name) return &r;
-    return nullptr;
-  };
-  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, find, path));
+  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, raws, path));
   if (options.progress) options.progress(1.0);
   model->owners.push_back(std::shared_ptr<llama2c::Checkpoint>(std::move(ckpt)));
   return model;

@@ -5,8 +5,7 @@ namespace {
 uint64_t matrix_bytes(const kernels::MatrixView& m) {
   return static_cast<uint64_t>(m.rows) * m.row_bytes;
 }
-uint64_t layer_bytes(const LayerWeights& l, int64_t dim, int64_t ffn_dim) {
-  (void)ffn_dim;
+uint64_t layer_bytes(const LayerWeights& l, int64_t dim) {
   return matrix_bytes(l.wq) + matrix_bytes(l.wk) + matrix_bytes(l.wv) + matrix_bytes(l.wo) +
          matrix_bytes(l.w_gate) + matrix_bytes(l.w_up) + matrix_bytes(l.w_down) +
          2 * static_cast<uint64_t>(dim) * sizeof(float);
@@ -16,7 +15,7 @@ uint64_t layer_bytes(const LayerWeights& l, int64_t dim, int64_t ffn_dim) {
 uint64_t LlamaWeights::bytes_per_token() const {
   const int64_t dim = token_embd.cols;
   uint64_t total = token_embd.row_bytes + matrix_bytes(output) + dim * sizeof(float);
-  for (const auto& l : layers) total += layer_bytes(l, dim, l.w_gate.rows);
+  for (const auto& l : layers) total += layer_bytes(l, dim);
   return total;
 }
 
@@ -24,7 +23,7 @@ uint64_t LlamaWeights::total_bytes() const {
   const int64_t dim = token_embd.cols;
   uint64_t total = matrix_bytes(token_embd) + dim * sizeof(float);
   if (output.data != token_embd.data) total += matrix_bytes(output);
-  for (const auto& l : layers) total += layer_bytes(l, dim, l.w_gate.rows);
+  for (const auto& l : layers) total += layer_bytes(l, dim);
   return total;
 }
 

@@ -26,11 +26,9 @@ StatusOr<kernels::MatrixView> bind_matrix(const RawTensor& t, int64_t rows, int6
 StatusOr<const float*> bind_vector(const RawTensor& t, int64_t n, const std::string& source,
                                    LoadedModel& model);
 
-// Fills model.weights from tensors named the GGUF way, looked up through `find` (returns
-// nullptr when absent), and records model.tensors. Output matrix falls back to the embedding.
-template <typename Find>
-Status bind_llama_weights(LoadedModel& model, Find&& find, const std::string& source);
+// Fills model.weights from tensors named the GGUF way (every loader renames to GGUF names
+// first) and records model.tensors. The output matrix falls back to the embedding (tied).
+Status bind_llama_weights(LoadedModel& model, const std::vector<RawTensor>& tensors,
+                          const std::string& source);
 
 }  // namespace hinge
-
-#include "model/tensor_binding_inl.h"
