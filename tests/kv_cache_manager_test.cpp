@@ -391,6 +391,38 @@ TEST(KvCacheManager, AllocationAccountsForRevivedHits) {
   EXPECT_INVARIANTS(m);
 }
 
+// The query/hit counters move when allocate_slots adopts a lookup, never on the lookup itself:
+// a request that does not fit and is looked up again counts its prompt once.
+TEST(KvCacheManager, PrefixCountersCountAnAdoptedLookupOnce) {
+  KvCacheManager m({.num_blocks = 4, .block_size_tokens = 4});
+  EXPECT_EQ(admit(m, 1, tokens(0, 8)), 0);  // blocks 0, 1
+  EXPECT_EQ(m.stats().num_prefix_query_tokens, 8);
+  const auto p = concat(tokens(0, 4), tokens(50, 9));  // 13 tokens: 4 blocks, block 0 shared
+  m.add_request(RequestId(2), kNs);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const ComputedBlocks hit = m.get_computed_blocks(p, kNs);
+    EXPECT_EQ(hit.num_query_tokens, 13);
+    EXPECT_EQ(hit.num_cached_tokens, 4);
+    EXPECT_FALSE(m.allocate_slots(RequestId(2), 9, &hit).has_value());  // 3 more, 2 free
+    EXPECT_EQ(m.stats().num_prefix_query_tokens, 8);
+    EXPECT_EQ(m.stats().num_prefix_hit_tokens, 0);
+  }
+  m.free(RequestId(1));
+  const ComputedBlocks hit = m.get_computed_blocks(p, kNs);
+  ASSERT_TRUE(m.allocate_slots(RequestId(2), 9, &hit).has_value());
+  EXPECT_EQ(m.stats().num_prefix_query_tokens, 8 + 13);
+  EXPECT_EQ(m.stats().num_prefix_hit_tokens, 4);
+  EXPECT_INVARIANTS(m);
+  // A miss adopted counts its query too.
+  m.free(RequestId(2));
+  m.add_request(RequestId(3), kNs);
+  const ComputedBlocks miss = m.get_computed_blocks(tokens(700, 5), kNs);
+  EXPECT_TRUE(miss.blocks.empty());
+  ASSERT_TRUE(m.allocate_slots(RequestId(3), 5, &miss).has_value());
+  EXPECT_EQ(m.stats().num_prefix_query_tokens, 8 + 13 + 5);
+  EXPECT_EQ(m.stats().num_prefix_hit_tokens, 4);
+}
+
 TEST(KvCacheManager, DebugMap) {
   KvCacheManager m({.num_blocks = 8, .block_size_tokens = 4});
   EXPECT_EQ(admit(m, 1, tokens(100, 10)), 0);

@@ -14,7 +14,7 @@ namespace {
 
 KvSpec llama3_8b(KvDtype dtype) {
   return KvSpec{
-      .n_layers = 32, .n_kv_heads = 8, .head_dim = 128, .dtype = dtype, .block_size_tokens = 16};
+      .n_layers = 32, .n_kv_heads = 8, .head_dim = 128, .k_dtype = dtype, .v_dtype = dtype, .block_size_tokens = 16};
 }
 
 TEST(KvSpec, SizesF16Llama3) {

@@ -7,55 +7,14 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
+#include "sched_test_util.h"
 
 namespace hinge::sched {
 namespace {
 
+using namespace test;  // NOLINT(build/namespaces): the shared scheduler test helpers
 
 constexpr int32_t kTokenBase = 1000;
-
-// "1:0+8* 2:10+1 pre 3 fin 4": id:first_position+num_new_tokens, '*' when it samples.
-inline std::string describe(const SchedulerOutput& out) {
-  std::string s;
-  auto sep = [&] {
-    if (!s.empty()) s += ' ';
-  };
-  for (const ScheduledRequest& r : out.scheduled) {
-    sep();
-    s += fmt::format("{}:{}+{}{}", r.id.value, r.first_position, r.num_new_tokens,
-                     r.samples ? "*" : "");
-  }
-  if (!out.preempted.empty()) {
-    sep();
-    s += "pre";
-    for (RequestId id : out.preempted) s += fmt::format(" {}", id.value);
-  }
-  if (!out.finished.empty()) {
-    sep();
-    s += "fin";
-    for (RequestId id : out.finished) s += fmt::format(" {}", id.value);
-  }
-  return s;
-}
-
-inline std::vector<int32_t> iota_tokens(int32_t first, int32_t n) {
-  std::vector<int32_t> t;
-  for (int32_t i = 0; i < n; ++i) t.push_back(first + i);
-  return t;
-}
-
-inline std::vector<kv::BlockId> block_ids(std::initializer_list<int32_t> v) {
-  std::vector<kv::BlockId> out;
-  for (int32_t x : v) out.push_back(kv::BlockId(x));
-  return out;
-}
-
-#define EXPECT_SCHED_INVARIANTS(s)          \
-  do {                                      \
-    Status _st = (s).check_invariants();    \
-    ASSERT_TRUE(_st.ok()) << _st.message(); \
-  } while (0)
 
 // schedule(); check invariants; sample kTokenBase + position for each sampling entry; update();
 // check invariants. Returns the output (the last one stays in *last when given).
@@ -72,16 +31,6 @@ inline std::string step(Scheduler& s, SchedulerOutput* last = nullptr) {
   return d;
 }
 
-
-SchedulerConfig config(int32_t budget, int32_t max_seqs, int32_t bs, int32_t blocks,
-                       bool prefix_cache = true) {
-  return SchedulerConfig{.max_num_batched_tokens = budget,
-                         .max_num_seqs = max_seqs,
-                         .block_size_tokens = bs,
-                         .num_kv_blocks = blocks,
-                         .enable_prefix_cache = prefix_cache};
-}
-
 void add(Scheduler& s, uint64_t id, std::vector<int32_t> prompt, int32_t max_new,
          Priority priority = Priority::kInteractive) {
   const Status st = s.add_request(
@@ -95,8 +44,6 @@ void add(Scheduler& s, uint64_t id, std::vector<int32_t> prompt, int32_t max_new
 std::vector<int32_t> expected_output(int32_t num_prompt, int32_t max_new) {
   return iota_tokens(kTokenBase + num_prompt, max_new);
 }
-
-std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
 
 TEST(SchedScheduler, SingleRequestChunkedPrefillThenDecode) {
   Scheduler s(config(/*budget=*/8, 4, /*bs=*/4, /*blocks=*/16));

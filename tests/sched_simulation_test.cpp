@@ -2,7 +2,10 @@
 // every computed token id is written to its physical slot, and each sampled token is a hash of
 // the request id and all its tokens as read back through its block table. So a wrong slot, a
 // stale prefix hit, a lost copy-on-write or a bad recompute after preemption changes the output.
-// Each request must end with exactly the tokens the same fake model gives it alone.
+// Each request must end with exactly the tokens the same fake model gives it alone. Some requests
+// have n > 1 parallel samples: the model then samples one token per sample id from the same
+// logits (the hash of that id and the prompt); each sample must end as the fake model would
+// generate for its id alone, through fork, copy-on-write and independent preemptions.
 #include "sched/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +56,9 @@ struct SimResult {
   int32_t num_aborted = 0;
   int32_t num_stopped = 0;
   int64_t num_steps = 0;
+  int32_t num_forked_samples = 0;      // samples 1..n-1 that lived (n > 1 requests)
+  int64_t num_sample_preemptions = 0;  // preemptions of samples 1..n-1 (after their fork)
+  int64_t num_cow_copies = 0;
 };
 
 void simulate(const SimConfig& cfg, SimResult* result) {
@@ -72,9 +78,13 @@ void simulate(const SimConfig& cfg, SimResult* result) {
   struct Expect {
     std::vector<int32_t> prompt;
     std::vector<int32_t> output;  // reference alone
+    uint64_t parent = 0;          // the id it was added under
+    int32_t sample_index = 0;
+    std::vector<RequestId> sample_ids;  // of a request added with n > 1
   };
   std::map<uint64_t, Expect> expect;
   int32_t num_added = 0;
+  uint64_t next_id = 1000;
   int64_t num_steps = 0;
   std::vector<Request> done;
 
@@ -89,14 +99,26 @@ void simulate(const SimConfig& cfg, SimResult* result) {
       } else {
         for (int32_t i = uniform(1, 100); i > 0; --i) prompt.push_back(uniform(0, kVocab - 1));
       }
-      const int32_t max_new = uniform(1, 40);
-      const RequestId id(static_cast<uint64_t>(1000 + num_added));
-      expect[id.value] = Expect{prompt, reference_output(id, prompt, max_new)};
+      // One request in five has 2..4 parallel samples (shorter outputs: they must fit alone).
+      const int32_t n = uniform(0, 4) == 0 ? uniform(2, 4) : 1;
+      const int32_t max_new = n == 1 ? uniform(1, 40) : uniform(1, 16);
+      const RequestId id(next_id++);
+      std::vector<RequestId> sample_ids;
+      for (int32_t k = 1; k < n; ++k) sample_ids.push_back(RequestId(next_id++));
+      expect[id.value] =
+          Expect{prompt, reference_output(id, prompt, max_new), id.value, 0, sample_ids};
+      for (int32_t k = 1; k < n; ++k) {
+        const RequestId sid = sample_ids[static_cast<size_t>(k - 1)];
+        expect[sid.value] = Expect{prompt, reference_output(sid, prompt, max_new), id.value, k, {}};
+      }
       const Status st = s.add_request(
-          id, RequestParams{.prompt_token_ids = prompt,
-                            .max_new_tokens = max_new,
-                            .priority = uniform(0, 9) < 3 ? Priority::kBatch : Priority::kInteractive,
-                            .cache_namespace = kv::CacheNamespace(1 + id.value % 2)});
+          id,
+          RequestParams{.prompt_token_ids = prompt,
+                        .max_new_tokens = max_new,
+                        .priority = uniform(0, 9) < 3 ? Priority::kBatch : Priority::kInteractive,
+                        .cache_namespace = kv::CacheNamespace(1 + id.value % 2),
+                        .n = n,
+                        .sample_ids = sample_ids});
       ASSERT_TRUE(st.ok()) << st.message();
       ++num_added;
     }
@@ -109,6 +131,8 @@ void simulate(const SimConfig& cfg, SimResult* result) {
 
     SchedulerOutput out = s.schedule();
     ++num_steps;
+    for (RequestId id : out.preempted)
+      if (expect.at(id.value).sample_index > 0) ++result->num_sample_preemptions;
     {
       const Status st = s.check_invariants();
       ASSERT_TRUE(st.ok()) << st.message();
@@ -138,9 +162,13 @@ void simulate(const SimConfig& cfg, SimResult* result) {
       for (int32_t p = 0; p < r.end_position(); ++p)
         seen.push_back(arena[static_cast<size_t>(
             int64_t{r.block_table[static_cast<size_t>(p / bs)].value} * bs + p % bs)]);
-      const int32_t t = fake_token(r.id, seen);
-      sampled.push_back({r.id, t});
-      if (t % kEosModulo == 0) stops.push_back(r.id);
+      ASSERT_EQ(r.sample_ids.size(), static_cast<size_t>(r.num_samples - 1));
+      for (int32_t k = 0; k < r.num_samples; ++k) {
+        const RequestId id = k == 0 ? r.id : r.sample_ids[static_cast<size_t>(k - 1)];
+        const int32_t t = fake_token(id, seen);
+        sampled.push_back({id, t});
+        if (t % kEosModulo == 0) stops.push_back(id);
+      }
     }
     s.update(out, sampled);
     for (RequestId id : stops) s.finish_request(id, FinishReason::kStop);  // no-op if finished
@@ -151,9 +179,28 @@ void simulate(const SimConfig& cfg, SimResult* result) {
     for (Request& r : s.take_finished()) done.push_back(std::move(r));
   }
 
-  ASSERT_EQ(static_cast<int32_t>(done.size()), cfg.num_requests);
+  // Every request added is done; so is every sample of a request that forked (produced a
+  // token); the samples of a request aborted before its fork never existed.
+  std::map<uint64_t, const Request*> by_id;
+  for (const Request& r : done) ASSERT_TRUE(by_id.emplace(r.id().value, &r).second);
+  for (const auto& [id, e] : expect) {
+    if (e.sample_index != 0) continue;
+    ASSERT_TRUE(by_id.contains(id)) << id;
+    const Request& parent = *by_id.at(id);
+    const bool forked = parent.num_output_tokens() > 0;
+    if (!forked) {
+      ASSERT_EQ(parent.finish_reason(), FinishReason::kAborted) << id;
+    }
+    for (RequestId sid : e.sample_ids) {
+      ASSERT_EQ(by_id.contains(sid.value), forked) << sid.value;
+      if (!forked) continue;
+      ++result->num_forked_samples;
+    }
+  }
   for (const Request& r : done) {
     const Expect& e = expect.at(r.id().value);
+    ASSERT_EQ(r.parent_id().value, e.parent);
+    ASSERT_EQ(r.sample_index(), e.sample_index);
     ASSERT_TRUE(std::equal(e.prompt.begin(), e.prompt.end(), r.prompt_token_ids().begin(),
                            r.prompt_token_ids().end()));
     const std::vector<int32_t> got(r.output_token_ids().begin(), r.output_token_ids().end());
@@ -174,6 +221,7 @@ void simulate(const SimConfig& cfg, SimResult* result) {
   }
   EXPECT_EQ(s.kv().stats().num_requests, 0);
   EXPECT_EQ(s.kv().pool().num_free_blocks(), cfg.sched.num_kv_blocks);
+  result->num_cow_copies = s.kv().stats().num_cow_copies;
   result->num_preemptions = s.stats().num_preemptions;
   result->num_prefix_hit_tokens = s.kv().stats().num_prefix_hit_tokens;
   result->num_steps = num_steps;
@@ -194,6 +242,9 @@ TEST(SchedSimulation, SmallPoolWithPrefixCache) {
     EXPECT_GT(r.num_prefix_hit_tokens, 0) << "seed " << seed;
     EXPECT_GT(r.num_aborted, 0) << "seed " << seed;
     EXPECT_GT(r.num_stopped, 0) << "seed " << seed;
+    EXPECT_GT(r.num_forked_samples, 0) << "seed " << seed;
+    EXPECT_GT(r.num_sample_preemptions, 0) << "seed " << seed;
+    EXPECT_GT(r.num_cow_copies, 0) << "seed " << seed;
   }
 }
 
@@ -209,6 +260,9 @@ TEST(SchedSimulation, SmallPoolWithoutPrefixCache) {
   if (HasFatalFailure()) return;
   EXPECT_GT(r.num_preemptions, 0);
   EXPECT_EQ(r.num_prefix_hit_tokens, 0);
+  EXPECT_GT(r.num_forked_samples, 0);
+  EXPECT_GT(r.num_sample_preemptions, 0);
+  EXPECT_GT(r.num_cow_copies, 0);
 }
 
 }  // namespace

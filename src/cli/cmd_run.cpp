@@ -1,7 +1,9 @@
 // `hinge run`: load a model, generate, stream text to stdout, statistics to stderr.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -11,7 +13,7 @@
 #include "cli/progress_bar.h"
 #include "common/thread_pool.h"
 #include "common/units.h"
-#include "engine/generator.h"
+#include "hinge/engine.h"
 #include "model/loaded_model.h"
 
 namespace hinge::cli {
@@ -56,36 +58,88 @@ int run_command(RunArgs args) {
   }
 
   const LlamaConfig& cfg = loaded->config;
-  int64_t ctx = args.ctx_size > 0 ? args.ctx_size : std::min<int64_t>(cfg.context_length, 4096);
+  auto config = make_engine_config(args.engine);
+  if (!config.ok()) return fail(config.status().message());
+  EngineConfig ec = *config;
+  ec.max_num_seqs = 1;
+  // `run` holds one sequence: default the context to min(model, 4096) and size the KV arena for
+  // exactly that (unless --kv-memory says otherwise).
+  int64_t ctx = ec.max_model_len > 0 ? ec.max_model_len : std::min<int64_t>(cfg.context_length, 4096);
   ctx = std::min(ctx, cfg.context_length);
+  ec.max_model_len = static_cast<int32_t>(ctx);
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(fmt::format("prompt is {} tokens but the context holds {}; raise --ctx-size",
                             prompt.size(), ctx));
-
-  const uint64_t kv_bytes = static_cast<uint64_t>(cfg.kv_bytes_per_token(sizeof(float))) *
-                            static_cast<uint64_t>(ctx);
-  const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
-                       static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
-  if (kv_bytes > ram / 2)
-    return fail(fmt::format("a KV cache of {} tokens needs {}, more than half of this machine's "
-                            "{}; lower --ctx-size", ctx, format_bytes(kv_bytes), format_bytes(ram)));
-  const int threads = args.threads > 0 ? args.threads : hardware_threads();
-  ThreadPool pool(threads);
-  LlamaModel model(cfg, loaded->weights, pool, 64);
-  KvCache cache(cfg, ctx);
-
-  GenerationOptions gen;
-  gen.max_new_tokens = args.n_predict;
-  gen.sampling = args.sampling;
-  if (!args.json) {
-    gen.on_text = [](const std::string& text) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    };
+  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(cfg.n_layers),
+                        .n_kv_heads = static_cast<int32_t>(cfg.n_kv_heads),
+                        .head_dim = static_cast<int32_t>(cfg.head_dim),
+                        .k_dtype = ec.k_dtype,
+                        .v_dtype = ec.v_dtype,
+                        .block_size_tokens = ec.block_size};
+  if (ec.kv_memory_bytes == 0) {
+    ec.kv_memory_bytes = spec.bytes_for_tokens(ctx);
+    const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                         static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+    if (static_cast<uint64_t>(ec.kv_memory_bytes) > ram / 2)
+      return fail(fmt::format("a KV cache of {} tokens needs {}, more than half of this machine's "
+                              "{}; lower --ctx-size", ctx,
+                              format_bytes(static_cast<uint64_t>(ec.kv_memory_bytes)),
+                              format_bytes(ram)));
   }
-  auto result = generate(model, tokenizer, prompt, cache, gen);
-  if (!result.ok()) return fail(result.status().message());
-  const GenerationResult& r = *result;
+  auto engine_or = Engine::create(*loaded, &tokenizer, ec);
+  if (!engine_or.ok()) return fail(engine_or.status().message());
+  Engine& engine = **engine_or;
+
+  GenerateRequest req;
+  req.prompt_token_ids = prompt;
+  req.sampling = args.sampling;
+  // The context bounds the answer: finish with "length" when it is full.
+  req.max_new_tokens = static_cast<int32_t>(
+      std::max<int64_t>(1, std::min<int64_t>(args.n_predict, ctx - static_cast<int64_t>(prompt.size()))));
+  if (args.n_predict <= 0) return fail("--n-predict must be >= 1");
+  if (auto id = engine.add_request(std::move(req)); !id.ok()) return fail(id.status().message());
+
+  using Clock = std::chrono::steady_clock;
+  struct {
+    std::vector<int32_t> token_ids;
+    std::string text;
+    int64_t prompt_tokens = 0, generated_tokens = 0;
+    double prefill_tokens_per_s = 0, decode_tokens_per_s = 0, achieved_gb_per_s = 0;
+    std::string finish_reason = "length";
+  } r;
+  r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  const auto t0 = Clock::now();
+  std::optional<Clock::time_point> t_first;
+  std::vector<RequestDelta> deltas;
+  while (engine.has_unfinished()) {
+    if (Status st = engine.step(&deltas); !st.ok()) return fail(st.message());
+    for (const RequestDelta& d : deltas) {
+      if (!t_first && (!d.token_ids.empty() || d.finished())) t_first = Clock::now();
+      r.token_ids.insert(r.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+      r.text += d.text;
+      if (!args.json && !d.text.empty()) {
+        std::fwrite(d.text.data(), 1, d.text.size(), stdout);
+        std::fflush(stdout);
+      }
+      if (d.finished()) r.finish_reason = sched::finish_reason_name(d.finish_reason);
+    }
+  }
+  const auto t_end = Clock::now();
+  r.generated_tokens = static_cast<int64_t>(r.token_ids.size());
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  if (t_first && secs(*t_first - t0) > 0) r.prefill_tokens_per_s = r.prompt_tokens / secs(*t_first - t0);
+  const int64_t decode_steps = r.generated_tokens > 0 ? r.generated_tokens - 1 : 0;
+  if (t_first && decode_steps > 0 && secs(t_end - *t_first) > 0) {
+    const double dt = secs(t_end - *t_first);
+    r.decode_tokens_per_s = decode_steps / dt;
+    // Bytes read per decoded token: all weights once, plus the KV of every earlier position.
+    double bytes = 0;
+    for (int64_t i = 0; i < decode_steps; ++i)
+      bytes += static_cast<double>(loaded->weights.bytes_per_token()) +
+               static_cast<double>(spec.bytes_per_token()) * static_cast<double>(r.prompt_tokens + i + 1);
+    r.achieved_gb_per_s = bytes / dt / 1e9;
+  }
+  const int threads = ec.threads;
 
   if (args.json) {
     nlohmann::json j;

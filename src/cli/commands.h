@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/engine_options.h"
 #include "engine/sampling_params.h"
 
 namespace hinge::cli {
@@ -16,13 +17,12 @@ struct RunArgs {
   std::string tokenizer;
   std::string prompt;
   int64_t n_predict = 256;
-  int64_t ctx_size = 0;  // 0: min(model context, 4096)
-  int threads = 0;       // 0: all hardware threads
   bool json = false;
   bool parse_special = true;
   int64_t random_prompt = 0;  // > 0: a prompt of this many tokens, BOS then seeded random ids
   std::optional<uint64_t> seed;
   SamplingParams sampling;
+  EngineOptionsArgs engine;  // -t, -c (0: min(model context, 4096)), --kv-dtype, ...
 };
 int run_command(RunArgs args);
 
@@ -57,6 +57,19 @@ struct SynthArgs {
   bool list = false;
 };
 int synth_command(const SynthArgs& args);
+
+struct BenchArgs {
+  std::string model;
+  std::string tokenizer;
+  int64_t requests = 16;
+  int64_t prompt_tokens = 128;  // unique random ids per request, after BOS and the shared prefix
+  int64_t gen_tokens = 64;
+  int64_t shared_prefix = 0;    // random ids every request starts with (after BOS)
+  uint64_t seed = 1234;
+  bool json = false;
+  EngineOptionsArgs engine;
+};
+int bench_command(const BenchArgs& args);
 
 // Prints "hinge: message" to stderr and returns 1.
 int fail(const std::string& message);

@@ -43,16 +43,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("-p,--prompt", run.prompt, "Prompt text; empty = start from BOS alone");
   run_cmd->add_option("-n,--n-predict", run.n_predict, "Number of tokens to generate")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
-  run_cmd->add_option("-c,--ctx-size", run.ctx_size, "Context size in tokens; 0 = min(model, 4096)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  run_cmd->add_option("-t,--threads", run.threads, "Threads; 0 = all cores")
-      ->capture_default_str()->check(CLI::Range(0, 1024));
   run_cmd->add_option("-s,--seed", run.seed, "Random seed (default: random)");
   run_cmd->add_option("--random-prompt", run.random_prompt,
                       "Benchmark: a prompt of N tokens, BOS then seeded random ids (as llama-bench)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->excludes("--prompt");
   run_cmd->add_flag("--json", run.json, "Print one JSON object with ids, text and statistics");
   add_sampling_options(run_cmd, run);
+  hinge::cli::add_engine_options(run_cmd, &run.engine);
 
   hinge::cli::TokenizeArgs tok;
   auto* tok_cmd = app.add_subcommand("tokenize", "Read text from stdin, print token ids");
@@ -83,6 +80,35 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
   synth_cmd->add_flag("--list", synth.list, "List presets");
 
+  hinge::cli::BenchArgs bench;
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "Benchmark the batched engine: N synthetic requests at once, greedy decoding");
+  bench_cmd->footer(
+      "Prompts: BOS + --shared-prefix random ids + --prompt-tokens random ids per request "
+      "(seeded).\nTTFT: start to the step that produced a request's first token; inter-token: "
+      "gaps between\na request's tokens, all requests pooled; p50/p99 nearest-rank. KV waste: "
+      "(slots allocated -\nslots used) / slots allocated, the mean over steps with slots "
+      "allocated. Contiguous: what\nreserving prompt+max_new (or max_model_len) tokens per "
+      "request would need, and its waste\ngiven the tokens in the sequences at the end.");
+  bench_cmd
+      ->add_option("-m,--model", bench.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  bench_cmd->add_option("--tokenizer", bench.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  bench_cmd->add_option("--requests", bench.requests, "Requests submitted at once")
+      ->capture_default_str();
+  bench_cmd->add_option("--prompt-tokens", bench.prompt_tokens,
+                        "Random prompt tokens of each request's own (after the shared prefix)")
+      ->capture_default_str();
+  bench_cmd->add_option("--gen-tokens", bench.gen_tokens, "Tokens generated per request (no EOS)")
+      ->capture_default_str();
+  bench_cmd->add_option("--shared-prefix", bench.shared_prefix,
+                        "Random tokens every prompt starts with (after BOS), for prefix caching")
+      ->capture_default_str();
+  bench_cmd->add_option("-s,--seed", bench.seed, "Seed of the random prompts")
+      ->capture_default_str();
+  bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of the table");
+  hinge::cli::add_engine_options(bench_cmd, &bench.engine);
+
   CLI11_PARSE(app, argc, argv);
 
   // Commands report errors as Status; this only catches what must never escape (e.g. an
@@ -93,6 +119,7 @@ int main(int argc, char** argv) {
     if (info_cmd->parsed()) return hinge::cli::info_command(info);
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
     if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
+    if (bench_cmd->parsed()) return hinge::cli::bench_command(bench);
   } catch (const std::bad_alloc&) {
     return hinge::cli::fail("out of memory");
   } catch (const std::exception& e) {

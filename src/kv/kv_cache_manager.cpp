@@ -25,9 +25,9 @@ void KvCacheManager::add_request(RequestId id, CacheNamespace ns) {
 }
 
 ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prompt,
-                                                   CacheNamespace ns) {
+                                                   CacheNamespace ns) const {
   ComputedBlocks out;
-  num_prefix_query_tokens_ += static_cast<int64_t>(prompt.size());
+  out.num_query_tokens = static_cast<int32_t>(prompt.size());
   if (!config_.enable_prefix_cache || prompt.empty()) return out;
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   // At least one token must remain to compute (its logits start generation).
@@ -45,7 +45,6 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
     parent = pool_.as_parent(*hit);
   }
   out.num_cached_tokens = static_cast<int32_t>(out.blocks.size() * bs);
-  num_prefix_hit_tokens_ += out.num_cached_tokens;
   return out;
 }
 
@@ -56,9 +55,11 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
   const int32_t bs = config_.block_size_tokens;
   int32_t num_hit_blocks = 0;
   int32_t num_hits_on_free_list = 0;
-  if (computed != nullptr && !computed->blocks.empty()) {
+  if (computed != nullptr) {
     HINGE_CHECK_MSG(st.table.empty() && st.num_tokens == 0,
-                    "request {}: prefix hit adopted after its first allocation", id.value);
+                    "request {}: prefix lookup adopted after its first allocation", id.value);
+  }
+  if (computed != nullptr && !computed->blocks.empty()) {
     HINGE_CHECK(computed->hashes.size() == computed->blocks.size());
     HINGE_CHECK(computed->num_cached_tokens == static_cast<int32_t>(computed->blocks.size()) * bs);
     num_hit_blocks = static_cast<int32_t>(computed->blocks.size());
@@ -91,6 +92,10 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
     st.parents.clear();
     for (BlockId b : computed->blocks) st.parents.push_back(pool_.as_parent(b));
     st.num_tokens = base_tokens;
+  }
+  if (computed != nullptr) {
+    num_prefix_query_tokens_ += computed->num_query_tokens;
+    num_prefix_hit_tokens_ += computed->num_cached_tokens;
   }
   SlotAllocation out;
   if (cow) {

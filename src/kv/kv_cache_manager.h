@@ -4,8 +4,9 @@
 //
 // Life of a request (what the scheduler calls, in order):
 //   add_request(id, ns)
-//   hit = get_computed_blocks(prompt, ns)        // query only, no side effects but counters
-//   alloc = allocate_slots(id, n, &hit)          // nullopt: does not fit, nothing changed
+//   hit = get_computed_blocks(prompt, ns)        // query only, no side effects
+//   alloc = allocate_slots(id, n, &hit)          // nullopt: does not fit, nothing changed;
+//                                                // success adopts the hit and counts the query
 //   ... the runner computes tokens, writing KV to slot(id, p) ...
 //   cache_full_blocks(id, tokens, num_computed)  // full blocks become prefix-cache entries
 //   allocate_slots(id, 1) ... (decode)           // each step
@@ -50,6 +51,7 @@ struct ComputedBlocks {
   std::vector<BlockId> blocks;
   std::vector<BlockHash> hashes;  // hashes[i] of blocks[i]
   int32_t num_cached_tokens = 0;  // blocks.size() * block_size, always < prompt length
+  int32_t num_query_tokens = 0;   // prompt length looked up (counted when adopted)
 };
 
 struct BlockCopy {
@@ -66,7 +68,11 @@ struct SlotAllocation {
 struct KvCacheStats {
   BlockPoolCounters pool;
   int32_t num_requests = 0;
-  int64_t num_prefix_query_tokens = 0;  // prompt tokens looked up by get_computed_blocks
+  // Prefix cache queries, counted once per admission: when allocate_slots adopts the
+  // ComputedBlocks of get_computed_blocks (hit or miss). A lookup whose allocation fails (the
+  // request waits and looks up again later) counts nothing. A request re-admitted after a
+  // preemption is a new admission and counts again (prompt + output so far).
+  int64_t num_prefix_query_tokens = 0;  // tokens looked up and adopted
   int64_t num_prefix_hit_tokens = 0;    // of which found cached
   int64_t num_cow_copies = 0;
 };
@@ -89,12 +95,14 @@ class KvCacheManager {
 
   // Longest prefix of `prompt` made of full cached blocks of namespace ns, leaving at least one
   // token to compute (a 100-token prompt with bs 16 hits at most 96 tokens; a 32-token one 16).
-  // Touches nothing; only the query/hit counters change. Empty when prefix caching is off.
-  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns);
+  // No side effects (the counters move when allocate_slots adopts the result). Empty (no
+  // blocks, num_query_tokens still set) when prefix caching is off.
+  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns) const;
 
-  // Reserves slots for num_new_tokens more tokens of request id. `computed` (only before the
-  // request's first allocation) adopts a prefix hit: its blocks are referenced and its tokens
-  // count as already present. Returns nullopt, changing nothing, when the pool lacks blocks.
+  // Reserves slots for num_new_tokens more tokens of request id. `computed` (only at the
+  // request's first allocation, HINGE_CHECK) adopts a prefix lookup: its blocks are referenced,
+  // its tokens count as already present, and its query/hit tokens are added to the counters.
+  // Returns nullopt, changing nothing (counters included), when the pool lacks blocks.
   std::optional<SlotAllocation> allocate_slots(RequestId id, int32_t num_new_tokens,
                                                const ComputedBlocks* computed = nullptr);
 

@@ -28,6 +28,11 @@ std::optional<KvDtype> parse_kv_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+bool kv_dtype_is_quantized(KvDtype dtype) {
+  return dtype == KvDtype::kFp8E4m3 || dtype == KvDtype::kFp8E5m2 || dtype == KvDtype::kInt8 ||
+         dtype == KvDtype::kInt4;
+}
+
 int64_t kv_dtype_head_bytes(KvDtype dtype, int32_t head_dim) {
   const int64_t n = head_dim;
   switch (dtype) {
@@ -64,7 +69,8 @@ Status KvSpec::validate() const {
 }
 
 int64_t KvSpec::bytes_per_token() const {
-  return 2 * int64_t{n_layers} * n_kv_heads * kv_dtype_head_bytes(dtype, head_dim);
+  return int64_t{n_layers} * n_kv_heads *
+         (kv_dtype_head_bytes(k_dtype, head_dim) + kv_dtype_head_bytes(v_dtype, head_dim));
 }
 
 int64_t KvSpec::num_blocks_for_tokens(int64_t num_tokens) const {

@@ -2,8 +2,10 @@
 // the sizing arithmetic derived from it. A plain value; thread-compatible.
 //
 // Layout of one block (what the kernels will see):
-//   [n_layers][2 (K, V)][block_size_tokens][n_kv_heads][head vector bytes]
-// where a head vector of head_dim elements takes kv_dtype_head_bytes(dtype, head_dim) bytes.
+//   [n_layers][K: block_size_tokens][n_kv_heads][K head vector bytes]
+//             [V: block_size_tokens][n_kv_heads][V head vector bytes]
+// where a head vector of head_dim elements takes kv_dtype_head_bytes(dtype, head_dim) bytes
+// (K and V may use different dtypes).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +29,9 @@ enum class KvDtype : uint8_t { kF32, kF16, kBf16, kFp8E4m3, kFp8E5m2, kInt8, kIn
 std::string_view kv_dtype_name(KvDtype dtype);
 std::optional<KvDtype> parse_kv_dtype(std::string_view name);
 
+// fp8 / int8 / int4: lossy formats with scales (f32/f16/bf16 are plain floats).
+bool kv_dtype_is_quantized(KvDtype dtype);
+
 // Bytes of one (token, kv head) vector of K (or V), including its scale for int8/int4.
 int64_t kv_dtype_head_bytes(KvDtype dtype, int32_t head_dim);
 // Average bytes per element including the scale overhead: head_bytes / head_dim
@@ -37,7 +42,8 @@ struct KvSpec {
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
   int32_t head_dim = 0;
-  KvDtype dtype = KvDtype::kF16;
+  KvDtype k_dtype = KvDtype::kF16;  // --kv-dtype-k (or --kv-dtype for both)
+  KvDtype v_dtype = KvDtype::kF16;  // --kv-dtype-v
   int32_t block_size_tokens = 16;
 
   // Error when a field is not positive (the message names it).

@@ -1,12 +1,29 @@
 #include "model/kv_cache.h"
 
-namespace hinge {
+#include <numeric>
 
-KvCache::KvCache(const LlamaConfig& config, int64_t max_tokens)
-    : kv_dim_(config.kv_dim()), max_tokens_(max_tokens) {
-  const size_t n = static_cast<size_t>(config.n_layers * max_tokens * kv_dim_);
-  k_.assign(n, 0.0f);
-  v_.assign(n, 0.0f);
+namespace hinge {
+namespace {
+constexpr int32_t kBlock = 16;
+
+kv::KvArena make_arena(const LlamaConfig& c, int64_t max_tokens, kv::KvDtype k, kv::KvDtype v) {
+  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(c.n_layers),
+                        .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
+                        .head_dim = static_cast<int32_t>(c.head_dim),
+                        .k_dtype = k,
+                        .v_dtype = v,
+                        .block_size_tokens = kBlock};
+  auto arena = kv::KvArena::create(spec, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock));
+  HINGE_CHECK_MSG(arena.ok(), "{}", arena.status().message());
+  return std::move(arena).value();
+}
+}  // namespace
+
+KvCache::KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype,
+                 kv::KvDtype v_dtype)
+    : max_tokens_(max_tokens), arena_(make_arena(config, max_tokens, k_dtype, v_dtype)) {
+  table_.resize(static_cast<size_t>(arena_.num_blocks()));
+  std::iota(table_.begin(), table_.end(), 0);
 }
 
 }  // namespace hinge

@@ -1,41 +1,36 @@
-// A contiguous per-sequence KV cache (f32): the simplest correct cache, used by `hinge run` and
-// as the reference the paged cache is tested against.
-//
-//   k_[layer][pos][n_kv_heads * head_dim], same for v_.
+// KvCache: a contiguous single-sequence KV cache — a private paged KvArena whose block table is
+// the identity (block i holds positions [16 i, 16 i + 16)), so the model runs the same paged
+// attention code for `hinge`'s reference paths (tests, teacher-forced evaluation) as for the
+// engine. Any KV dtype; f32 by default (exact).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "kv/kv_arena.h"
 #include "model/llama_config.h"
 
 namespace hinge {
 
 class KvCache {
  public:
-  KvCache(const LlamaConfig& config, int64_t max_tokens);
+  KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype = kv::KvDtype::kF32,
+          kv::KvDtype v_dtype = kv::KvDtype::kF32);
 
   int64_t max_tokens() const { return max_tokens_; }
   int64_t num_tokens() const { return num_tokens_; }
   void set_num_tokens(int64_t n) { num_tokens_ = n; }
   void clear() { num_tokens_ = 0; }
-  uint64_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
-  int64_t kv_dim() const { return kv_dim_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(arena_.bytes()); }
 
-  float* k(int64_t layer, int64_t pos) { return &k_[offset(layer, pos)]; }
-  float* v(int64_t layer, int64_t pos) { return &v_[offset(layer, pos)]; }
-  const float* k(int64_t layer, int64_t pos) const { return &k_[offset(layer, pos)]; }
-  const float* v(int64_t layer, int64_t pos) const { return &v_[offset(layer, pos)]; }
+  kv::KvArena& arena() { return arena_; }
+  const std::vector<int32_t>& block_table() const { return table_; }
 
  private:
-  size_t offset(int64_t layer, int64_t pos) const {
-    return static_cast<size_t>((layer * max_tokens_ + pos) * kv_dim_);
-  }
-  int64_t kv_dim_;
   int64_t max_tokens_;
   int64_t num_tokens_ = 0;
-  std::vector<float> k_;
-  std::vector<float> v_;
+  kv::KvArena arena_;
+  std::vector<int32_t> table_;
 };
 
 }  // namespace hinge

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kv_quant.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 
 namespace hinge {
+namespace {
+bool is_fp8(kv::KvDtype d) { return d == kv::KvDtype::kFp8E4m3 || d == kv::KvDtype::kFp8E5m2; }
+}  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
                        int64_t max_batch_tokens)
@@ -25,45 +29,99 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, T
   proj_.resize(sz(c.dim));
   gate_.resize(sz(c.ffn_dim));
   up_.resize(sz(c.ffn_dim));
-  scores_.resize(static_cast<size_t>(pool_.size() * c.context_length));
+  positions_.resize(sz(1));
+  slots_.resize(sz(1));
+  rows_.resize(sz(1));
 }
 
-Status LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
-                           bool all_logits) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return Status::Error("forward: no tokens");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= config_.n_vocab)
-      return Status::Errorf("token id {} is out of range [0, {})", t, config_.n_vocab);
-  const int64_t limit = std::min(cache.max_tokens(), config_.context_length);
-  if (cache.num_tokens() + n > limit)
-    return Status::Errorf("sequence of {} tokens exceeds the context size {}",
-                          cache.num_tokens() + n, limit);
-  for (int64_t start = 0; start < n; start += max_batch_) {
-    const int64_t len = std::min(max_batch_, n - start);
-    const bool last = start + len == n;
-    float* out = nullptr;
-    if (all_logits) out = logits + start * config_.n_vocab;
-    else if (last) out = logits;
-    forward_chunk(tokens.data() + start, len, cache, out, all_logits);
-  }
-  return Status::Ok();
+kernels::PagedKvLayer LlamaModel::layer_view(kv::KvArena& arena, int32_t layer) const {
+  const kv::KvSpec& s = arena.spec();
+  kernels::PagedKvLayer v;
+  v.base = arena.base();
+  v.block_stride = arena.bytes_per_block();
+  v.block_size = s.block_size_tokens;
+  v.n_kv_heads = s.n_kv_heads;
+  v.head_dim = s.head_dim;
+  v.k_dtype = s.k_dtype;
+  v.v_dtype = s.v_dtype;
+  v.k_offset = arena.k_offset(layer);
+  v.v_offset = arena.v_offset(layer);
+  v.k_token_stride = arena.k_token_stride();
+  v.v_token_stride = arena.v_token_stride();
+  v.k_row_bytes = arena.k_row_bytes();
+  v.v_row_bytes = arena.v_row_bytes();
+  v.k_scale = arena.k_scale(layer) > 0 ? arena.k_scale(layer) : 1.0f;
+  v.v_scale = arena.v_scale(layer) > 0 ? arena.v_scale(layer) : 1.0f;
+  return v;
 }
 
-void LlamaModel::forward_chunk(const int32_t* tokens, int64_t n, KvCache& cache, float* logits,
-                               bool all_logits) {
+Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, float* logits) {
   const auto& c = config_;
-  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), ffn = c.ffn_dim;
-  const int64_t pos0 = cache.num_tokens();
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  if (n == 0) return Status::Error("forward: no tokens");
+  if (n > max_batch_)
+    return Status::Errorf("forward: {} tokens exceed the batch capacity {}", n, max_batch_);
+  if (static_cast<int64_t>(b.slot_mapping.size()) != n)
+    return Status::Error("forward: slot_mapping size differs from the token count");
+  const kv::KvSpec& s = arena.spec();
+  if (s.n_layers != c.n_layers || s.n_kv_heads != c.n_kv_heads || s.head_dim != c.head_dim)
+    return Status::Error("forward: KV arena shape does not match the model");
+  for (int32_t t : b.token_ids)
+    if (t < 0 || t >= c.n_vocab)
+      return Status::Errorf("token id {} is out of range [0, {})", t, c.n_vocab);
+  const int64_t total_slots = arena.num_blocks() * s.block_size_tokens;
+  for (int64_t slot : b.slot_mapping)
+    if (slot < 0 || slot >= total_slots)
+      return Status::Errorf("forward: KV slot {} outside the arena", slot);
+  int64_t row = 0;
+  for (const auto& seq : b.seqs) {
+    if (seq.query_begin != row || seq.num_queries < 1 || row + seq.num_queries > n)
+      return Status::Error("forward: sequences must cover the batch rows in order");
+    const int64_t end = int64_t{seq.first_position} + seq.num_queries;
+    if (seq.first_position < 0 || end > c.context_length)
+      return Status::Errorf("forward: position {} beyond the context size {}", end - 1,
+                            c.context_length);
+    if (int64_t{seq.num_blocks} * s.block_size_tokens < end)
+      return Status::Error("forward: block table too short for the sequence");
+    for (int32_t j = 0; j < seq.num_queries; ++j)
+      positions_[static_cast<size_t>(row + j)] = seq.first_position + j;
+    row += seq.num_queries;
+  }
+  if (row != n) return Status::Error("forward: sequences must cover the batch rows in order");
+  int32_t prev = -1;
+  for (int32_t r : b.logit_rows) {
+    if (r <= prev || r >= n) return Status::Error("forward: logit rows must ascend within the batch");
+    prev = r;
+  }
 
   for (int64_t t = 0; t < n; ++t) {
     const auto& e = weights_.token_embd;
-    kernels::dequantize_row(e.type, static_cast<const uint8_t*>(e.data) + tokens[t] * e.row_bytes,
-                            &x_[t * dim], dim);
+    kernels::dequantize_row(e.type, static_cast<const uint8_t*>(e.data) + b.token_ids[t] * e.row_bytes,
+                            &x_[t * c.dim], c.dim);
   }
+  run_layers(b, arena);
 
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = weights_.layers[l];
+  if (b.logit_rows.empty()) return Status::Ok();
+  const int64_t m = static_cast<int64_t>(b.logit_rows.size());
+  for (int64_t i = 0; i < m; ++i)
+    kernels::rmsnorm(&xb_[i * c.dim], &x_[b.logit_rows[i] * c.dim], weights_.output_norm, c.dim,
+                     c.rms_eps);
+  kernels::matmul(weights_.output, xb_.data(), m, logits, pool_, mm_scratch_);
+  return Status::Ok();
+}
+
+void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
+  const auto& c = config_;
+  const int64_t n = static_cast<int64_t>(b.token_ids.size());
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), ffn = c.ffn_dim;
+  const kernels::AttentionShape shape{.n_heads = static_cast<int32_t>(c.n_heads),
+                                      .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
+                                      .head_dim = static_cast<int32_t>(c.head_dim)};
+  const kv::KvSpec& s = arena.spec();
+  const bool k_shift = kv::kv_dtype_is_quantized(s.k_dtype);
+
+  for (int32_t l = 0; l < static_cast<int32_t>(c.n_layers); ++l) {
+    const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     // Attention block.
     for (int64_t t = 0; t < n; ++t)
       kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.attn_norm, dim, c.rms_eps);
@@ -71,14 +129,33 @@ void LlamaModel::forward_chunk(const int32_t* tokens, int64_t n, KvCache& cache,
     kernels::matmul(w.wk, xb_.data(), n, k_.data(), pool_, mm_scratch_);
     kernels::matmul(w.wv, xb_.data(), n, v_.data(), pool_, mm_scratch_);
     for (int64_t t = 0; t < n; ++t) {
-      kernels::rope(&q_[t * q_dim], c.n_heads, c.head_dim, pos0 + t, inv_freq_.data(),
+      const int64_t pos = positions_[static_cast<size_t>(t)];
+      kernels::rope(&q_[t * q_dim], c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
+      kernels::rope(&k_[t * kv_dim], c.n_kv_heads, c.head_dim, pos, inv_freq_.data(),
                     c.rope_style);
-      kernels::rope(&k_[t * kv_dim], c.n_kv_heads, c.head_dim, pos0 + t, inv_freq_.data(),
-                    c.rope_style);
-      std::copy_n(&k_[t * kv_dim], kv_dim, cache.k(l, pos0 + t));
-      std::copy_n(&v_[t * kv_dim], kv_dim, cache.v(l, pos0 + t));
     }
-    attention(l, n, pos0, cache);
+    // Quantized K: store k - mean (see KvArena::k_shift), calibrated from the first K written.
+    if (k_shift) {
+      float* mu = arena.k_shift(l);
+      if (!arena.k_shift_ready(l)) {
+        std::fill_n(mu, kv_dim, 0.0f);
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t i = 0; i < kv_dim; ++i) mu[i] += k_[t * kv_dim + i];
+        for (int64_t i = 0; i < kv_dim; ++i) mu[i] /= static_cast<float>(n);
+        arena.set_k_shift_ready(l);
+      }
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t i = 0; i < kv_dim; ++i) k_[t * kv_dim + i] -= mu[i];
+    }
+    // fp8: calibrate this layer's scales from the first K/V ever written.
+    const size_t count = static_cast<size_t>(n * kv_dim);
+    if (is_fp8(s.k_dtype) && arena.k_scale(l) == 0)
+      arena.set_k_scale(l, kernels::kv_fp8_scale_for(s.k_dtype, k_.data(), count) * kFp8Headroom);
+    if (is_fp8(s.v_dtype) && arena.v_scale(l) == 0)
+      arena.set_v_scale(l, kernels::kv_fp8_scale_for(s.v_dtype, v_.data(), count) * kFp8Headroom);
+    const kernels::PagedKvLayer view = layer_view(arena, l);
+    kernels::paged_kv_write(view, k_.data(), v_.data(), b.slot_mapping);
+    kernels::paged_attention(view, b.seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
     kernels::matmul(w.wo, att_out_.data(), n, proj_.data(), pool_, mm_scratch_);
     kernels::add_inplace(x_.data(), proj_.data(), n * dim);
 
@@ -91,48 +168,45 @@ void LlamaModel::forward_chunk(const int32_t* tokens, int64_t n, KvCache& cache,
     kernels::matmul(w.w_down, gate_.data(), n, proj_.data(), pool_, mm_scratch_);
     kernels::add_inplace(x_.data(), proj_.data(), n * dim);
   }
-  cache.set_num_tokens(pos0 + n);
-
-  if (!logits) return;
-  const int64_t first = all_logits ? 0 : n - 1;
-  for (int64_t t = first; t < n; ++t)
-    kernels::rmsnorm(&xb_[(t - first) * dim], &x_[t * dim], weights_.output_norm, dim, c.rms_eps);
-  kernels::matmul(weights_.output, xb_.data(), n - first, logits, pool_, mm_scratch_);
 }
 
-// Grouped-query attention of the chunk's n tokens against the cache (which already holds their
-// own K/V). Query head h reads KV head h / (n_heads / n_kv_heads).
-void LlamaModel::attention(int64_t layer, int64_t n, int64_t pos0, KvCache& cache) {
-  const auto& c = config_;
-  const int64_t head_dim = c.head_dim, q_dim = c.q_dim();
-  const int64_t group = c.n_heads / c.n_kv_heads;
-  // Divide (not multiply by the inverse) as llama2.c does, so f32 scores match it exactly.
-  const float sqrt_head_dim = std::sqrt(static_cast<float>(head_dim));
-  const int64_t units = n * c.n_heads;
-  auto body = [&](int tid, int nt) {
-    float* scores = &scores_[static_cast<size_t>(tid) * c.context_length];
-    for (int64_t u = tid; u < units; u += nt) {
-      const int64_t t = u / c.n_heads, h = u % c.n_heads;
-      const int64_t kvh = h / group;
-      const int64_t len = pos0 + t + 1;  // causal: positions 0 .. pos0 + t
-      const float* q = &q_[t * q_dim + h * head_dim];
-      for (int64_t p = 0; p < len; ++p)
-        scores[p] = kernels::dot_f32(q, cache.k(layer, p) + kvh * head_dim, head_dim) / sqrt_head_dim;
-      kernels::softmax(scores, len);
-      float* out = &att_out_[t * q_dim + h * head_dim];
-      std::fill_n(out, head_dim, 0.0f);
-      for (int64_t p = 0; p < len; ++p)
-        kernels::axpy_f32(out, scores[p], cache.v(layer, p) + kvh * head_dim, head_dim);
+Status LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
+                           bool all_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return Status::Error("forward: no tokens");
+  const int64_t limit = std::min(cache.max_tokens(), config_.context_length);
+  if (cache.num_tokens() + n > limit)
+    return Status::Errorf("sequence of {} tokens exceeds the context size {}",
+                          cache.num_tokens() + n, limit);
+  const auto& table = cache.block_table();
+  for (int64_t start = 0; start < n; start += max_batch_) {
+    const int64_t len = std::min(max_batch_, n - start);
+    const int64_t pos0 = cache.num_tokens();
+    for (int64_t i = 0; i < len; ++i) {
+      slots_[static_cast<size_t>(i)] = pos0 + i;  // identity block table
+      rows_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     }
-  };
-  // Waking the workers costs microseconds; below ~64K multiply-adds (tiny models, short
-  // contexts) the calling thread alone is faster.
-  const int64_t work = units * (pos0 + n) * head_dim * 2;
-  if (work < (int64_t{1} << 16)) {
-    body(0, 1);
-  } else {
-    pool_.run(body);
+    const kernels::AttentionSeq seq{.query_begin = 0,
+                                    .num_queries = static_cast<int32_t>(len),
+                                    .first_position = static_cast<int32_t>(pos0),
+                                    .block_table = table.data(),
+                                    .num_blocks = static_cast<int32_t>(table.size())};
+    ForwardBatch b;
+    b.token_ids = tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(len));
+    b.slot_mapping = std::span<const int64_t>(slots_.data(), static_cast<size_t>(len));
+    b.seqs = std::span<const kernels::AttentionSeq>(&seq, 1);
+    float* out = nullptr;
+    if (all_logits) {
+      b.logit_rows = std::span<const int32_t>(rows_.data(), static_cast<size_t>(len));
+      out = logits + start * config_.n_vocab;
+    } else if (start + len == n) {
+      b.logit_rows = std::span<const int32_t>(rows_.data() + len - 1, 1);
+      out = logits;
+    }
+    HINGE_RETURN_IF_ERROR(forward_batch(b, cache.arena(), out));
+    cache.set_num_tokens(pos0 + len);
   }
+  return Status::Ok();
 }
 
 }  // namespace hinge

@@ -1,9 +1,16 @@
 // The Llama-family forward pass (RMSNorm, RoPE, grouped-query attention, SwiGLU FFN) over a
-// batch of consecutive tokens of one sequence, reading and appending a KvCache.
+// batch of tokens from any number of sequences, reading and writing a paged KV arena.
+//
+// One forward_batch() pushes every token of an engine step through each weight matrix once
+// (matrix-matrix), writes each token's K/V into its physical slot, and runs paged attention per
+// sequence over its block table. forward() is the single-sequence convenience over a
+// contiguous KvCache (same code path).
 //
 // Activations are f32. All scratch buffers are sized once at construction for
-// `max_batch_tokens` tokens and the model's context length: forward() never allocates.
-// Thread-safety: one thread calls forward() at a time (the pool parallelizes inside).
+// `max_batch_tokens` tokens: forward_batch() never allocates (after the first call).
+// fp8 KV: the per-(layer, K/V) scale is calibrated from the first K/V written to the arena
+// (absmax x kFp8Headroom), then fixed.
+// Thread-safety: one thread calls forward at a time (the pool parallelizes inside).
 #pragma once
 
 #include <cstdint>
@@ -13,20 +20,38 @@
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/paged_attention.h"
+#include "kv/kv_arena.h"
 #include "model/kv_cache.h"
 #include "model/llama_config.h"
 #include "model/llama_weights.h"
 
 namespace hinge {
 
+// One step's tokens. Rows are grouped by sequence: seqs[i] owns rows
+// [query_begin, query_begin + num_queries) at positions first_position + j.
+struct ForwardBatch {
+  std::span<const int32_t> token_ids;            // [T]
+  std::span<const int64_t> slot_mapping;         // [T] physical KV slot of each token
+  std::span<const kernels::AttentionSeq> seqs;   // cover rows [0, T) in order
+  std::span<const int32_t> logit_rows;           // rows whose logits are wanted, ascending
+};
+
 class LlamaModel {
  public:
+  static constexpr float kFp8Headroom = 2.0f;
+
   LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
              int64_t max_batch_tokens = 64);
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
   int64_t max_batch_tokens() const { return max_batch_; }
+
+  // Runs the batch; logits receives [logit_rows.size(), n_vocab]. Errors (nothing computed):
+  // more than max_batch_tokens tokens, token id out of range, position beyond the context,
+  // malformed sequence layout, arena geometry not this model's.
+  Status forward_batch(const ForwardBatch& batch, kv::KvArena& arena, float* logits);
 
   // Runs `tokens` at positions cache.num_tokens() ... + tokens.size() - 1, appends their K/V to
   // the cache and writes logits: [n_vocab] for the last token, or [tokens.size(), n_vocab]
@@ -36,9 +61,8 @@ class LlamaModel {
                  bool all_logits = false);
 
  private:
-  void forward_chunk(const int32_t* tokens, int64_t n, KvCache& cache, float* logits,
-                     bool all_logits);
-  void attention(int64_t layer, int64_t n, int64_t pos0, KvCache& cache);
+  void run_layers(const ForwardBatch& batch, kv::KvArena& arena);
+  kernels::PagedKvLayer layer_view(kv::KvArena& arena, int32_t layer) const;
 
   LlamaConfig config_;
   LlamaWeights weights_;
@@ -55,7 +79,11 @@ class LlamaModel {
   std::vector<float> proj_;     // [max_batch, dim]
   std::vector<float> gate_;     // [max_batch, ffn_dim]
   std::vector<float> up_;       // [max_batch, ffn_dim]
-  std::vector<float> scores_;   // [threads, context_length]
+  std::vector<int32_t> positions_;  // [max_batch]
+  // forward()'s single-sequence batch description.
+  std::vector<int64_t> slots_;
+  std::vector<int32_t> rows_;
+  kernels::AttentionScratch att_scratch_;
   kernels::MatmulScratch mm_scratch_;
 };
 

@@ -8,6 +8,12 @@
 // The scheduler only moves num_computed_tokens towards num_tokens() (no prefill/decode phases).
 // When it reaches num_tokens() the model samples one token, appended to the output. After a
 // preemption (recompute) num_computed_tokens drops to 0 and prompt + output is computed again.
+//
+// Parallel samples (n > 1): the request is one sequence until its prompt is computed; the step
+// that finishes the prompt samples n tokens from that one logits row and the scheduler forks it
+// into n independent requests: sample 0 keeps the request's id, sample k (1..n-1) gets id
+// sample_ids[k - 1], the KV of the prompt is shared (copy-on-write of a partial last block).
+// Every sample then lives, is preempted and finishes on its own.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +54,11 @@ struct RequestParams {
   int32_t max_new_tokens = 16;
   Priority priority = Priority::kInteractive;
   kv::CacheNamespace cache_namespace{};  // server-derived tenant namespace for prefix sharing
-  // Parallel samples (fork after prefill, copy-on-write). Hook only: must be 1 for now.
+  // Parallel samples (fork after prefill, copy-on-write), n >= 1.
   int32_t n = 1;
+  // Ids of samples 1..n-1 (size n - 1), chosen by the caller; sample 0 is the request's own
+  // id. Distinct, and neither live nor reserved by another request until they finish.
+  std::vector<RequestId> sample_ids{};
 };
 
 class Request {
@@ -62,14 +71,26 @@ class Request {
         priority_(params.priority),
         arrival_seq_(arrival_seq),
         cache_namespace_(params.cache_namespace),
-        n_(params.n) {}
+        n_(params.n),
+        sample_ids_(std::move(params.sample_ids)),
+        parent_id_(id) {}
 
   RequestId id() const { return id_; }
   Priority priority() const { return priority_; }
   uint64_t arrival_seq() const { return arrival_seq_; }
   kv::CacheNamespace cache_namespace() const { return cache_namespace_; }
   int32_t max_new_tokens() const { return max_new_tokens_; }
+  // Parallel samples requested: params.n for a request added by add_request, 1 for a sample
+  // created by a fork.
   int32_t n() const { return n_; }
+  // Ids of samples 1..n-1 (empty for n == 1 and for forked samples).
+  std::span<const RequestId> sample_ids() const { return sample_ids_; }
+  // The request this one was forked from (its own id when added by add_request), and its index
+  // among the samples (0: the request itself; k: sample_ids()[k - 1] of the parent).
+  RequestId parent_id() const { return parent_id_; }
+  int32_t sample_index() const { return sample_index_; }
+  // n > 1 and the prompt not yet computed: the step that finishes the prompt forks it.
+  bool fork_pending() const { return n_ > 1 && !forked_; }
 
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
@@ -102,6 +123,10 @@ class Request {
   uint64_t arrival_seq_;
   kv::CacheNamespace cache_namespace_;
   int32_t n_;
+  std::vector<RequestId> sample_ids_;
+  RequestId parent_id_;
+  int32_t sample_index_ = 0;  // tie-break of the (priority, arrival) order within a fork
+  bool forked_ = false;
 
   int32_t num_computed_tokens_ = 0;
   int32_t num_inflight_tokens_ = 0;  // scheduled by the last schedule(), not yet updated

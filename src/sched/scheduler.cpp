@@ -49,24 +49,50 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(kv_co
 
 Status Scheduler::add_request(RequestId id, RequestParams params) {
   if (requests_.contains(id)) return Status::Errorf("request {} already exists", id.value);
+  if (reserved_ids_.contains(id))
+    return Status::Errorf("request {}: id reserved for a parallel sample of another request",
+                          id.value);
   if (params.prompt_token_ids.empty()) return Status::Errorf("request {}: empty prompt", id.value);
   if (params.max_new_tokens < 1)
     return Status::Errorf("request {}: max_new_tokens must be >= 1, got {}", id.value,
                           params.max_new_tokens);
-  if (params.n != 1)
-    return Status::Errorf("request {}: n = {} parallel samples not supported yet", id.value,
-                          params.n);
-  // The last sampled token is never computed: a request holds at most
-  // prompt + max_new_tokens - 1 slots. It must fit alone, or preemption could never help it.
-  const int64_t max_slots =
-      static_cast<int64_t>(params.prompt_token_ids.size()) + params.max_new_tokens - 1;
+  if (params.n < 1 || params.n > config_.max_num_seqs)
+    return Status::Errorf("request {}: n = {} parallel samples, must be in [1, max_num_seqs {}]",
+                          id.value, params.n, config_.max_num_seqs);
+  if (static_cast<int64_t>(params.sample_ids.size()) != params.n - 1)
+    return Status::Errorf("request {}: n = {} needs {} sample ids, got {}", id.value, params.n,
+                          params.n - 1, params.sample_ids.size());
+  for (size_t k = 0; k < params.sample_ids.size(); ++k) {
+    const RequestId sid = params.sample_ids[k];
+    bool repeated = sid == id;
+    for (size_t j = 0; j < k; ++j) repeated = repeated || params.sample_ids[j] == sid;
+    if (repeated) return Status::Errorf("request {}: sample id {} repeated", id.value, sid.value);
+    if (requests_.contains(sid) || reserved_ids_.contains(sid))
+      return Status::Errorf("request {}: sample id {} already in use", id.value, sid.value);
+  }
+  // The last sampled token is never computed: a sample holds at most
+  // prompt + max_new_tokens - 1 slots. The full prompt blocks are shared by all samples; the
+  // rest (a copy of the partial last prompt block, then the output) is per sample, except with
+  // max_new_tokens == 1, where nothing is written after the fork. The request must fit alone,
+  // or preemption could never help it.
   const int64_t bs = config_.block_size_tokens;
-  const int64_t max_blocks = (max_slots + bs - 1) / bs;
-  if (max_blocks > config_.num_kv_blocks)
+  const int64_t num_prompt = static_cast<int64_t>(params.prompt_token_ids.size());
+  const int64_t max_slots = num_prompt + params.max_new_tokens - 1;
+  const int64_t shared_blocks = num_prompt / bs;
+  const int64_t per_sample_blocks = (max_slots + bs - 1) / bs - shared_blocks;
+  const int64_t num_writers = params.max_new_tokens > 1 ? params.n : 1;
+  const int64_t max_blocks = shared_blocks + num_writers * per_sample_blocks;
+  if (max_blocks > config_.num_kv_blocks) {
+    if (params.n == 1)
+      return Status::Errorf(
+          "request {}: prompt {} + max_new_tokens {} needs {} KV blocks, the cache has {}",
+          id.value, num_prompt, params.max_new_tokens, max_blocks, config_.num_kv_blocks);
     return Status::Errorf(
-        "request {}: prompt {} + max_new_tokens {} needs {} KV blocks, the cache has {}",
-        id.value, params.prompt_token_ids.size(), params.max_new_tokens, max_blocks,
-        config_.num_kv_blocks);
+        "request {}: prompt {} + max_new_tokens {} for {} samples needs {} KV blocks, the cache "
+        "has {}",
+        id.value, num_prompt, params.max_new_tokens, params.n, max_blocks, config_.num_kv_blocks);
+  }
+  for (RequestId sid : params.sample_ids) reserved_ids_.insert(sid);
   requests_.emplace(id, Request(id, std::move(params), next_arrival_seq_++));
   insert_sorted(&waiting_, id);
   return Status::Ok();
@@ -119,9 +145,10 @@ SchedulerOutput Scheduler::schedule() {
   }
 
   // 2. Waiting requests, only when no running request had to give way this step.
-  while (out.preempted.empty() && !waiting_.empty() && budget > 0 &&
-         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+  // A request with fork_pending() needs n seq slots (its samples after the fork).
+  while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
     Request& r = get(waiting_.front());
+    if (num_running_seqs_ + num_seqs(r) > config_.max_num_seqs) break;
     kv_.add_request(r.id(), r.cache_namespace());
     const kv::ComputedBlocks hit = kv_.get_computed_blocks(r.token_ids(), r.cache_namespace());
     const int32_t num_new = std::min(r.num_tokens() - hit.num_cached_tokens, budget);
@@ -132,6 +159,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     waiting_.erase(waiting_.begin());
     insert_sorted(&running_, r.id());
+    num_running_seqs_ += num_seqs(r);
     r.status_ = RequestStatus::kRunning;
     r.num_computed_tokens_ = hit.num_cached_tokens;
     if (r.num_cached_tokens_ < 0) r.num_cached_tokens_ = hit.num_cached_tokens;
@@ -152,28 +180,71 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
   awaiting_update_ = false;
   size_t next_sample = 0;
   for (const ScheduledRequest& s : output.scheduled) {
+    HINGE_CHECK(s.num_samples >= 1 &&
+                s.sample_ids.size() == static_cast<size_t>(s.num_samples - 1));
     auto it = requests_.find(s.id);
     if (it == requests_.end()) {  // aborted or finished by the caller since schedule()
-      if (s.samples && next_sample < sampled.size() && sampled[next_sample].id == s.id)
-        ++next_sample;
+      if (!s.samples) continue;
+      for (int32_t k = 0; k < s.num_samples; ++k) {
+        const RequestId expected = k == 0 ? s.id : s.sample_ids[static_cast<size_t>(k - 1)];
+        if (next_sample < sampled.size() && sampled[next_sample].id == expected) ++next_sample;
+      }
       continue;
     }
     Request& r = it->second;
-    HINGE_CHECK_MSG(r.status_ == RequestStatus::kRunning && r.num_computed_tokens_ == s.first_position,
-                    "request {}: update of a stale schedule ({} computed, scheduled from {})",
-                    r.id().value, r.num_computed_tokens_, s.first_position);
+    HINGE_CHECK_MSG(
+        r.status_ == RequestStatus::kRunning && r.num_computed_tokens_ == s.first_position,
+        "request {}: update of a stale schedule ({} computed, scheduled from {})", r.id().value,
+        r.num_computed_tokens_, s.first_position);
     HINGE_CHECK(r.num_inflight_tokens_ == s.num_new_tokens);
     r.num_inflight_tokens_ = 0;
     r.num_computed_tokens_ += s.num_new_tokens;
     kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_);
     if (!s.samples) continue;
-    HINGE_CHECK_MSG(next_sample < sampled.size() && sampled[next_sample].id == s.id,
+    const size_t n = static_cast<size_t>(s.num_samples);
+    HINGE_CHECK_MSG(next_sample + n <= sampled.size() && sampled[next_sample].id == s.id,
                     "request {}: no sampled token given", s.id.value);
-    r.token_ids_.push_back(sampled[next_sample++].token);
-    if (r.num_output_tokens() >= r.max_new_tokens()) finish(r.id(), FinishReason::kLength);
+    if (n > 1) {
+      HINGE_CHECK_MSG(r.fork_pending() && s.num_samples == r.n(),
+                      "request {}: {} samples scheduled but no fork pending", s.id.value, n);
+      for (size_t k = 1; k < n; ++k) {
+        HINGE_CHECK_MSG(sampled[next_sample + k].id == s.sample_ids[k - 1],
+                        "request {}: sampled token {} is for {}, sample {} expected", s.id.value,
+                        k, sampled[next_sample + k].id.value, s.sample_ids[k - 1].value);
+        fork_sample(r, static_cast<int32_t>(k), sampled[next_sample + k].token);
+      }
+      // The parent now counts one seq slot, each sample one: num_running_seqs_ is unchanged.
+      r.forked_ = true;
+      for (RequestId sid : r.sample_ids_) reserved_ids_.erase(sid);
+    }
+    r.token_ids_.push_back(sampled[next_sample].token);
+    next_sample += n;
+    // Each sample finishes on its own max_new_tokens (all the same right after a fork).
+    for (size_t k = 0; k < n; ++k) {
+      const RequestId id = k == 0 ? s.id : s.sample_ids[k - 1];
+      const Request& q = get(id);
+      if (q.num_output_tokens() >= q.max_new_tokens()) finish(id, FinishReason::kLength);
+    }
   }
   HINGE_CHECK_MSG(next_sample == sampled.size(), "{} sampled tokens given, {} used",
                   sampled.size(), next_sample);
+}
+
+void Scheduler::fork_sample(Request& parent, int32_t k, int32_t token) {
+  HINGE_CHECK(parent.fork_pending() && parent.status_ == RequestStatus::kRunning &&
+              parent.num_output_tokens() == 0 && parent.num_inflight_tokens_ == 0);
+  const RequestId child_id = parent.sample_ids_[static_cast<size_t>(k - 1)];
+  kv_.fork(parent.id(), child_id);
+  // Same tokens, computed and cached counts, priority and arrival as the parent.
+  Request child = parent;
+  child.id_ = child_id;
+  child.n_ = 1;
+  child.sample_ids_.clear();
+  child.parent_id_ = parent.id();
+  child.sample_index_ = k;
+  child.token_ids_.push_back(token);
+  requests_.emplace(child_id, std::move(child));  // references to parent stay valid
+  insert_sorted(&running_, child_id);
 }
 
 std::vector<Request> Scheduler::take_finished() { return std::exchange(finished_, {}); }
@@ -197,8 +268,34 @@ Status Scheduler::check_invariants() const {
   if (running_.size() + waiting_.size() != requests_.size())
     return Status::Errorf("{} running + {} waiting != {} live requests", running_.size(),
                           waiting_.size(), requests_.size());
-  if (static_cast<int32_t>(running_.size()) > config_.max_num_seqs)
-    return Status::Errorf("{} running > max_num_seqs {}", running_.size(), config_.max_num_seqs);
+  int32_t num_seqs_recount = 0;
+  for (RequestId id : running_) {
+    auto it = requests_.find(id);
+    if (it != requests_.end()) num_seqs_recount += num_seqs(it->second);
+  }
+  if (num_seqs_recount != num_running_seqs_)
+    return Status::Errorf("{} running seqs counted, {} recounted", num_running_seqs_,
+                          num_seqs_recount);
+  if (num_running_seqs_ > config_.max_num_seqs)
+    return Status::Errorf("{} running seqs > max_num_seqs {}", num_running_seqs_,
+                          config_.max_num_seqs);
+  size_t num_reserved = 0;
+  for (const auto& [id, r] : requests_) {
+    if (r.id() != id)
+      return Status::Errorf("request {} stored under id {}", r.id().value, id.value);
+    if (!r.fork_pending()) continue;
+    if (r.num_output_tokens() != 0)
+      return Status::Errorf("request {}: fork pending after {} output tokens", id.value,
+                            r.num_output_tokens());
+    for (RequestId sid : r.sample_ids()) {
+      if (!reserved_ids_.contains(sid) || requests_.contains(sid))
+        return Status::Errorf("request {}: sample id {} not reserved or live", id.value, sid.value);
+    }
+    num_reserved += r.sample_ids().size();
+  }
+  if (num_reserved != reserved_ids_.size())
+    return Status::Errorf("{} sample ids reserved, {} pending", reserved_ids_.size(),
+                          num_reserved);
   for (const auto* queue : {&running_, &waiting_}) {
     for (size_t i = 0; i < queue->size(); ++i) {
       const RequestId id = (*queue)[i];
@@ -244,7 +341,8 @@ bool Scheduler::before(RequestId a, RequestId b) const {
   const Request& ra = requests_.at(a);
   const Request& rb = requests_.at(b);
   if (ra.priority() != rb.priority()) return ra.priority() < rb.priority();
-  return ra.arrival_seq() < rb.arrival_seq();
+  if (ra.arrival_seq() != rb.arrival_seq()) return ra.arrival_seq() < rb.arrival_seq();
+  return ra.sample_index() < rb.sample_index();  // samples of one request share its arrival
 }
 
 void Scheduler::insert_sorted(std::vector<RequestId>* queue, RequestId id) {
@@ -259,6 +357,7 @@ void Scheduler::preempt(RequestId id) {
   auto it = std::find(running_.begin(), running_.end(), id);
   HINGE_CHECK(it != running_.end());
   running_.erase(it);
+  num_running_seqs_ -= num_seqs(r);
   kv_.free(id);
   r.num_computed_tokens_ = 0;
   r.num_inflight_tokens_ = 0;
@@ -276,6 +375,9 @@ void Scheduler::finish(RequestId id, FinishReason reason) {
   auto qit = std::find(queue.begin(), queue.end(), id);
   HINGE_CHECK(qit != queue.end());
   queue.erase(qit);
+  if (r.status_ == RequestStatus::kRunning) num_running_seqs_ -= num_seqs(r);
+  if (r.fork_pending())  // finished before its fork: the samples never exist
+    for (RequestId sid : r.sample_ids_) reserved_ids_.erase(sid);
   if (kv_.has_request(id)) kv_.free(id);
   r.status_ = RequestStatus::kFinished;
   r.finish_reason_ = reason;
@@ -291,6 +393,10 @@ ScheduledRequest Scheduler::make_scheduled(const Request& r, int32_t num_new) co
   s.first_position = r.num_computed_tokens_;
   s.num_new_tokens = num_new;
   s.samples = s.end_position() == r.num_tokens();
+  if (s.samples && r.fork_pending()) {  // the prompt is complete: n samples, fork in update()
+    s.num_samples = r.n();
+    s.sample_ids.assign(r.sample_ids().begin(), r.sample_ids().end());
+  }
   const auto tokens = r.token_ids().subspan(static_cast<size_t>(s.first_position),
                                             static_cast<size_t>(num_new));
   s.token_ids.assign(tokens.begin(), tokens.end());

@@ -19,16 +19,37 @@
 //      order, while the budget, max_num_seqs and the KV cache allow. Each looks up its prefix
 //      hit first. The first one that does not fit stops admission (no overtaking).
 //
+// Parallel samples (RequestParams::n > 1, see request.h): the step that computes the last
+// prompt token of a request with fork_pending() has ScheduledRequest::num_samples == n; the
+// engine samples n tokens from that row and update() forks the KV (kv::KvCacheManager::fork)
+// into n - 1 new running requests with the ids RequestParams::sample_ids. Each sample is then an
+// independent request (its own max_new_tokens count, finish_request, abort_request, preemption
+// and recompute, which normally hits the shared prompt blocks in the prefix cache). The next
+// allocation of each sample into a shared partial last block copies it (copy-on-write, in
+// SchedulerOutput::block_copies): the first n - 1 writers in running order get a copy, the last
+// writes in place. A request preempted before its fork recomputes and forks later.
+//   - max_num_seqs counts sequences as they will be after the fork: a request with
+//     fork_pending() takes n seq slots from its admission on (so the fork never exceeds it), a
+//     forked sample 1. A request with n > max_num_seqs is rejected by add_request.
+//   - Order: (priority, arrival, sample index); samples inherit their parent's priority and
+//     arrival, so they stay together, the parent first. Preemption takes the highest index.
+//   - Ids: sample ids are reserved at add_request and live from the fork. abort_request of the
+//     parent id before the fork aborts the whole request (no sample id ever becomes live, and
+//     the reservations are released); after the fork each id is aborted on its own.
+//
 // Invariants (check_invariants()): every running request is live in the KV manager with
-// exactly num_computed_tokens + (tokens scheduled and not yet updated) reserved slots; waiting/preempted requests
-// hold no blocks; running_ and waiting_ are sorted by (priority, arrival); the KV manager's
-// own invariants hold.
+// exactly num_computed_tokens + (tokens scheduled and not yet updated) reserved slots;
+// waiting/preempted requests hold no blocks; running_ and waiting_ are sorted by (priority,
+// arrival, sample index); the running seq count (n for fork_pending(), else 1) is at most
+// max_num_seqs; the sample ids reserved are exactly those of live fork_pending() requests and
+// none is live; the KV manager's own invariants hold.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -53,7 +74,13 @@ struct ScheduledRequest {
   RequestId id;
   int32_t first_position = 0;        // == num_computed_tokens before this step
   int32_t num_new_tokens = 0;        // tokens to compute this step (>= 1)
-  bool samples = false;              // reaches num_tokens: the model samples one token after it
+  bool samples = false;              // reaches num_tokens: the model samples after it
+  // Tokens to sample from the last position's logits when samples == true: 1, or n when this
+  // step finishes the prompt of a request with n > 1 parallel samples (it forks in update()).
+  int32_t num_samples = 1;
+  // When num_samples > 1: the ids of samples 1..num_samples-1 (RequestParams::sample_ids); the
+  // sampled tokens go, in order, to id, sample_ids[0], ..., sample_ids[num_samples - 2].
+  std::vector<RequestId> sample_ids{};
   std::vector<int32_t> token_ids;    // [num_new_tokens], ids at those positions
   std::vector<int64_t> slot_mapping; // [num_new_tokens], physical KV slot of each position
   std::vector<kv::BlockId> block_table;  // whole table after this step's allocation
@@ -69,7 +96,8 @@ struct SchedulerOutput {
   bool empty() const { return scheduled.empty(); }
 };
 
-// The token sampled for one request whose ScheduledRequest had samples == true.
+// A token sampled for one request (or one parallel sample) whose ScheduledRequest had
+// samples == true.
 struct SampledToken {
   RequestId id;
   int32_t token = 0;
@@ -88,18 +116,28 @@ class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);
 
-  // Queues a request. Errors: id already live, empty prompt, max_new_tokens < 1, n != 1, or a
-  // request that could never fit in the KV cache even alone.
+  // Queues a request. Errors: id already live or reserved as a sample id, empty prompt,
+  // max_new_tokens < 1, n < 1, n > max_num_seqs, sample_ids.size() != n - 1, sample ids not
+  // distinct or equal to id or live or reserved, or a request that could never fit in the KV
+  // cache even alone: its prompt blocks once plus, per sample, the blocks of its output (and a
+  // copy of the partial last prompt block) at max_new_tokens.
   Status add_request(RequestId id, RequestParams params);
-  // Removes a live request (freeing its blocks) with reason kAborted. False when unknown.
+  // Removes a live request (freeing its blocks) with reason kAborted. False when unknown (a
+  // sample id before its fork is unknown: abort the parent id, which aborts the whole request
+  // then; after the fork every sample id is a request of its own, the engine aborts each).
   bool abort_request(RequestId id);
   // The caller saw EOS or a stop sequence in the last sampled token: finishes with kStop.
   bool finish_request(RequestId id, FinishReason reason = FinishReason::kStop);
 
   SchedulerOutput schedule();
-  // `sampled` holds one token per entry of output.scheduled with samples == true, in that order
-  // (entries of requests aborted since schedule() are skipped, their tokens may be omitted).
-  // Advances num_computed_tokens, caches full blocks, appends tokens, finishes on max tokens.
+  // `sampled` holds, for each entry of output.scheduled with samples == true, in that order,
+  // num_samples tokens: {id, token} for num_samples == 1; for num_samples == n > 1, n entries
+  // with ids id, sample_ids[0], ..., sample_ids[n - 2] (n tokens sampled from the one logits
+  // row of the request's last prompt position). Entries of requests aborted or finished since
+  // schedule() are skipped, their tokens may be omitted.
+  // Advances num_computed_tokens, caches full blocks, forks requests with num_samples > 1 (each
+  // sample gets its own token), appends tokens, finishes on max tokens (each sample on its own:
+  // with max_new_tokens == 1 all n finish here).
   void update(const SchedulerOutput& output, std::span<const SampledToken> sampled);
 
   // Finished requests (with output tokens and finish reason), handed over once.
@@ -116,17 +154,24 @@ class Scheduler {
 
  private:
   Request& get(RequestId id);
-  bool before(RequestId a, RequestId b) const;  // (priority, arrival) order
+  bool before(RequestId a, RequestId b) const;  // (priority, arrival, sample index) order
   void insert_sorted(std::vector<RequestId>* queue, RequestId id);
   void preempt(RequestId id);
   void finish(RequestId id, FinishReason reason);
+  // Creates sample k (1..n-1) of running request `parent` (which has just computed its prompt),
+  // sharing its KV, with its first sampled token.
+  void fork_sample(Request& parent, int32_t k, int32_t token);
   ScheduledRequest make_scheduled(const Request& r, int32_t num_new) const;
+  // Seq slots a running request counts against max_num_seqs.
+  static int32_t num_seqs(const Request& r) { return r.fork_pending() ? r.n() : 1; }
 
   SchedulerConfig config_;
   kv::KvCacheManager kv_;
   std::unordered_map<RequestId, Request> requests_;  // live (not finished) requests
-  std::vector<RequestId> running_;                   // sorted by (priority, arrival)
-  std::vector<RequestId> waiting_;                   // sorted by (priority, arrival)
+  std::vector<RequestId> running_;                   // sorted by (priority, arrival, index)
+  std::vector<RequestId> waiting_;                   // sorted by (priority, arrival, index)
+  std::unordered_set<RequestId> reserved_ids_;       // sample ids of fork_pending() requests
+  int32_t num_running_seqs_ = 0;                     // sum of num_seqs() over running_
   std::vector<RequestId> finished_ids_;              // since the previous schedule()
   std::vector<Request> finished_;                    // not yet taken
   bool awaiting_update_ = false;                     // schedule() called, update() not yet

@@ -1,0 +1,141 @@
+// Paged attention decode throughput: 16 sequences x 192 tokens of context, one query each,
+// smollm-135m's attention shape (9 query heads, 3 KV heads, head_dim 64), KV in f32 / f16 / int8,
+// 1 and 2 threads. bytes_per_second = K + V bytes read per call (the number to watch: decode
+// attention is memory-bound).
+//
+// The arena holds as many layers as make >= 128 MiB of KV (one per iteration, round robin), so
+// K/V stream from DRAM as in a real model instead of sitting in L3. Block tables are shuffled.
+//
+//   hinge_kernel_bench --benchmark_filter=PagedAttention
+//   HINGE_BENCH_STREAM_MIB=0 hinge_kernel_bench --benchmark_filter=PagedAttention  # in-cache
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/kv_quant.h"
+#include "kernels/paged_attention.h"
+#include "kv/kv_spec.h"
+
+namespace hinge::kernels {
+namespace {
+
+constexpr KvDtype kDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8};
+constexpr int kSeqs = 16, kContext = 192, kHeads = 9, kKvHeads = 3, kHeadDim = 64;
+constexpr int kBlockSize = 16;
+constexpr int kBlocksPerSeq = (kContext + kBlockSize - 1) / kBlockSize;
+constexpr size_t kDefaultStreamMiB = 128;  // override with HINGE_BENCH_STREAM_MIB (0: in-cache)
+
+size_t stream_bytes() {
+  const char* env = std::getenv("HINGE_BENCH_STREAM_MIB");
+  return (env ? static_cast<size_t>(std::atoi(env)) : kDefaultStreamMiB) << 20;
+}
+
+struct KvSetup {
+  std::vector<uint8_t> arena;
+  std::vector<PagedKvLayer> layers;  // one view per layer copy
+  std::vector<int32_t> tables;       // [kSeqs][kBlocksPerSeq]
+  int64_t bytes_per_call = 0;        // K + V bytes one call reads
+};
+
+const KvSetup& setup(KvDtype dtype) {
+  static std::map<KvDtype, std::unique_ptr<KvSetup>> cache;
+  auto& slot = cache[dtype];
+  if (slot) return *slot;
+  slot = std::make_unique<KvSetup>();
+  KvSetup& s = *slot;
+  const int64_t row = static_cast<int64_t>(kv_row_bytes(dtype, kHeadDim));
+  const int64_t token = kKvHeads * row;                 // K (or V) of one token
+  const int64_t layer_bytes = 2 * kBlockSize * token;  // K then V region of one block
+  const int num_blocks = kSeqs * kBlocksPerSeq;
+  s.bytes_per_call = int64_t{kSeqs} * kContext * 2 * token;
+  const int n_layers = static_cast<int>(std::clamp<int64_t>(
+      static_cast<int64_t>(stream_bytes()) / (layer_bytes * num_blocks) + 1, 1, 256));
+  const int64_t block_stride = n_layers * layer_bytes;
+  s.arena.assign(static_cast<size_t>(block_stride * num_blocks), 0);
+
+  s.tables.resize(static_cast<size_t>(num_blocks));
+  std::iota(s.tables.begin(), s.tables.end(), 0);
+  std::mt19937 rng(42);
+  std::shuffle(s.tables.begin(), s.tables.end(), rng);
+
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(kContext * kKvHeads * kHeadDim)), v(k.size());
+  std::vector<int64_t> slots(kContext);
+  for (int l = 0; l < n_layers; ++l) {
+    PagedKvLayer layer;
+    layer.base = s.arena.data();
+    layer.block_stride = block_stride;
+    layer.block_size = kBlockSize;
+    layer.n_kv_heads = kKvHeads;
+    layer.head_dim = kHeadDim;
+    layer.k_dtype = layer.v_dtype = dtype;
+    layer.k_offset = l * layer_bytes;
+    layer.v_offset = layer.k_offset + kBlockSize * token;
+    layer.k_token_stride = layer.v_token_stride = token;
+    layer.k_row_bytes = layer.v_row_bytes = row;
+    for (int seq = 0; seq < kSeqs; ++seq) {
+      for (auto& x : k) x = dist(rng);
+      for (auto& x : v) x = dist(rng);
+      const int32_t* table = &s.tables[static_cast<size_t>(seq * kBlocksPerSeq)];
+      for (int p = 0; p < kContext; ++p) {
+        slots[static_cast<size_t>(p)] =
+            int64_t{table[p / kBlockSize]} * kBlockSize + p % kBlockSize;
+      }
+      paged_kv_write(layer, k.data(), v.data(), slots);
+    }
+    s.layers.push_back(layer);
+  }
+  return s;
+}
+
+void BM_PagedAttentionDecode(benchmark::State& state) {
+  const KvDtype dtype = kDtypes[state.range(0)];
+  const int threads = static_cast<int>(state.range(1));
+  const KvSetup& s = setup(dtype);
+  std::vector<AttentionSeq> seqs(kSeqs);
+  for (int i = 0; i < kSeqs; ++i) {
+    seqs[static_cast<size_t>(i)].query_begin = i;
+    seqs[static_cast<size_t>(i)].num_queries = 1;
+    seqs[static_cast<size_t>(i)].first_position = kContext - 1;
+    seqs[static_cast<size_t>(i)].block_table = &s.tables[static_cast<size_t>(i * kBlocksPerSeq)];
+    seqs[static_cast<size_t>(i)].num_blocks = kBlocksPerSeq;
+  }
+  const AttentionShape shape{kHeads, kKvHeads, kHeadDim};
+  std::vector<float> q(static_cast<size_t>(kSeqs * kHeads * kHeadDim)), out(q.size());
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& x : q) x = dist(rng);
+  ThreadPool pool(threads);
+  AttentionScratch scratch;
+  size_t layer = 0;
+  for (auto _ : state) {
+    paged_attention(s.layers[layer], seqs, shape, q.data(), out.data(), pool, scratch);
+    layer = layer + 1 == s.layers.size() ? 0 : layer + 1;
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * s.bytes_per_call);
+  state.SetLabel(std::string(kv::kv_dtype_name(dtype)) + " threads " + std::to_string(threads));
+}
+
+void PagedAttentionArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"dtype", "threads"});
+  for (int t = 0; t < static_cast<int>(std::size(kDtypes)); ++t)
+    for (int64_t threads : {1, 2}) b->Args({t, threads});
+}
+
+BENCHMARK(BM_PagedAttentionDecode)
+    ->Apply(PagedAttentionArgs)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace hinge::kernels

@@ -1,0 +1,129 @@
+// hinge's C++ engine API: continuous batching over a paged, prefix-cached KV cache.
+//
+//   auto engine = hinge::Engine::create(model, &tokenizer, config).value();
+//   hinge::RequestId id = engine->add_request({.prompt_token_ids = ids, ...}).value();
+//   std::vector<hinge::RequestDelta> deltas;
+//   while (engine->has_unfinished()) {
+//     HINGE_RETURN_IF_ERROR(engine->step(&deltas));   // one forward pass for the whole batch
+//     for (auto& d : deltas) ...                      // new tokens/text per (request, sample)
+//   }
+//
+// Each step: the scheduler picks requests and token counts under one token budget, copy-on-write
+// block copies are applied, every scheduled token of every request goes through the model in
+// one forward pass (each weight matrix read once per step), one token is sampled per request
+// that reached its end, and the scheduler advances, finishes or preempts (by recompute).
+//
+// Threading: not thread-safe. One thread (the engine thread) owns an Engine and calls every
+// method; a server wraps it with a request queue and per-request output channels.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/sampling_params.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_spec.h"
+#include "sched/request.h"
+#include "sched/scheduler.h"
+
+namespace hinge {
+
+class Tokenizer;
+struct LoadedModel;
+
+using kv::CacheNamespace;
+using kv::KvDtype;
+using kv::RequestId;
+using sched::FinishReason;
+using sched::Priority;
+
+struct EngineConfig {
+  int32_t threads = 1;
+  // KV arena size. 0: kv_memory_fraction of the memory available after the weights.
+  int64_t kv_memory_bytes = 0;
+  double kv_memory_fraction = 0.5;
+  int32_t block_size = 16;                 // tokens per KV block
+  KvDtype k_dtype = KvDtype::kF16;
+  KvDtype v_dtype = KvDtype::kF16;
+  int32_t max_batched_tokens = 512;        // token budget per step
+  int32_t max_num_seqs = 64;               // running sequences at most
+  int32_t max_model_len = 0;               // 0: the model's context length
+  bool enable_prefix_cache = true;         // false: --no-prefix-cache
+  bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
+
+  Status validate() const;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_token_ids;   // non-empty (start from BOS for an empty prompt)
+  SamplingParams sampling;
+  int32_t max_new_tokens = 256;
+  int32_t n = 1;                           // parallel samples sharing the prompt's KV blocks
+  Priority priority = Priority::kInteractive;
+  CacheNamespace cache_namespace{};        // prefix cache sharing scope (tenant)
+};
+
+struct RequestUsage {
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;      // prompt tokens found in the prefix cache
+  int32_t completion_tokens = 0;  // of this sample
+};
+
+// What one step produced for one sample of one request.
+struct RequestDelta {
+  RequestId id;
+  int32_t index = 0;                 // sample index in [0, n)
+  std::vector<int32_t> token_ids;    // new tokens (EOS is not included)
+  std::string text;                  // new text safe to show (complete UTF-8, no stop string)
+  FinishReason finish_reason = FinishReason::kNone;  // kNone while the sample continues
+  RequestUsage usage;                // cumulative for this sample
+  bool finished() const { return finish_reason != FinishReason::kNone; }
+};
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t prompt_tokens_computed = 0;  // prefill work actually done (prefix hits excluded)
+  int64_t output_tokens = 0;
+  int64_t preemptions = 0;
+  int32_t running = 0;
+  int32_t waiting = 0;
+  int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_used = 0;          // referenced by live requests
+  int32_t kv_blocks_peak = 0;          // most ever referenced at once
+  int64_t kv_bytes_total = 0;
+  int64_t kv_bytes_per_block = 0;
+  int64_t kv_slots_allocated = 0;      // token slots of the blocks live requests hold, now
+  int64_t kv_slots_used = 0;           // of which hold a token
+  kv::KvCacheStats kv;                 // prefix queries/hits, evictions, copy-on-write copies
+};
+
+class Engine {
+ public:
+  // Sizes the KV arena, allocates it and every scratch buffer. The model and tokenizer must
+  // outlive the engine. tokenizer may be null: no text in deltas, no EOS or stop strings.
+  static StatusOr<std::unique_ptr<Engine>> create(const LoadedModel& model,
+                                                  const Tokenizer* tokenizer,
+                                                  const EngineConfig& config);
+  virtual ~Engine() = default;
+
+  // Queues a request. Errors (nothing queued): empty prompt, token id out of range, prompt +
+  // max_new_tokens beyond max_model_len, bad sampling params, n < 1, a request that could never
+  // fit the KV arena even alone.
+  virtual StatusOr<RequestId> add_request(GenerateRequest request) = 0;
+  // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
+  // returned by the next step(). False when the id is unknown or already finished.
+  virtual bool abort(RequestId id) = 0;
+  // Runs one step; `deltas` is cleared, then receives one entry per (request, sample) that got
+  // tokens or finished this step.
+  virtual Status step(std::vector<RequestDelta>* deltas) = 0;
+  virtual bool has_unfinished() const = 0;
+
+  virtual EngineStats stats() const = 0;
+  virtual const kv::KvSpec& kv_spec() const = 0;
+  virtual const EngineConfig& config() const = 0;
+};
+
+}  // namespace hinge

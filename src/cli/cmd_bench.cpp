@@ -1,0 +1,308 @@
+// `hinge bench`: throughput, latency and KV efficiency of the batched engine on synthetic
+// prompts. N requests, each BOS (when the vocabulary has one) + one shared prefix of L random ids
+// + P random ids of its own (seeded mt19937_64), are submitted at once to one Engine and decoded
+// greedily for exactly G tokens (ignore_eos). Timing is steady_clock from just before the first
+// add_request:
+//   TTFT of a request = end of the step that produced its first token.
+//   Inter-token latency = gaps between consecutive token arrivals of one request, all requests
+//   pooled. Percentiles are nearest-rank on the sorted values.
+//   Output tok/s = output tokens / wall time; prefill tok/s = prompt tokens actually computed
+//   (prefix hits excluded) / time until the last request got its first token.
+//   KV waste = (slots allocated - slots used) / slots allocated after each step, averaged over the
+//   steps with slots allocated (the max is in the JSON too).
+// It also reports what a contiguous per-request reservation would have needed, for prompt +
+// max_new tokens and for max_model_len tokens, and the waste fraction each implies given the
+// tokens in the sequences at the end (prompt + output).
+// Stdout holds only the table (or one JSON object); the progress bar goes to stderr.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <unordered_map>
+
+#include "cli/commands.h"
+#include "cli/progress_bar.h"
+#include "common/units.h"
+#include "hinge/engine.h"
+#include "model/loaded_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hinge::cli {
+namespace {
+
+constexpr int64_t kMaxRequests = 1 << 20;
+constexpr int64_t kMaxTokens = 1 << 24;
+
+// Nearest-rank percentile of sorted values (0 when empty).
+double percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0.0;
+  const auto n = static_cast<double>(sorted.size());
+  const auto rank = static_cast<size_t>(std::max(1.0, std::ceil(p / 100.0 * n)));
+  return sorted[std::min(rank, sorted.size()) - 1];
+}
+
+double ratio(double num, double den) {
+  return den > 0 ? num / den : 0.0;
+}
+
+struct PerRequest {
+  double first_token_s = -1;
+  double last_token_s = -1;
+  int64_t output_tokens = 0;
+};
+
+Status check_args(const BenchArgs& a) {
+  auto check = [](const char* flag, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      return Status::Errorf("{}: {} is out of range; expected an integer in [{}, {}]", flag, v, lo,
+                            hi);
+    return Status::Ok();
+  };
+  HINGE_RETURN_IF_ERROR(check("--requests", a.requests, 1, kMaxRequests));
+  HINGE_RETURN_IF_ERROR(check("--prompt-tokens", a.prompt_tokens, 0, kMaxTokens));
+  HINGE_RETURN_IF_ERROR(check("--gen-tokens", a.gen_tokens, 1, kMaxTokens));
+  HINGE_RETURN_IF_ERROR(check("--shared-prefix", a.shared_prefix, 0, kMaxTokens));
+  if (a.prompt_tokens < 1 && a.shared_prefix < 1)
+    return Status::Error("--prompt-tokens: must be at least 1 unless --shared-prefix is");
+  return Status::Ok();
+}
+
+std::string dtype_label(KvDtype k, KvDtype v) {
+  if (k == v) return std::string(kv::kv_dtype_name(k));
+  return fmt::format("{}/{}", kv::kv_dtype_name(k), kv::kv_dtype_name(v));
+}
+
+}  // namespace
+
+int bench_command(const BenchArgs& args) {
+  if (Status st = check_args(args); !st.ok()) return fail(st.message());
+  auto config_or = make_engine_config(args.engine);
+  if (!config_or.ok()) return fail(config_or.status().message());
+  EngineConfig config = *config_or;
+
+  std::unique_ptr<LoadedModel> loaded;
+  {
+    ProgressBar bar("loading");
+    LoadOptions opts;
+    opts.tokenizer_path = args.tokenizer;
+    opts.progress = [&](double f) { bar.update(f); };
+    auto m = load_model(args.model, opts);
+    if (!m.ok()) return fail(m.status().message());
+    loaded = std::move(m).value();
+  }
+  auto tok = Tokenizer::create(loaded->vocab);
+  if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
+  const Tokenizer& tokenizer = **tok;
+  const LlamaConfig& mc = loaded->config;
+
+  const int64_t n = args.requests;
+  const int64_t bos = tokenizer.bos() >= 0 ? 1 : 0;
+  const int64_t prompt_len = bos + args.shared_prefix + args.prompt_tokens;
+  const int64_t seq_len = prompt_len + args.gen_tokens;
+  // As Engine::create resolves it: --ctx-size, at most the model's context; 0: the model's.
+  const int64_t max_len = config.max_model_len > 0
+                              ? std::min<int64_t>(config.max_model_len, mc.context_length)
+                              : mc.context_length;
+  if (seq_len > max_len)
+    return fail(fmt::format(
+        "--prompt-tokens/--shared-prefix/--gen-tokens: a request needs {} tokens ({} BOS + {} "
+        "shared + {} prompt + {} generated) but max_model_len is {}; lower them or raise "
+        "--ctx-size",
+        seq_len, bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens, max_len));
+
+  // Prompts: BOS + shared prefix + unique part, ids uniform in [0, n_vocab).
+  std::mt19937_64 rng(args.seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(mc.n_vocab - 1));
+  std::vector<int32_t> prefix;
+  if (bos) prefix.push_back(tokenizer.bos());
+  for (int64_t i = 0; i < args.shared_prefix; ++i) prefix.push_back(pick(rng));
+  std::vector<GenerateRequest> requests(static_cast<size_t>(n));
+  for (auto& r : requests) {
+    r.prompt_token_ids = prefix;
+    for (int64_t i = 0; i < args.prompt_tokens; ++i) r.prompt_token_ids.push_back(pick(rng));
+    r.sampling.temperature = 0.0f;
+    r.sampling.ignore_eos = true;
+    r.sampling.seed = args.seed;
+    r.max_new_tokens = static_cast<int32_t>(args.gen_tokens);
+  }
+
+  auto engine_or = Engine::create(*loaded, &tokenizer, config);
+  if (!engine_or.ok()) return fail(engine_or.status().message());
+  Engine& engine = **engine_or;
+  const EngineConfig& used_config = engine.config();
+  const int64_t model_len = max_len;
+
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+
+  std::unordered_map<RequestId, size_t> index_of;
+  index_of.reserve(static_cast<size_t>(n));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto id = engine.add_request(std::move(requests[i]));
+    if (!id.ok()) return fail(id.status().message());
+    index_of.emplace(*id, i);
+  }
+
+  std::vector<PerRequest> per(static_cast<size_t>(n));
+  std::vector<double> itl_ms;
+  itl_ms.reserve(static_cast<size_t>(n * (args.gen_tokens - 1)));
+  std::vector<RequestDelta> deltas;
+  const int64_t total_expected = n * args.gen_tokens;
+  int64_t output_tokens = 0;
+  int64_t first_tokens = 0;
+  double prefill_end_s = -1;
+  int64_t prefill_computed = 0;
+  double waste_sum = 0, waste_max = 0;
+  int64_t waste_steps = 0;
+  {
+    ProgressBar bar("bench");
+    while (engine.has_unfinished()) {
+      if (Status st = engine.step(&deltas); !st.ok()) return fail(st.message());
+      const double t = elapsed();
+      for (const RequestDelta& d : deltas) {
+        auto it = index_of.find(d.id);
+        if (it == index_of.end() || d.token_ids.empty()) continue;
+        PerRequest& p = per[it->second];
+        for (size_t k = 0; k < d.token_ids.size(); ++k) {
+          if (p.first_token_s < 0) {
+            p.first_token_s = t;
+            ++first_tokens;
+          } else {
+            itl_ms.push_back((t - p.last_token_s) * 1e3);
+          }
+          p.last_token_s = t;
+        }
+        p.output_tokens += static_cast<int64_t>(d.token_ids.size());
+        output_tokens += static_cast<int64_t>(d.token_ids.size());
+      }
+      const EngineStats s = engine.stats();
+      if (s.kv_slots_allocated > 0) {
+        const double w = static_cast<double>(s.kv_slots_allocated - s.kv_slots_used) /
+                         static_cast<double>(s.kv_slots_allocated);
+        waste_sum += w;
+        waste_max = std::max(waste_max, w);
+        ++waste_steps;
+      }
+      if (prefill_end_s < 0 && first_tokens == n) {
+        prefill_end_s = t;
+        prefill_computed = s.prompt_tokens_computed;
+      }
+      bar.update(std::min(
+          1.0, ratio(static_cast<double>(output_tokens), static_cast<double>(total_expected))));
+    }
+  }
+  const double wall_s = elapsed();
+  const EngineStats s = engine.stats();
+  if (prefill_end_s < 0) {  // some request never produced a token (cannot happen with G >= 1)
+    prefill_end_s = wall_s;
+    prefill_computed = s.prompt_tokens_computed;
+  }
+
+  std::vector<double> ttft_ms;
+  int64_t used_tokens = 0;  // tokens in the sequences at the end: prompt + output
+  for (const PerRequest& p : per) {
+    if (p.first_token_s >= 0) ttft_ms.push_back(p.first_token_s * 1e3);
+    used_tokens += prompt_len + p.output_tokens;
+  }
+  std::sort(ttft_ms.begin(), ttft_ms.end());
+  std::sort(itl_ms.begin(), itl_ms.end());
+
+  const int64_t bytes_per_token = engine.kv_spec().bytes_per_token();
+  const int64_t reserve_tokens = n * seq_len;
+  const int64_t reserve_max_tokens = n * model_len;
+  const double output_tps = ratio(static_cast<double>(output_tokens), wall_s);
+  const double prefill_tps = ratio(static_cast<double>(prefill_computed), prefill_end_s);
+  const double hit_rate = ratio(static_cast<double>(s.kv.num_prefix_hit_tokens),
+                                static_cast<double>(s.kv.num_prefix_query_tokens));
+  const int64_t kv_peak = static_cast<int64_t>(s.kv_blocks_peak) * s.kv_bytes_per_block;
+  const double waste_mean = ratio(waste_sum, static_cast<double>(waste_steps));
+  auto waste_of = [&](int64_t reserved) {
+    return reserved > 0 ? std::max(0.0, 1.0 - static_cast<double>(used_tokens) /
+                                                  static_cast<double>(reserved))
+                        : 0.0;
+  };
+  const std::string dtype = dtype_label(used_config.k_dtype, used_config.v_dtype);
+
+  if (args.json) {
+    nlohmann::ordered_json j;
+    j["requests"] = n;
+    j["prompt_tokens_per_request"] = prompt_len;
+    j["shared_prefix_tokens"] = args.shared_prefix;
+    j["gen_tokens"] = args.gen_tokens;
+    j["output_tokens"] = output_tokens;
+    j["wall_s"] = wall_s;
+    j["output_tokens_per_s"] = output_tps;
+    j["prefill_tokens_per_s"] = prefill_tps;
+    j["prompt_tokens_computed"] = prefill_computed;
+    j["ttft_ms_p50"] = percentile(ttft_ms, 50);
+    j["ttft_ms_p99"] = percentile(ttft_ms, 99);
+    j["itl_ms_p50"] = percentile(itl_ms, 50);
+    j["itl_ms_p99"] = percentile(itl_ms, 99);
+    j["prefix_hit_rate"] = hit_rate;
+    j["prefix_hit_tokens"] = s.kv.num_prefix_hit_tokens;
+    j["kv_bytes_peak"] = kv_peak;
+    j["kv_bytes_total"] = s.kv_bytes_total;
+    j["kv_blocks_peak"] = s.kv_blocks_peak;
+    j["kv_blocks_total"] = s.kv_blocks_total;
+    j["kv_bytes_per_token"] = bytes_per_token;
+    j["kv_waste_fraction"] = waste_mean;
+    j["kv_waste_fraction_max"] = waste_max;
+    j["contiguous_reservation_bytes"] = reserve_tokens * bytes_per_token;
+    j["contiguous_waste_fraction"] = waste_of(reserve_tokens);
+    j["contiguous_max_len_reservation_bytes"] = reserve_max_tokens * bytes_per_token;
+    j["contiguous_max_len_waste_fraction"] = waste_of(reserve_max_tokens);
+    j["max_model_len"] = model_len;
+    j["preemptions"] = s.preemptions;
+    j["steps"] = s.steps;
+    j["kv_dtype"] = dtype;
+    j["block_size"] = used_config.block_size;
+    j["threads"] = used_config.threads;
+    j["seed"] = args.seed;
+    std::puts(j.dump().c_str());
+    return 0;
+  }
+
+  auto row = [](const std::string& label, const std::string& value) {
+    fmt::print("{:<28} {}\n", label, value);
+  };
+  auto pct = [](double f) { return fmt::format("{:.1f} %", f * 100.0); };
+  row("requests",
+      fmt::format("{} x ({} prompt = {} BOS + {} shared + {} own, {} generated)", n, prompt_len,
+                  bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens));
+  row("engine", fmt::format("{} threads, KV {} in blocks of {}, {} tokens/step, {} seqs",
+                            used_config.threads, dtype, used_config.block_size,
+                            used_config.max_batched_tokens, used_config.max_num_seqs));
+  row("wall time", fmt::format("{:.3f} s ({} steps)", wall_s, s.steps));
+  row("output throughput", fmt::format("{:.1f} tok/s ({} tokens)", output_tps, output_tokens));
+  row("prefill throughput",
+      fmt::format("{:.1f} tok/s ({} tokens computed)", prefill_tps, prefill_computed));
+  row("TTFT p50 / p99",
+      fmt::format("{:.2f} / {:.2f} ms", percentile(ttft_ms, 50), percentile(ttft_ms, 99)));
+  row("inter-token p50 / p99",
+      fmt::format("{:.2f} / {:.2f} ms", percentile(itl_ms, 50), percentile(itl_ms, 99)));
+  row("prefix hit rate", fmt::format("{} ({} of {} tokens)", pct(hit_rate),
+                                     s.kv.num_prefix_hit_tokens, s.kv.num_prefix_query_tokens));
+  row("KV peak",
+      fmt::format("{} ({} of {} blocks, {} total)", format_bytes(static_cast<uint64_t>(kv_peak)),
+                  s.kv_blocks_peak, s.kv_blocks_total,
+                  format_bytes(static_cast<uint64_t>(s.kv_bytes_total))));
+  row("KV waste (paged)",
+      fmt::format("{} mean over steps, {} max", pct(waste_mean), pct(waste_max)));
+  row("contiguous prompt+max_new",
+      fmt::format("{}, waste {}",
+                  format_bytes(static_cast<uint64_t>(reserve_tokens * bytes_per_token)),
+                  pct(waste_of(reserve_tokens))));
+  row("contiguous max_model_len",
+      fmt::format("{}, waste {} ({} tokens each)",
+                  format_bytes(static_cast<uint64_t>(reserve_max_tokens * bytes_per_token)),
+                  pct(waste_of(reserve_max_tokens)), model_len));
+  row("preemptions", fmt::format("{}", s.preemptions));
+  return 0;
+}
+
+}  // namespace hinge::cli

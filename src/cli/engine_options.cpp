@@ -1,0 +1,99 @@
+#include "cli/engine_options.h"
+
+#include <CLI/CLI.hpp>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include "common/thread_pool.h"
+#include "common/units.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_spec.h"
+
+namespace hinge::cli {
+namespace {
+
+constexpr const char* kDtypeNames = "f32, f16, bf16, fp8_e4m3, fp8_e5m2, int8, int4";
+
+// kv::parse_kv_dtype, also accepting the dash spellings (fp8-e4m3).
+std::optional<KvDtype> parse_dtype(std::string_view text) {
+  std::string name(text);
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return kv::parse_kv_dtype(name);
+}
+
+Status check_dtype(const char* flag, const std::string& text, KvDtype* out) {
+  if (text.empty()) return Status::Ok();
+  auto d = parse_dtype(text);
+  if (!d)
+    return Status::Errorf("{}: unknown KV dtype '{}'; expected one of {}", flag, text, kDtypeNames);
+  *out = *d;
+  return Status::Ok();
+}
+
+Status check_range(const char* flag, int64_t value, int64_t lo, int64_t hi, int32_t* out) {
+  if (value < lo || value > hi)
+    return Status::Errorf("{}: {} is out of range; expected an integer in [{}, {}]", flag, value,
+                          lo, hi);
+  *out = static_cast<int32_t>(value);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
+  app->add_option("-t,--threads", args->threads, "Threads; 0 = all hardware threads")
+      ->capture_default_str();
+  app->add_option("--kv-memory", args->kv_memory,
+                  "KV cache arena size, e.g. 256MiB, 2GiB, 1.5GB; 0 = automatic")
+      ->capture_default_str();
+  app->add_option("--block-size", args->block_size, "Tokens per KV block")->capture_default_str();
+  app->add_option("--kv-dtype", args->kv_dtype,
+                  std::string("KV storage dtype of K and V: ") + kDtypeNames + " (default f16)");
+  app->add_option("--kv-dtype-k", args->kv_dtype_k, "K dtype; overrides --kv-dtype for K");
+  app->add_option("--kv-dtype-v", args->kv_dtype_v, "V dtype; overrides --kv-dtype for V");
+  app->add_option("--max-batched-tokens", args->max_batched_tokens, "Token budget per step")
+      ->capture_default_str();
+  app->add_option("--max-num-seqs", args->max_num_seqs, "Running sequences at most")
+      ->capture_default_str();
+  app->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching of KV blocks");
+  app->add_option("-c,--ctx-size", args->ctx_size,
+                  "Longest sequence (prompt + output) in tokens; 0 = the model's context")
+      ->capture_default_str();
+}
+
+StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  EngineConfig c;
+  int32_t threads = 0;
+  HINGE_RETURN_IF_ERROR(check_range("--threads", args.threads, 0, 1024, &threads));
+  c.threads = threads > 0 ? threads : hardware_threads();
+
+  auto bytes = parse_bytes(args.kv_memory);
+  if (!bytes || *bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return Status::Errorf(
+        "--kv-memory: cannot parse '{}'; expected a size such as 512MiB, 2GiB, 1.5GB or a byte "
+        "count (0 = automatic)",
+        args.kv_memory);
+  c.kv_memory_bytes = static_cast<int64_t>(*bytes);
+
+  HINGE_RETURN_IF_ERROR(check_range("--block-size", args.block_size, 1, 1024, &c.block_size));
+  KvDtype both = c.k_dtype;
+  HINGE_RETURN_IF_ERROR(check_dtype("--kv-dtype", args.kv_dtype, &both));
+  c.k_dtype = c.v_dtype = both;
+  HINGE_RETURN_IF_ERROR(check_dtype("--kv-dtype-k", args.kv_dtype_k, &c.k_dtype));
+  HINGE_RETURN_IF_ERROR(check_dtype("--kv-dtype-v", args.kv_dtype_v, &c.v_dtype));
+  HINGE_RETURN_IF_ERROR(check_range("--max-batched-tokens", args.max_batched_tokens, 1, kInt32Max,
+                                    &c.max_batched_tokens));
+  HINGE_RETURN_IF_ERROR(
+      check_range("--max-num-seqs", args.max_num_seqs, 1, kInt32Max, &c.max_num_seqs));
+  HINGE_RETURN_IF_ERROR(check_range("--ctx-size", args.ctx_size, 0, kInt32Max, &c.max_model_len));
+  c.enable_prefix_cache = !args.no_prefix_cache;
+  c.kv_debug = kv::kv_debug_enabled();
+  HINGE_RETURN_IF_ERROR(c.validate());
+  return c;
+}
+
+}  // namespace hinge::cli

@@ -1,0 +1,45 @@
+// The command-line flags every engine-backed `hinge` command shares (threads, KV arena size and
+// dtypes, block size, scheduler budgets, prefix cache, context length) and their translation
+// into an EngineConfig.
+//
+// Contract: add_engine_options() only registers the flags; values are kept as typed by the user
+// (sizes and dtypes as strings, integers as int64) so that make_engine_config() can check every
+// one and return a one-line error that names the flag and what it accepts. It also reads
+// HINGE_KV_DEBUG from the environment (kv::kv_debug_enabled()).
+//
+// Thread-safety: plain functions over plain values; call from the main thread while parsing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "hinge/engine.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace hinge::cli {
+
+struct EngineOptionsArgs {
+  int64_t threads = 0;               // -t/--threads; 0: all hardware threads
+  std::string kv_memory = "0";       // --kv-memory SIZE ("256MiB"); 0: automatic
+  int64_t block_size = 16;           // --block-size: tokens per KV block
+  std::string kv_dtype;              // --kv-dtype: K and V; empty: the engine default (f16)
+  std::string kv_dtype_k;            // --kv-dtype-k: overrides the K side of --kv-dtype
+  std::string kv_dtype_v;            // --kv-dtype-v: overrides the V side of --kv-dtype
+  int64_t max_batched_tokens = 512;  // --max-batched-tokens: token budget per step
+  int64_t max_num_seqs = 64;         // --max-num-seqs: running sequences at most
+  bool no_prefix_cache = false;      // --no-prefix-cache
+  int64_t ctx_size = 0;              // -c/--ctx-size -> max_model_len; 0: the model's
+};
+
+// Registers the shared engine flags on `app` (a subcommand), writing into *args.
+void add_engine_options(CLI::App* app, EngineOptionsArgs* args);
+
+// Checks every value and builds the config (threads 0 resolved to the hardware thread count,
+// kv_debug from HINGE_KV_DEBUG). Errors name the flag and the accepted values.
+StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args);
+
+}  // namespace hinge::cli

@@ -1,0 +1,388 @@
+// The engine loop: schedule -> copy-on-write -> one forward pass for the whole step -> sample
+// -> update, plus the per-sample output state (sampler, detokenizer, stop strings).
+#include "hinge/engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <unordered_map>
+
+#include "common/thread_pool.h"
+#include "engine/kv_budget.h"
+#include "engine/sampler.h"
+#include "engine/stop_matcher.h"
+#include "kv/kv_arena.h"
+#include "model/llama_model.h"
+#include "model/loaded_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hinge {
+
+Status EngineConfig::validate() const {
+  if (threads < 1) return Status::Errorf("threads must be >= 1, got {}", threads);
+  if (kv_memory_bytes < 0) return Status::Error("kv memory must not be negative");
+  if (!(kv_memory_fraction > 0 && kv_memory_fraction <= 1))
+    return Status::Errorf("kv memory fraction must be in (0, 1], got {}", kv_memory_fraction);
+  if (block_size < 1 || block_size > 1024)
+    return Status::Errorf("--block-size must be in [1, 1024], got {}", block_size);
+  if (max_batched_tokens < 1)
+    return Status::Errorf("--max-batched-tokens must be >= 1, got {}", max_batched_tokens);
+  if (max_num_seqs < 1) return Status::Errorf("--max-num-seqs must be >= 1, got {}", max_num_seqs);
+  if (max_model_len < 0) return Status::Errorf("--ctx-size must be >= 0, got {}", max_model_len);
+  return Status::Ok();
+}
+
+namespace {
+
+// Sample i of a request draws from its own random stream (seed + i * golden ratio), so the
+// samples of one request differ while each stays reproducible.
+SamplingParams sample_params(const SamplingParams& p, int32_t index) {
+  SamplingParams s = p;
+  s.seed = p.seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull;
+  return s;
+}
+
+// Output state of one sample (one scheduler request id).
+struct SampleState {
+  RequestId group;        // the id add_request returned
+  int32_t index = 0;      // sample index within the group
+  const GenerateRequest* params = nullptr;  // owned by the group
+  Sampler sampler;
+  std::optional<StreamingDetokenizer> detok;
+  StopMatcher stops;
+  RequestUsage usage;
+  bool stop_seen = false;  // EOS or stop string: finish after update()
+
+  SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
+              const Tokenizer* tok)
+      : group(g),
+        index(i),
+        params(&p),
+        sampler(sample_params(p.sampling, i), n_vocab),
+        stops(p.sampling.stop) {
+    if (tok) {
+      detok.emplace(*tok);
+      for (int32_t id : p.prompt_token_ids) detok->push_context(id);
+    }
+    usage.prompt_tokens = static_cast<int32_t>(p.prompt_token_ids.size());
+  }
+};
+
+struct Group {
+  GenerateRequest params;
+  std::vector<RequestId> ids;  // sample 0 (== group id), then samples 1..n-1
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(const LoadedModel& model, const Tokenizer* tokenizer, const EngineConfig& config,
+             const kv::KvSpec& spec, kv::KvArena arena, int32_t max_model_len)
+      : model_(model),
+        tok_(tokenizer),
+        config_(config),
+        spec_(spec),
+        max_model_len_(max_model_len),
+        pool_(config.threads),
+        llama_(model.config, model.weights, pool_, config.max_batched_tokens),
+        arena_(std::move(arena)),
+        sched_(sched::SchedulerConfig{.max_num_batched_tokens = config.max_batched_tokens,
+                                      .max_num_seqs = config.max_num_seqs,
+                                      .block_size_tokens = config.block_size,
+                                      .num_kv_blocks = static_cast<int32_t>(arena_.num_blocks()),
+                                      .enable_prefix_cache = config.enable_prefix_cache}) {
+    const size_t vocab = static_cast<size_t>(model.config.n_vocab);
+    logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
+    row_.resize(vocab);
+    const size_t t = static_cast<size_t>(config.max_batched_tokens);
+    token_ids_.reserve(t);
+    slots_.reserve(t);
+    logit_rows_.reserve(static_cast<size_t>(config.max_num_seqs));
+    seqs_.reserve(static_cast<size_t>(config.max_num_seqs));
+  }
+
+  StatusOr<RequestId> add_request(GenerateRequest req) override {
+    const LlamaConfig& c = model_.config;
+    const int64_t n_prompt = static_cast<int64_t>(req.prompt_token_ids.size());
+    if (n_prompt == 0) return Status::Error("empty prompt (start from BOS)");
+    for (int32_t t : req.prompt_token_ids)
+      if (t < 0 || t >= c.n_vocab)
+        return Status::Errorf("prompt token id {} is out of range [0, {})", t, c.n_vocab);
+    if (req.max_new_tokens < 1)
+      return Status::Errorf("max_new_tokens must be >= 1, got {}", req.max_new_tokens);
+    if (n_prompt + req.max_new_tokens > max_model_len_)
+      return Status::Errorf("prompt {} + max_new_tokens {} exceeds the context size {}", n_prompt,
+                            req.max_new_tokens, max_model_len_);
+    if (req.n < 1 || req.n > config_.max_num_seqs)
+      return Status::Errorf("n must be in [1, {}], got {}", config_.max_num_seqs, req.n);
+    HINGE_RETURN_IF_ERROR(req.sampling.validate());
+
+    const RequestId id(next_id_);
+    sched::RequestParams p;
+    p.prompt_token_ids = req.prompt_token_ids;
+    p.max_new_tokens = req.max_new_tokens;
+    p.priority = req.priority;
+    p.cache_namespace = req.cache_namespace;
+    p.n = req.n;
+    for (int32_t i = 1; i < req.n; ++i) p.sample_ids.push_back(RequestId(next_id_ + i));
+    HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
+    next_id_ += static_cast<uint64_t>(req.n);
+
+    auto group = std::make_unique<Group>();
+    group->params = std::move(req);
+    for (int32_t i = 0; i < group->params.n; ++i) {
+      const RequestId sid(id.value + static_cast<uint64_t>(i));
+      group->ids.push_back(sid);
+      samples_.try_emplace(sid, id, i, group->params, model_.config.n_vocab, tok_);
+    }
+    groups_.emplace(id, std::move(group));
+    return id;
+  }
+
+  bool abort(RequestId id) override {
+    auto g = groups_.find(id);
+    if (g == groups_.end()) return false;
+    bool any = false;
+    for (RequestId sid : g->second->ids) {
+      if (!samples_.contains(sid)) continue;  // this sample already finished
+      if (sched_.abort_request(sid)) {
+        any = true;
+      } else {
+        // Not forked yet: the sample exists only in the engine.
+        pending_aborts_.push_back(sid);
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  bool has_unfinished() const override { return !samples_.empty(); }
+
+  Status step(std::vector<RequestDelta>* deltas) override {
+    deltas->clear();
+    delta_index_.clear();
+    delta_sids_.clear();
+    const sched::SchedulerOutput out = sched_.schedule();
+    ++steps_;
+    for (const kv::BlockCopy& cp : out.block_copies) arena_.copy_block(cp.src, cp.dst);
+    kv_blocks_peak_ = std::max(kv_blocks_peak_, sched_.kv().pool().counters().num_used_blocks);
+
+    sampled_.clear();
+    if (!out.empty()) {
+      HINGE_RETURN_IF_ERROR(run_forward(out));
+      sample(out, deltas);
+    }
+    sched_.update(out, sampled_);
+    for (const auto& s : sampled_) {
+      auto it = samples_.find(s.id);
+      if (it != samples_.end() && it->second.stop_seen && sched_.find(s.id) != nullptr)
+        sched_.finish_request(s.id, FinishReason::kStop);
+    }
+    for (sched::Request& r : sched_.take_finished()) finish_sample(r.id(), r.finish_reason(), deltas);
+    for (RequestId sid : pending_aborts_) finish_sample(sid, FinishReason::kAborted, deltas);
+    pending_aborts_.clear();
+    for (size_t i = 0; i < deltas->size(); ++i) {
+      auto it = samples_.find(delta_sids_[i]);
+      if (it != samples_.end()) (*deltas)[i].usage = it->second.usage;
+    }
+    if (config_.kv_debug)
+      std::fprintf(stderr, "step %lld\n%s\n", static_cast<long long>(steps_),
+                   sched_.kv().debug_string().c_str());
+    return Status::Ok();
+  }
+
+  EngineStats stats() const override {
+    EngineStats s;
+    const sched::SchedulerStats ss = sched_.stats();
+    s.steps = steps_;
+    s.prompt_tokens_computed = prompt_tokens_computed_;
+    s.output_tokens = output_tokens_;
+    s.preemptions = ss.num_preemptions;
+    s.running = ss.num_running;
+    s.waiting = ss.num_waiting;
+    s.kv = sched_.kv().stats();
+    s.kv_blocks_total = s.kv.pool.num_total_blocks;
+    s.kv_blocks_used = s.kv.pool.num_used_blocks;
+    s.kv_blocks_peak = kv_blocks_peak_;
+    s.kv_bytes_per_block = arena_.bytes_per_block();
+    s.kv_bytes_total = arena_.bytes();
+    const int64_t bs = config_.block_size;
+    for (RequestId id : sched_.running()) {
+      if (!sched_.kv().has_request(id)) continue;
+      s.kv_slots_allocated += sched_.kv().block_table(id).num_blocks() * bs;
+      s.kv_slots_used += sched_.kv().num_tokens(id);
+    }
+    return s;
+  }
+
+  const kv::KvSpec& kv_spec() const override { return spec_; }
+  const EngineConfig& config() const override { return config_; }
+
+ private:
+  Status run_forward(const sched::SchedulerOutput& out) {
+    token_ids_.clear();
+    slots_.clear();
+    logit_rows_.clear();
+    seqs_.clear();
+    tables_.clear();
+    int32_t row = 0;
+    for (const sched::ScheduledRequest& r : out.scheduled) {
+      token_ids_.insert(token_ids_.end(), r.token_ids.begin(), r.token_ids.end());
+      slots_.insert(slots_.end(), r.slot_mapping.begin(), r.slot_mapping.end());
+      kernels::AttentionSeq seq;
+      seq.query_begin = row;
+      seq.num_queries = r.num_new_tokens;
+      seq.first_position = r.first_position;
+      seq.num_blocks = static_cast<int32_t>(r.block_table.size());
+      seq.block_table = reinterpret_cast<const int32_t*>(tables_.size());  // offset, fixed below
+      for (kv::BlockId b : r.block_table) tables_.push_back(b.value);
+      seqs_.push_back(seq);
+      row += r.num_new_tokens;
+      if (r.samples) logit_rows_.push_back(row - 1);
+      const sched::Request* req = sched_.find(r.id);
+      if (req) {
+        const int32_t prompt_end = req->num_prompt_tokens();
+        if (r.first_position < prompt_end)
+          prompt_tokens_computed_ += std::min(r.end_position(), prompt_end) - r.first_position;
+      }
+    }
+    for (auto& seq : seqs_)
+      seq.block_table = tables_.data() + reinterpret_cast<uintptr_t>(seq.block_table);
+    ForwardBatch b;
+    b.token_ids = token_ids_;
+    b.slot_mapping = slots_;
+    b.seqs = seqs_;
+    b.logit_rows = logit_rows_;
+    return llama_.forward_batch(b, arena_, logits_.data());
+  }
+
+  RequestDelta& delta_for(RequestId sid, std::vector<RequestDelta>* deltas) {
+    auto [it, inserted] = delta_index_.try_emplace(sid, deltas->size());
+    if (inserted) {
+      delta_sids_.push_back(sid);
+      const SampleState& st = samples_.at(sid);
+      RequestDelta d;
+      d.id = st.group;
+      d.index = st.index;
+      deltas->push_back(std::move(d));
+    }
+    return (*deltas)[it->second];
+  }
+
+  void sample(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas) {
+    const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
+    size_t logit_row = 0;
+    for (const sched::ScheduledRequest& r : out.scheduled) {
+      if (!r.samples) continue;
+      const float* logits = &logits_[logit_row++ * vocab];
+      const sched::Request* req = sched_.find(r.id);
+      if (!req) continue;  // aborted since schedule()
+      const Group& g = *groups_.at(samples_.at(r.id).group);
+      for (int32_t k = 0; k < r.num_samples; ++k) {
+        const RequestId sid = k == 0 ? r.id : g.ids[static_cast<size_t>(samples_.at(r.id).index + k)];
+        SampleState& st = samples_.at(sid);
+        st.usage.cached_tokens = std::max(0, req->num_cached_tokens());
+        std::copy_n(logits, vocab, row_.data());
+        const int32_t token = st.sampler.sample(row_.data(), req->token_ids());
+        sampled_.push_back({sid, token});
+        ++output_tokens_;
+        RequestDelta& d = delta_for(sid, deltas);
+        if (tok_ && !st.params->sampling.ignore_eos && tok_->is_eog(token)) {
+          st.stop_seen = true;
+          continue;
+        }
+        d.token_ids.push_back(token);
+        ++st.usage.completion_tokens;
+        if (st.detok) {
+          d.text += st.stops.push(st.detok->push(token));
+          if (st.stops.stopped()) st.stop_seen = true;
+        }
+      }
+    }
+  }
+
+  void finish_sample(RequestId sid, FinishReason reason, std::vector<RequestDelta>* deltas) {
+    auto it = samples_.find(sid);
+    if (it == samples_.end()) return;
+    SampleState& st = it->second;
+    RequestDelta& d = delta_for(sid, deltas);
+    if (st.detok && !st.stops.stopped()) {
+      d.text += st.stops.push(st.detok->flush());
+      d.text += st.stops.flush();
+    }
+    if (reason == FinishReason::kLength && st.stop_seen) reason = FinishReason::kStop;
+    d.finish_reason = reason;
+    d.usage = st.usage;
+    const RequestId group = st.group;
+    samples_.erase(it);
+    auto g = groups_.find(group);
+    if (g != groups_.end() &&
+        std::none_of(g->second->ids.begin(), g->second->ids.end(),
+                     [&](RequestId id) { return samples_.contains(id); }))
+      groups_.erase(g);
+  }
+
+ private:
+  const LoadedModel& model_;
+  const Tokenizer* tok_;
+  EngineConfig config_;
+  kv::KvSpec spec_;
+  int32_t max_model_len_;
+  ThreadPool pool_;
+  LlamaModel llama_;
+  kv::KvArena arena_;
+  sched::Scheduler sched_;
+
+  uint64_t next_id_ = 1;
+  std::unordered_map<RequestId, std::unique_ptr<Group>> groups_;
+  std::unordered_map<RequestId, SampleState> samples_;
+  std::vector<RequestId> pending_aborts_;
+
+  // Per-step buffers (capacity kept).
+  std::vector<int32_t> token_ids_;
+  std::vector<int64_t> slots_;
+  std::vector<int32_t> logit_rows_;
+  std::vector<kernels::AttentionSeq> seqs_;
+  std::vector<int32_t> tables_;
+  std::vector<float> logits_;
+  std::vector<float> row_;
+  std::vector<sched::SampledToken> sampled_;
+  std::unordered_map<RequestId, size_t> delta_index_;  // sample id -> index in deltas
+  std::vector<RequestId> delta_sids_;                    // deltas[i] belongs to this sample
+
+  int64_t steps_ = 0;
+  int64_t prompt_tokens_computed_ = 0;
+  int64_t output_tokens_ = 0;
+  int32_t kv_blocks_peak_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
+                                                 const Tokenizer* tokenizer,
+                                                 const EngineConfig& config) {
+  HINGE_RETURN_IF_ERROR(config.validate());
+  const LlamaConfig& c = model.config;
+  const int64_t max_len = config.max_model_len > 0
+                              ? std::min<int64_t>(config.max_model_len, c.context_length)
+                              : c.context_length;
+  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(c.n_layers),
+                        .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
+                        .head_dim = static_cast<int32_t>(c.head_dim),
+                        .k_dtype = config.k_dtype,
+                        .v_dtype = config.v_dtype,
+                        .block_size_tokens = config.block_size};
+  KvBudgetInput in;
+  in.spec = spec;
+  in.kv_memory_bytes = config.kv_memory_bytes;
+  in.kv_memory_fraction = config.kv_memory_fraction;
+  in.available_bytes = config.kv_memory_bytes > 0 ? 0 : available_memory_bytes();
+  in.weight_bytes = static_cast<int64_t>(model.file_bytes);
+  in.max_num_seqs = config.max_num_seqs;
+  in.max_model_len = max_len;
+  HINGE_ASSIGN_OR_RETURN(int64_t blocks, kv_num_blocks(in));
+  HINGE_ASSIGN_OR_RETURN(kv::KvArena arena, kv::KvArena::create(spec, blocks));
+  return std::unique_ptr<Engine>(new EngineImpl(model, tokenizer, config, spec, std::move(arena),
+                                                static_cast<int32_t>(max_len)));
+}
+
+}  // namespace hinge

@@ -1,0 +1,677 @@
+// Paged attention, SIMD + multithreaded, and the KV write (contract: paged_attention.h).
+//
+// For one query row, the G = n_heads / n_kv_heads query heads sharing a KV head are processed
+// together: each K/V row is read and dequantized once into a small f32 tile (rows zero-padded
+// to whole SIMD vectors; f32 rows are used in place when no padding is needed), scored against
+// the G queries and accumulated with an online softmax, one tile of kKeyTile keys at a time:
+//   m' = max(m, max_t s_t);  acc = acc * e^(m - m') + sum_t e^(s_t - m') v_t;  l likewise.
+// Key tiles start at positions 0, kKeyTile, 2 kKeyTile, ... whatever the block size, and the
+// operations of a (row, query head) read only its own query and K/V rows in a fixed order, so
+// its result does not depend on the batch, the thread count, the unit it ran in or the thread
+// that ran it (batch invariance). It does depend on the SIMD target (chosen once per process).
+//
+// Work units: a query row with all its KV heads (a token's rows of every head are contiguous,
+// so one memory stream), or (row, KV head) when a batch has too few rows to feed the threads.
+// Threads take contiguous ranges of units of about equal cost (keys x heads), a fixed function
+// of the batch and thread count; below kSerialWork multiply-adds everything runs on the calling
+// thread. Scratch: [fp8 decode tables][per-thread regions], grown only for a larger shape.
+//
+// The dequantization is bit-identical to kv_dequantize_row_ref on every target (tested).
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/half.h"
+#include "common/status.h"
+#include "kernels/kv_quant.h"
+#include "kernels/paged_attention.h"
+#include "kernels/paged_attention_check.h"
+
+#ifndef HINGE_KERNELS_PAGED_ATTENTION_JOB_
+#define HINGE_KERNELS_PAGED_ATTENTION_JOB_
+namespace hinge::kernels::paged_detail {
+
+constexpr int kKeyTile = 32;  // keys per online-softmax step
+
+// What every unit of one paged_attention() call shares (read-only during the call).
+struct Job {
+  const PagedKvLayer* kv = nullptr;
+  int32_t n_heads = 0;
+  int32_t group = 0;  // query heads per KV head
+  int32_t head_dim = 0;
+  float sqrt_head_dim = 1.0f;
+  const float* q = nullptr;
+  float* out = nullptr;
+  const float* k_fp8_table = nullptr;  // 256 entries: decode(byte) * k_scale (fp8 only)
+  const float* v_fp8_table = nullptr;
+};
+
+}  // namespace hinge::kernels::paged_detail
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/paged_attention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "kernels/simd_util-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace hinge::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using paged_detail::Job;
+using paged_detail::kKeyTile;
+using DF = hn::ScalableTag<float>;
+
+HWY_INLINE size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// Per-thread scratch, in floats, for units of up to `heads` query heads: their padded queries,
+// accumulators and softmax state, plus one head's scores and one K or V tile.
+struct Layout {
+  size_t hdp, tp;                            // padded head_dim, padded key tile
+  size_t q, acc, m, l, scores, tile, total;  // offsets and size (multiples of 16 floats)
+  Layout(int heads, int group, int head_dim) {
+    const size_t n = hn::Lanes(DF());
+    const size_t h = static_cast<size_t>(heads);
+    hdp = RoundUp(static_cast<size_t>(head_dim), n);
+    tp = RoundUp(kKeyTile, n);
+    q = 0;
+    acc = q + h * hdp;
+    m = acc + h * hdp;
+    l = m + h;
+    scores = RoundUp(l + h, 16);
+    tile = RoundUp(scores + static_cast<size_t>(group) * tp, 16);
+    total = RoundUp(tile + kKeyTile * hdp, 16);
+  }
+};
+
+size_t ThreadScratchFloats(int heads, int group, int head_dim) {
+  return Layout(heads, group, head_dim).total;
+}
+
+// f16 bits (in u16 lanes) -> f32, exact for every input. F16C on AVX2+; elsewhere half.h's
+// f16_to_f32 in vector form, because Highway 1.0.3's emulated PromoteTo turns inf and NaN into
+// finite numbers.
+template <class D>
+HWY_INLINE hn::Vec<D> F16BitsToF32(D df, hn::Vec<hn::Rebind<uint16_t, D>> bits) {
+#if HINGE_SIMD_AVX2_PLUS
+  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
+#else
+  const hn::RebindToUnsigned<D> du;
+  const auto w = hn::ShiftLeft<16>(hn::PromoteTo(du, bits));
+  const auto sign = hn::And(w, hn::Set(du, 0x80000000u));
+  const auto two_w = hn::Add(w, w);
+  const auto normalized =
+      hn::Mul(hn::BitCast(df, hn::Add(hn::ShiftRight<4>(two_w), hn::Set(du, 0xE0u << 23))),
+              hn::BitCast(df, hn::Set(du, 0x7800000u)));
+  const auto denormalized =
+      hn::Sub(hn::BitCast(df, hn::Or(hn::ShiftRight<17>(two_w), hn::Set(du, 126u << 23))),
+              hn::Set(df, 0.5f));
+  const auto is_denormal = hn::Eq(hn::ShiftRight<27>(two_w), hn::Zero(du));  // two_w < 2^27
+  const auto magnitude = hn::IfThenElse(is_denormal, hn::BitCast(du, denormalized),
+                                        hn::BitCast(du, normalized));
+  return hn::BitCast(df, hn::Or(sign, magnitude));
+#endif
+}
+
+template <class D>
+HWY_INLINE hn::Vec<D> LoadKv(D df, const hwy::float16_t* p) {
+  const hn::Rebind<uint16_t, D> du16;
+  return F16BitsToF32(df, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadKv(D df, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, D>(), p));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadKv(D df, const int8_t* p) {
+  const hn::Rebind<int32_t, D> di;
+  return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(hn::Rebind<int8_t, D>(), p)));
+}
+
+// One element (possibly unaligned) to f32.
+HWY_INLINE float ElemToF32(const hwy::float16_t* p) {
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return F16ToF32(b);
+}
+HWY_INLINE float ElemToF32(const hwy::bfloat16_t* p) {
+  uint16_t b;
+  std::memcpy(&b, p, 2);
+  return bf16_to_f32(b);
+}
+HWY_INLINE float ElemToF32(const int8_t* p) { return static_cast<float>(*p); }
+
+// dst[i] = scale * row[i]: one rounding, as kv_dequantize_row_ref, hence bit-identical to it.
+template <typename T>
+HWY_INLINE void ConvertRow(const T* HWY_RESTRICT row, float scale, float* HWY_RESTRICT dst,
+                           size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(vs, LoadKv(df, row + i)), df, dst + i);
+  for (; i < n; ++i) dst[i] = scale * ElemToF32(row + i);
+}
+
+HWY_INLINE float RowScale(const uint8_t* row) {
+  uint16_t h;
+  std::memcpy(&h, row, 2);
+  return F16ToF32(h);
+}
+
+// fp8 bytes -> f32 through f16 (exact): e5m2 is the high byte of an f16; e4m3 is an f16 with
+// the exponent bias 15 - 7 = 8 lower (value = f16(sign << 8 | magnitude << 7) * 256), and its
+// magnitude 0x7F is NaN. Then one rounding by the tensor scale, as the reference's table[b] * s.
+template <bool kE4m3>
+HWY_INLINE void Fp8Row(const uint8_t* HWY_RESTRICT row, float scale, float* HWY_RESTRICT dst,
+                       size_t n, const float* HWY_RESTRICT table) {
+  const DF df;
+  const hn::Rebind<uint8_t, DF> d8;
+  const hn::Rebind<uint16_t, DF> d16;
+  const size_t N = hn::Lanes(df);
+  const auto vs = hn::Set(df, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, row + i));
+    if constexpr (kE4m3) {
+      const auto mag = hn::And(b, hn::Set(d16, 0x7F));
+      const auto bits = hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))),
+                               hn::ShiftLeft<7>(mag));
+      auto v = hn::Mul(F16BitsToF32(df, bits), hn::Set(df, 256.0f));
+      // Magnitude 0x7F (the NaN code) maps to 480, beyond the largest finite 448.
+      v = hn::IfThenElse(hn::Eq(hn::Abs(v), hn::Set(df, 480.0f)), hn::Set(df, NAN), v);
+      hn::StoreU(hn::Mul(v, vs), df, dst + i);
+    } else {
+      const auto v = F16BitsToF32(df, hn::ShiftLeft<8>(b));
+      hn::StoreU(hn::Mul(v, vs), df, dst + i);
+    }
+  }
+  for (; i < n; ++i) dst[i] = table[row[i]];
+}
+
+// int4 row: nibbles -> int8 (scalar, vectorized by the compiler), then the int8 path.
+HWY_INLINE void Int4Row(const uint8_t* HWY_RESTRICT packed, float d, float* HWY_RESTRICT dst,
+                        size_t n) {
+  alignas(64) int8_t q[kKvMaxHeadDim + 2];
+  const size_t bytes = (n + 1) / 2;
+  for (size_t j = 0; j < bytes; ++j) {
+    q[2 * j] = static_cast<int8_t>((packed[j] & 0x0f) - 8);
+    q[2 * j + 1] = static_cast<int8_t>((packed[j] >> 4) - 8);
+  }
+  ConvertRow(q, d, dst, n);
+}
+
+// One stored row -> dst[0, n) f32, zeros in [n, hdp). Bit-identical to kv_dequantize_row_ref.
+HWY_INLINE void DequantRow(KvDtype dtype, const uint8_t* row, const float* fp8_table,
+                           float fp8_scale, float* HWY_RESTRICT dst, size_t n, size_t hdp) {
+  switch (dtype) {
+    case KvDtype::kF32: {
+      const DF df;
+      const size_t N = hn::Lanes(df);
+      const auto* src = reinterpret_cast<const float*>(row);
+      size_t i = 0;
+      for (; i + N <= n; i += N) hn::StoreU(hn::LoadU(df, src + i), df, dst + i);
+      if (i < n) std::memcpy(dst + i, src + i, (n - i) * sizeof(float));
+      break;
+    }
+    case KvDtype::kF16:
+      ConvertRow(reinterpret_cast<const hwy::float16_t*>(row), 1.0f, dst, n);
+      break;
+    case KvDtype::kBf16:
+      ConvertRow(reinterpret_cast<const hwy::bfloat16_t*>(row), 1.0f, dst, n);
+      break;
+    case KvDtype::kFp8E4m3:
+      Fp8Row<true>(row, fp8_scale, dst, n, fp8_table);
+      break;
+    case KvDtype::kFp8E5m2:
+      Fp8Row<false>(row, fp8_scale, dst, n, fp8_table);
+      break;
+    case KvDtype::kInt8:
+      ConvertRow(reinterpret_cast<const int8_t*>(row + 2), RowScale(row), dst, n);
+      break;
+    case KvDtype::kInt4:
+      Int4Row(row + 2, RowScale(row), dst, n);
+      break;
+  }
+  for (size_t i = n; i < hdp; ++i) dst[i] = 0.0f;
+}
+
+// Where the K and V rows of KV head 0 of tile positions [t0, t0 + n) are; head h is
+// h * row_bytes further. One division per tile (one per row would cost more than its math).
+struct TileTokens {
+  const uint8_t* k[kKeyTile];
+  const uint8_t* v[kKeyTile];
+};
+
+HWY_INLINE void LocateTokens(const PagedKvLayer& kv, const int32_t* block_table, int64_t t0,
+                             size_t n, TileTokens& tok) {
+  const int64_t bs = kv.block_size;
+  int64_t b = t0 / bs, o = t0 % bs;
+  const uint8_t* block = kv.base + block_table[b] * kv.block_stride;
+  for (size_t t = 0; t < n; ++t) {
+    tok.k[t] = block + kv.k_offset + o * kv.k_token_stride;
+    tok.v[t] = block + kv.v_offset + o * kv.v_token_stride;
+    if (++o == bs && t + 1 < n) {
+      o = 0;
+      block = kv.base + block_table[++b] * kv.block_stride;
+    }
+  }
+}
+
+// Starts loading [p + begin, p + end) of each token into L2 (a tile of every head of a unit
+// can exceed L1).
+HWY_INLINE void PrefetchSpans(const uint8_t* const* tokens, size_t n, int64_t begin, int64_t end) {
+  for (size_t t = 0; t < n; ++t) {
+    const uint8_t* p = tokens[t];
+    for (int64_t off = begin; off < end; off += 64) __builtin_prefetch(p + off, 0, 2);
+    __builtin_prefetch(p + end - 1, 0, 2);
+  }
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// Adds the 128-bit blocks of v: one 4-lane vector.
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> SumBlocks(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    return SumBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    (void)d;
+    return v;
+  }
+}
+
+// [sum of the lanes of r0, .. of r3]: a transposing reduction, cheaper than four SumOfLanes.
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r1,
+                                            hn::Vec<DF> r2, hn::Vec<DF> r3) {
+  const hn::Repartition<uint64_t, DF> du;
+  // Per block: [r0_0 + r0_2, r1_0 + r1_2, r0_1 + r0_3, r1_1 + r1_3], likewise r2 / r3.
+  const auto t01 = hn::Add(hn::InterleaveLower(df, r0, r1), hn::InterleaveUpper(df, r0, r1));
+  const auto t23 = hn::Add(hn::InterleaveLower(df, r2, r3), hn::InterleaveUpper(df, r2, r3));
+  const auto u01 = hn::BitCast(du, t01), u23 = hn::BitCast(du, t23);
+  const auto lo = hn::BitCast(df, hn::InterleaveLower(du, u01, u23));
+  const auto hi = hn::BitCast(df, hn::InterleaveUpper(du, u01, u23));
+  return SumBlocks(df, hn::Add(lo, hi));
+}
+#endif
+
+// s[r] = dot(q, k + r * hdp) / sqrt_hd for r < 4, over padded rows of hdp floats. Every row gets
+// the same operation sequence (two accumulators over even / odd vectors, then one reduction).
+HWY_INLINE void DotRows4(const float* HWY_RESTRICT q, const float* k0, const float* k1,
+                         const float* k2, const float* k3, size_t hdp, float sqrt_hd, float* s) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
+  size_t i = 0;
+  for (; i + 2 * N <= hdp; i += 2 * N) {
+    const auto qa = hn::LoadU(df, q + i), qb = hn::LoadU(df, q + i + N);
+    a0 = hn::MulAdd(qa, hn::LoadU(df, k0 + i), a0);
+    a1 = hn::MulAdd(qa, hn::LoadU(df, k1 + i), a1);
+    a2 = hn::MulAdd(qa, hn::LoadU(df, k2 + i), a2);
+    a3 = hn::MulAdd(qa, hn::LoadU(df, k3 + i), a3);
+    b0 = hn::MulAdd(qb, hn::LoadU(df, k0 + i + N), b0);
+    b1 = hn::MulAdd(qb, hn::LoadU(df, k1 + i + N), b1);
+    b2 = hn::MulAdd(qb, hn::LoadU(df, k2 + i + N), b2);
+    b3 = hn::MulAdd(qb, hn::LoadU(df, k3 + i + N), b3);
+  }
+  if (i < hdp) {
+    const auto qa = hn::LoadU(df, q + i);
+    a0 = hn::MulAdd(qa, hn::LoadU(df, k0 + i), a0);
+    a1 = hn::MulAdd(qa, hn::LoadU(df, k1 + i), a1);
+    a2 = hn::MulAdd(qa, hn::LoadU(df, k2 + i), a2);
+    a3 = hn::MulAdd(qa, hn::LoadU(df, k3 + i), a3);
+  }
+#if HWY_TARGET == HWY_SCALAR
+  s[0] = hn::GetLane(hn::Add(a0, b0)) / sqrt_hd;
+  s[1] = hn::GetLane(hn::Add(a1, b1)) / sqrt_hd;
+  s[2] = hn::GetLane(hn::Add(a2, b2)) / sqrt_hd;
+  s[3] = hn::GetLane(hn::Add(a3, b3)) / sqrt_hd;
+#else
+  const hn::Full128<float> d4;
+  const auto sums = Sum4(df, hn::Add(a0, b0), hn::Add(a1, b1), hn::Add(a2, b2), hn::Add(a3, b3));
+  hn::StoreU(hn::Div(sums, hn::Set(d4, sqrt_hd)), d4, s);
+#endif
+}
+
+// acc[0, hdp) += sum_{t < n} p[t] * rows[t][.], in t order for every element.
+HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT p, const float* const* rows, size_t n,
+                               size_t hdp, float* HWY_RESTRICT acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t d = 0;
+  // 8 independent FMA chains where the row allows: each chain is latency-bound over t.
+  for (; d + 8 * N <= hdp; d += 8 * N) {
+    auto c0 = hn::LoadU(df, acc + d), c1 = hn::LoadU(df, acc + d + N);
+    auto c2 = hn::LoadU(df, acc + d + 2 * N), c3 = hn::LoadU(df, acc + d + 3 * N);
+    auto c4 = hn::LoadU(df, acc + d + 4 * N), c5 = hn::LoadU(df, acc + d + 5 * N);
+    auto c6 = hn::LoadU(df, acc + d + 6 * N), c7 = hn::LoadU(df, acc + d + 7 * N);
+    for (size_t t = 0; t < n; ++t) {
+      const auto w = hn::Set(df, p[t]);
+      const float* v = rows[t] + d;
+      c0 = hn::MulAdd(w, hn::LoadU(df, v), c0);
+      c1 = hn::MulAdd(w, hn::LoadU(df, v + N), c1);
+      c2 = hn::MulAdd(w, hn::LoadU(df, v + 2 * N), c2);
+      c3 = hn::MulAdd(w, hn::LoadU(df, v + 3 * N), c3);
+      c4 = hn::MulAdd(w, hn::LoadU(df, v + 4 * N), c4);
+      c5 = hn::MulAdd(w, hn::LoadU(df, v + 5 * N), c5);
+      c6 = hn::MulAdd(w, hn::LoadU(df, v + 6 * N), c6);
+      c7 = hn::MulAdd(w, hn::LoadU(df, v + 7 * N), c7);
+    }
+    hn::StoreU(c0, df, acc + d);
+    hn::StoreU(c1, df, acc + d + N);
+    hn::StoreU(c2, df, acc + d + 2 * N);
+    hn::StoreU(c3, df, acc + d + 3 * N);
+    hn::StoreU(c4, df, acc + d + 4 * N);
+    hn::StoreU(c5, df, acc + d + 5 * N);
+    hn::StoreU(c6, df, acc + d + 6 * N);
+    hn::StoreU(c7, df, acc + d + 7 * N);
+  }
+  for (; d + 4 * N <= hdp; d += 4 * N) {
+    auto c0 = hn::LoadU(df, acc + d), c1 = hn::LoadU(df, acc + d + N);
+    auto c2 = hn::LoadU(df, acc + d + 2 * N), c3 = hn::LoadU(df, acc + d + 3 * N);
+    for (size_t t = 0; t < n; ++t) {
+      const auto w = hn::Set(df, p[t]);
+      const float* v = rows[t] + d;
+      c0 = hn::MulAdd(w, hn::LoadU(df, v), c0);
+      c1 = hn::MulAdd(w, hn::LoadU(df, v + N), c1);
+      c2 = hn::MulAdd(w, hn::LoadU(df, v + 2 * N), c2);
+      c3 = hn::MulAdd(w, hn::LoadU(df, v + 3 * N), c3);
+    }
+    hn::StoreU(c0, df, acc + d);
+    hn::StoreU(c1, df, acc + d + N);
+    hn::StoreU(c2, df, acc + d + 2 * N);
+    hn::StoreU(c3, df, acc + d + 3 * N);
+  }
+  for (; d < hdp; d += N) {
+    auto c = hn::LoadU(df, acc + d);
+    for (size_t t = 0; t < n; ++t) c = hn::MulAdd(hn::Set(df, p[t]), hn::LoadU(df, rows[t] + d), c);
+    hn::StoreU(c, df, acc + d);
+  }
+}
+
+// Points rows_f32[t] at the row (tokens[t] + head_off) as f32 with hdp floats: straight into
+// the arena for f32 rows when no padding is needed (head_dim a multiple of the vector) and the
+// row is 4-aligned, else at its dequantized copy in `tile`. Same values either way.
+HWY_INLINE void LoadTile(KvDtype dtype, const uint8_t* const* tokens, int64_t head_off, size_t n,
+                         const float* fp8_table, float fp8_scale, size_t hd, size_t hdp,
+                         float* HWY_RESTRICT tile, const float** rows_f32) {
+  const bool direct = dtype == KvDtype::kF32 && hd == hdp;
+  for (size_t t = 0; t < n; ++t) {
+    const uint8_t* row = tokens[t] + head_off;
+    if (direct && reinterpret_cast<uintptr_t>(row) % alignof(float) == 0) {
+      rows_f32[t] = reinterpret_cast<const float*>(row);
+    } else {
+      DequantRow(dtype, row, fp8_table, fp8_scale, tile + t * hdp, hd, hdp);
+      rows_f32[t] = tile + t * hdp;
+    }
+  }
+}
+
+// Scores s[0, n) of one query head against the tile's keys, padded with -inf to tp.
+HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, const float* const* k, size_t n,
+                          size_t hdp, size_t tp, float sqrt_hd, float* HWY_RESTRICT s) {
+  size_t t = 0;
+  for (; t + 4 <= n; t += 4) DotRows4(q, k[t], k[t + 1], k[t + 2], k[t + 3], hdp, sqrt_hd, s + t);
+  if (t < n) {  // the last 1..3 rows; missing ones repeat row t, their scores are dropped
+    float tail[4];
+    DotRows4(q, k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t], k[t], hdp,
+             sqrt_hd, tail);
+    for (size_t r = 0; t + r < n; ++r) s[t + r] = tail[r];
+  }
+  for (size_t i = n; i < tp; ++i) s[i] = -INFINITY;
+}
+
+// Online softmax step of one query head: folds the tile's scores into (m, l), rescales acc when
+// the running max grows, and turns s into the weights e^(s - m).
+HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t tp, size_t hdp, float& m, float& l,
+                            float* HWY_RESTRICT acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  auto vmax = hn::Set(df, -INFINITY);
+  for (size_t i = 0; i < tp; i += N) vmax = hn::Max(vmax, hn::LoadU(df, s + i));
+  const float m_new = std::max(m, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+  if (m_new > m && l > 0.0f) {
+    const float alpha = std::exp(m - m_new);
+    l *= alpha;
+    const auto va = hn::Set(df, alpha);
+    for (size_t i = 0; i < hdp; i += N) hn::StoreU(hn::Mul(va, hn::LoadU(df, acc + i)), df, acc + i);
+  }
+  m = m_new;
+  const auto vm = hn::Set(df, m_new);
+  auto vsum = hn::Zero(df);
+  for (size_t i = 0; i < tp; i += N) {
+    // exp(-inf - m) = 0 for the padding (hn::Exp returns 0 below -104).
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, s + i), vm));
+    hn::StoreU(e, df, s + i);
+    vsum = hn::Add(vsum, e);
+  }
+  l += hn::GetLane(hn::SumOfLanes(df, vsum));
+}
+
+// One unit: query row `row` of `seq`, the query heads of KV heads [kvh_begin, kvh_end).
+// `scratch`: Layout(n_heads, group, head_dim) floats.
+void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t kvh_begin,
+                int32_t kvh_end, float* HWY_RESTRICT scratch) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  const PagedKvLayer& kv = *job.kv;
+  const size_t group = static_cast<size_t>(job.group);
+  const size_t hd = static_cast<size_t>(job.head_dim);
+  const Layout lay(job.n_heads, job.group, job.head_dim);
+  const size_t hdp = lay.hdp, tp = lay.tp;
+  float* qp = scratch + lay.q;
+  float* acc = scratch + lay.acc;
+  float* m = scratch + lay.m;
+  float* l = scratch + lay.l;
+  float* scores = scratch + lay.scores;
+  float* tile = scratch + lay.tile;
+
+  // Query heads [head0, head0 + heads) of row q_row.
+  const size_t heads = static_cast<size_t>(kvh_end - kvh_begin) * group;
+  const size_t head0 = static_cast<size_t>(kvh_begin) * group;
+  const int64_t q_row = int64_t{seq.query_begin} + row;
+  const size_t row_floats = static_cast<size_t>(job.n_heads) * hd;
+  const float* q = job.q + static_cast<size_t>(q_row) * row_floats + head0 * hd;
+  for (size_t i = 0; i < heads; ++i) {
+    float* qi = qp + i * hdp;
+    std::memcpy(qi, q + i * hd, hd * sizeof(float));
+    std::fill(qi + hd, qi + hdp, 0.0f);
+    std::fill(acc + i * hdp, acc + (i + 1) * hdp, 0.0f);
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+
+  // Tokens are scattered over blocks: locate and prefetch a tile ahead (the unit's heads of a
+  // token are one contiguous span) so the misses overlap instead of stalling row by row.
+  const int64_t len = int64_t{seq.first_position} + row + 1;
+  const int64_t k_span0 = kvh_begin * kv.k_row_bytes, k_span1 = kvh_end * kv.k_row_bytes;
+  const int64_t v_span0 = kvh_begin * kv.v_row_bytes, v_span1 = kvh_end * kv.v_row_bytes;
+  TileTokens tok[2];
+  const float* kf[kKeyTile];  // the tile's rows of one head as f32
+  const float* vf[kKeyTile];
+  int cur = 0;
+  for (int64_t t0 = 0; t0 < len; t0 += kKeyTile, cur ^= 1) {
+    const size_t n = static_cast<size_t>(std::min<int64_t>(kKeyTile, len - t0));
+    if (t0 == 0) {
+      LocateTokens(kv, seq.block_table, 0, n, tok[cur]);
+      PrefetchSpans(tok[cur].k, n, k_span0, k_span1);
+      PrefetchSpans(tok[cur].v, n, v_span0, v_span1);
+    }
+    const int64_t t1 = t0 + kKeyTile;
+    if (t1 < len) {
+      const size_t n1 = static_cast<size_t>(std::min<int64_t>(kKeyTile, len - t1));
+      LocateTokens(kv, seq.block_table, t1, n1, tok[cur ^ 1]);
+      PrefetchSpans(tok[cur ^ 1].k, n1, k_span0, k_span1);
+      PrefetchSpans(tok[cur ^ 1].v, n1, v_span0, v_span1);
+    }
+    for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
+      const size_t i0 = static_cast<size_t>(kvh - kvh_begin) * group;  // first query head
+      LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n, job.k_fp8_table, kv.k_scale, hd,
+               hdp, tile, kf);
+      for (size_t g = 0; g < group; ++g) {
+        float* s = scores + g * tp;
+        const size_t i = i0 + g;
+        ScoreTile(qp + i * hdp, kf, n, hdp, tp, job.sqrt_head_dim, s);
+        SoftmaxStep(s, tp, hdp, m[i], l[i], acc + i * hdp);
+      }
+      LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n, job.v_fp8_table, kv.v_scale, hd,
+               hdp, tile, vf);
+      for (size_t g = 0; g < group; ++g) {
+        AccumulateRows(scores + g * tp, vf, n, hdp, acc + (i0 + g) * hdp);
+      }
+    }
+  }
+
+  float* out = job.out + static_cast<size_t>(q_row) * row_floats + head0 * hd;
+  for (size_t i = 0; i < heads; ++i) {
+    float* a = acc + i * hdp;
+    const auto vl = hn::Set(df, l[i]);
+    for (size_t j = 0; j < hdp; j += N) hn::StoreU(hn::Div(hn::LoadU(df, a + j), vl), df, a + j);
+    std::memcpy(out + i * hd, a, hd * sizeof(float));
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hinge::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace hinge::kernels {
+
+HWY_EXPORT(ThreadScratchFloats);
+HWY_EXPORT(AttendUnit);
+
+namespace {
+
+// Below this many multiply-adds a call runs on the calling thread: waking the workers costs
+// microseconds.
+constexpr int64_t kSerialWork = int64_t{1} << 16;
+// Query rows per thread below which units are split per KV head.
+constexpr int64_t kRowsPerThread = 4;
+constexpr size_t kFp8TableFloats = 2 * 256;
+constexpr size_t kAlignFloats = 16;  // 64 bytes
+
+bool is_fp8(KvDtype t) { return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2; }
+
+void fill_fp8_table(KvDtype t, float scale, float* table) {
+  for (int b = 0; b < 256; ++b) {
+    const auto byte = static_cast<uint8_t>(b);
+    table[b] = (t == KvDtype::kFp8E4m3 ? fp8_e4m3_to_f32(byte) : fp8_e5m2_to_f32(byte)) * scale;
+  }
+}
+
+// Keys read by all query rows of `s`, per KV head: sum_j (first_position + j + 1).
+int64_t seq_keys(const AttentionSeq& s) {
+  const int64_t n = s.num_queries;
+  return n * s.first_position + n * (n + 1) / 2;
+}
+
+}  // namespace
+
+void paged_kv_write(const PagedKvLayer& kv, const float* k, const float* v,
+                    std::span<const int64_t> slot_mapping) {
+  HINGE_CHECK_MSG(kv.head_dim >= 1 && kv.head_dim <= kKvMaxHeadDim, "head_dim {}", kv.head_dim);
+  HINGE_CHECK(kv.n_kv_heads > 0 && kv.block_size > 0 && kv.base != nullptr);
+  const int64_t row_stride = int64_t{kv.n_kv_heads} * kv.head_dim;
+  for (size_t i = 0; i < slot_mapping.size(); ++i) {
+    const int64_t slot = slot_mapping[i];
+    HINGE_CHECK_MSG(slot >= 0, "slot {}", slot);
+    const float* ki = k + static_cast<int64_t>(i) * row_stride;
+    const float* vi = v + static_cast<int64_t>(i) * row_stride;
+    for (int32_t h = 0; h < kv.n_kv_heads; ++h) {
+      kv_quantize_row(kv.k_dtype, ki + int64_t{h} * kv.head_dim, kv.k_row(slot, h), kv.head_dim,
+                      kv.k_scale);
+      kv_quantize_row(kv.v_dtype, vi + int64_t{h} * kv.head_dim, kv.v_row(slot, h), kv.head_dim,
+                      kv.v_scale);
+    }
+  }
+}
+
+void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
+                     const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
+                     AttentionScratch& scratch) {
+  check_paged_attention_args(kv, seqs, shape, q, out);
+  const int32_t n_kv = shape.n_kv_heads;
+  const int32_t group = shape.n_heads / n_kv;
+
+  int64_t total_keys = 0;  // cost of the whole call, in (key, KV head) pairs
+  for (const AttentionSeq& s : seqs) total_keys += seq_keys(s) * n_kv;
+  if (total_keys == 0) return;
+  const int64_t work = total_keys * group * shape.head_dim * 2;
+  const bool serial = work < kSerialWork || pool.size() == 1;
+
+  // A unit is one query row with all its heads (a token's K/V rows of every head are
+  // contiguous: fewer, longer memory streams), or one KV head of it when there are too few rows to
+  // keep the threads busy. A row's result is the same either way.
+  int64_t total_rows = 0;
+  for (const AttentionSeq& s : seqs) total_rows += s.num_queries;
+  const int32_t unit_heads =
+      serial || total_rows >= kRowsPerThread * pool.size() ? n_kv : 1;
+
+  const size_t per_thread =
+      HWY_DYNAMIC_DISPATCH(ThreadScratchFloats)(shape.n_heads, group, shape.head_dim);
+  const size_t need =
+      kAlignFloats + kFp8TableFloats + static_cast<size_t>(pool.size()) * per_thread;
+  if (scratch.buf.size() < need) scratch.buf.resize(need);
+  float* base = scratch.buf.data();
+  base += (kAlignFloats - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % kAlignFloats) %
+          kAlignFloats;
+  float* tables = base;
+  float* thread_base = base + kFp8TableFloats;
+
+  paged_detail::Job job;
+  job.kv = &kv;
+  job.n_heads = shape.n_heads;
+  job.group = group;
+  job.head_dim = shape.head_dim;
+  job.sqrt_head_dim = std::sqrt(static_cast<float>(shape.head_dim));
+  job.q = q;
+  job.out = out;
+  if (is_fp8(kv.k_dtype)) {
+    fill_fp8_table(kv.k_dtype, kv.k_scale, tables);
+    job.k_fp8_table = tables;
+  }
+  if (is_fp8(kv.v_dtype)) {
+    fill_fp8_table(kv.v_dtype, kv.v_scale, tables + 256);
+    job.v_fp8_table = tables + 256;
+  }
+
+  // Thread tid runs the units whose cumulative cost starts in [begin, end): contiguous ranges in
+  // (sequence, row, KV head) order, a fixed function of the batch and the thread count. A unit's
+  // cost is its keys times its KV heads.
+  auto body = [&](int tid, int nt) {
+    float* ts = thread_base + static_cast<size_t>(tid) * per_thread;
+    const int64_t begin = total_keys * tid / nt, end = total_keys * (tid + 1) / nt;
+    int64_t c = 0;
+    for (const AttentionSeq& s : seqs) {
+      if (c >= end) return;
+      const int64_t cost = seq_keys(s) * n_kv;
+      if (c + cost <= begin) {
+        c += cost;
+        continue;
+      }
+      for (int32_t j = 0; j < s.num_queries && c < end; ++j) {
+        const int64_t len = int64_t{s.first_position} + j + 1;
+        for (int32_t h = 0; h < n_kv; h += unit_heads, c += len * unit_heads) {
+          if (c >= begin && c < end) {
+            HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, h, h + unit_heads, ts);
+          }
+        }
+      }
+    }
+  };
+  if (serial) {
+    body(0, 1);
+  } else {
+    pool.run(body);
+  }
+}
+
+}  // namespace hinge::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,102 @@
+// Attention over a paged KV cache: a batch of sequences of different lengths, each with its own
+// block table, reading K/V stored in any kv::KvDtype (dequantized inside the kernel), with an
+// online (running max / running sum) softmax. Also the write side: quantize a step's new K/V
+// rows into their physical slots.
+//
+// KV memory geometry (what kv::KvArena lays out; the kernel only sees this view of one layer):
+//   block b starts at base + b * block_stride
+//   K row of (slot offset t in the block, kv head h): block + k_offset + t * k_token_stride
+//                                                     + h * k_row_bytes
+//   V row likewise with v_offset / v_token_stride / v_row_bytes
+//   a row is kernels::kv_row_bytes(dtype, head_dim) bytes in kv_quant.h's layout.
+// A physical slot s = block_id * block_size + t.
+//
+// Queries: q and out are [num_tokens, n_heads * head_dim] f32, rows in batch order. Sequence i
+// owns rows [query_begin, query_begin + num_queries); its query j sits at token position
+// first_position + j and attends causally to positions [0, first_position + j] of its block
+// table (which already hold this step's K/V: write first, then attend). Query head hq reads KV
+// head hq / (n_heads / n_kv_heads) (grouped-query attention).
+//
+// Scores are dot(q, k) / sqrt(head_dim) (a division, as llama2.c does). Each output row depends
+// only on its own query and its sequence's K/V, computed in a fixed order: results do not depend
+// on which other sequences share the batch or on the thread count (batch invariance).
+//
+// Thread-safety: paged_attention() uses `pool` and `scratch`; one caller at a time per scratch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kv/kv_spec.h"
+
+namespace hinge::kernels {
+
+using kv::KvDtype;
+
+// One layer's view of the paged KV arena.
+struct PagedKvLayer {
+  uint8_t* base = nullptr;
+  int64_t block_stride = 0;  // bytes between consecutive blocks
+  int32_t block_size = 16;   // tokens per block
+  int32_t n_kv_heads = 0;
+  int32_t head_dim = 0;
+  KvDtype k_dtype = KvDtype::kF32;
+  KvDtype v_dtype = KvDtype::kF32;
+  int64_t k_offset = 0;        // bytes from block start to this layer's K region
+  int64_t v_offset = 0;        // bytes from block start to this layer's V region
+  int64_t k_token_stride = 0;  // bytes between tokens in the K region (n_kv_heads * k row)
+  int64_t v_token_stride = 0;
+  int64_t k_row_bytes = 0;     // bytes between heads (kv_row_bytes(k_dtype, head_dim))
+  int64_t v_row_bytes = 0;
+  float k_scale = 1.0f;        // fp8 per-tensor scales (ignored by other dtypes)
+  float v_scale = 1.0f;
+
+  uint8_t* k_row(int64_t slot, int32_t head) const {
+    return base + (slot / block_size) * block_stride + k_offset +
+           (slot % block_size) * k_token_stride + head * k_row_bytes;
+  }
+  uint8_t* v_row(int64_t slot, int32_t head) const {
+    return base + (slot / block_size) * block_stride + v_offset +
+           (slot % block_size) * v_token_stride + head * v_row_bytes;
+  }
+};
+
+// One sequence of the batch.
+struct AttentionSeq {
+  int32_t query_begin = 0;     // first row of this sequence in q / out
+  int32_t num_queries = 0;     // >= 1
+  int32_t first_position = 0;  // token position of its first query row
+  const int32_t* block_table = nullptr;  // physical block ids, logical order
+  int32_t num_blocks = 0;      // >= ceil((first_position + num_queries) / block_size)
+};
+
+struct AttentionShape {
+  int32_t n_heads = 0;
+  int32_t n_kv_heads = 0;  // divides n_heads
+  int32_t head_dim = 0;    // 1 .. kKvMaxHeadDim
+};
+
+// Scratch sized on first use for the largest (threads, head_dim) seen; reused afterwards so the
+// hot path does not allocate.
+struct AttentionScratch {
+  std::vector<float> buf;
+};
+
+// Quantizes k, v ([num_tokens, n_kv_heads * head_dim] f32) into slot_mapping[i] of `kv`.
+// Slots must be distinct within one call.
+void paged_kv_write(const PagedKvLayer& kv, const float* k, const float* v,
+                    std::span<const int64_t> slot_mapping);
+
+// The attention of every query row of `seqs` (see the header comment). SIMD + multithreaded.
+void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
+                     const AttentionShape& shape, const float* q, float* out, ThreadPool& pool,
+                     AttentionScratch& scratch);
+
+// Scalar reference: two-pass exact softmax in double over dequantized rows
+// (kv_dequantize_row_ref). The specification the parity tests compare against.
+void paged_attention_ref(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
+                         const AttentionShape& shape, const float* q, float* out);
+
+}  // namespace hinge::kernels

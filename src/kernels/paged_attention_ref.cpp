@@ -1,0 +1,106 @@
+// Scalar reference of paged attention (the specification the SIMD kernel is tested against) and
+// the argument checks both share. Rows are dequantized with kv_dequantize_row_ref; scores,
+// the exact two-pass softmax and the weighted sum of V run in double; the result is rounded to
+// float once. Slow and allocating: tests only.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels/kv_quant.h"
+#include "kernels/paged_attention.h"
+#include "kernels/paged_attention_check.h"
+
+namespace hinge::kernels {
+namespace {
+
+bool is_fp8(KvDtype t) { return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2; }
+
+void check_scale(KvDtype t, float scale) {
+  if (is_fp8(t)) HINGE_CHECK_MSG(std::isfinite(scale) && scale > 0.0f, "fp8 scale {}", scale);
+}
+
+}  // namespace
+
+void check_paged_attention_args(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
+                                const AttentionShape& shape, const float* q, const float* out) {
+  HINGE_CHECK_MSG(shape.n_kv_heads > 0 && shape.n_heads > 0 &&
+                      shape.n_heads % shape.n_kv_heads == 0,
+                  "n_heads {} n_kv_heads {}", shape.n_heads, shape.n_kv_heads);
+  HINGE_CHECK_MSG(shape.head_dim >= 1 && shape.head_dim <= kKvMaxHeadDim, "head_dim {}",
+                  shape.head_dim);
+  HINGE_CHECK_MSG(kv.n_kv_heads == shape.n_kv_heads && kv.head_dim == shape.head_dim,
+                  "KV layer has {} heads of {}, attention wants {} of {}", kv.n_kv_heads,
+                  kv.head_dim, shape.n_kv_heads, shape.head_dim);
+  HINGE_CHECK(kv.base != nullptr && kv.block_size > 0);
+  HINGE_CHECK(kv.k_row_bytes >= static_cast<int64_t>(kv_row_bytes(kv.k_dtype, kv.head_dim)));
+  HINGE_CHECK(kv.v_row_bytes >= static_cast<int64_t>(kv_row_bytes(kv.v_dtype, kv.head_dim)));
+  check_scale(kv.k_dtype, kv.k_scale);
+  check_scale(kv.v_dtype, kv.v_scale);
+  HINGE_CHECK(q != nullptr && out != nullptr);
+  for (const AttentionSeq& s : seqs) {
+    HINGE_CHECK_MSG(s.num_queries >= 1 && s.first_position >= 0 && s.query_begin >= 0,
+                    "num_queries {} first_position {} query_begin {}", s.num_queries,
+                    s.first_position, s.query_begin);
+    const int64_t positions = int64_t{s.first_position} + s.num_queries;
+    HINGE_CHECK_MSG(int64_t{s.num_blocks} * kv.block_size >= positions,
+                    "{} blocks of {} tokens cannot hold {} positions", s.num_blocks,
+                    kv.block_size, positions);
+    HINGE_CHECK(s.block_table != nullptr);
+    const int64_t used = (positions + kv.block_size - 1) / kv.block_size;
+    for (int64_t b = 0; b < used; ++b) {
+      HINGE_CHECK_MSG(s.block_table[b] >= 0, "block id {}", s.block_table[b]);
+    }
+  }
+}
+
+void paged_attention_ref(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
+                         const AttentionShape& shape, const float* q, float* out) {
+  check_paged_attention_args(kv, seqs, shape, q, out);
+  const int hd = shape.head_dim;
+  const int group = shape.n_heads / shape.n_kv_heads;
+  const int64_t row_stride = int64_t{shape.n_heads} * hd;
+  const double sqrt_hd = std::sqrt(static_cast<double>(hd));
+  std::vector<float> row(static_cast<size_t>(hd));
+  std::vector<double> scores, acc(static_cast<size_t>(hd));
+
+  for (const AttentionSeq& s : seqs) {
+    auto slot_of = [&](int64_t pos) {
+      return int64_t{s.block_table[pos / kv.block_size]} * kv.block_size + pos % kv.block_size;
+    };
+    for (int32_t j = 0; j < s.num_queries; ++j) {
+      const int64_t len = int64_t{s.first_position} + j + 1;
+      scores.resize(static_cast<size_t>(len));
+      for (int32_t h = 0; h < shape.n_heads; ++h) {
+        const int32_t kvh = h / group;
+        const float* qh = q + (s.query_begin + j) * row_stride + int64_t{h} * hd;
+        double max_score = -INFINITY;
+        for (int64_t p = 0; p < len; ++p) {
+          kv_dequantize_row_ref(kv.k_dtype, kv.k_row(slot_of(p), kvh), row.data(), hd,
+                                kv.k_scale);
+          double dot = 0.0;
+          for (int i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * row[i];
+          scores[static_cast<size_t>(p)] = dot / sqrt_hd;
+          max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
+        }
+        double sum = 0.0;
+        for (double& sc : scores) {
+          sc = std::exp(sc - max_score);
+          sum += sc;
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t p = 0; p < len; ++p) {
+          kv_dequantize_row_ref(kv.v_dtype, kv.v_row(slot_of(p), kvh), row.data(), hd,
+                                kv.v_scale);
+          const double w = scores[static_cast<size_t>(p)] / sum;
+          for (int i = 0; i < hd; ++i) acc[static_cast<size_t>(i)] += w * row[i];
+        }
+        float* oh = out + (s.query_begin + j) * row_stride + int64_t{h} * hd;
+        for (int i = 0; i < hd; ++i) oh[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+      }
+    }
+  }
+}
+
+}  // namespace hinge::kernels

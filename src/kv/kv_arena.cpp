@@ -1,0 +1,77 @@
+#include "kv/kv_arena.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace hinge::kv {
+
+StatusOr<KvArena> KvArena::create(const KvSpec& spec, int64_t num_blocks) {
+  HINGE_RETURN_IF_ERROR(spec.validate());
+  if (num_blocks < 1) return Status::Errorf("kv arena: needs at least one block, got {}", num_blocks);
+  KvArena a;
+  a.spec_ = spec;
+  a.num_blocks_ = num_blocks;
+  a.k_row_ = kv_dtype_head_bytes(spec.k_dtype, spec.head_dim);
+  a.v_row_ = kv_dtype_head_bytes(spec.v_dtype, spec.head_dim);
+  a.layer_bytes_ = int64_t{spec.block_size_tokens} * spec.n_kv_heads * (a.k_row_ + a.v_row_);
+  a.bytes_per_block_ = a.layer_bytes_ * spec.n_layers;
+  HINGE_CHECK(a.bytes_per_block_ == spec.bytes_per_block());
+  const int64_t total = a.bytes_per_block_ * num_blocks;
+  if (total / num_blocks != a.bytes_per_block_)
+    return Status::Errorf("kv arena: {} blocks of {} bytes overflow", num_blocks, a.bytes_per_block_);
+  void* p = mmap(nullptr, static_cast<size_t>(total), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return Status::Errorf("kv arena: cannot map {} bytes ({}); lower --kv-memory", total,
+                          std::strerror(errno));
+  a.base_ = static_cast<uint8_t*>(p);
+  a.mapped_bytes_ = static_cast<size_t>(total);
+  a.k_scale_.assign(static_cast<size_t>(spec.n_layers), 0.0f);
+  a.v_scale_.assign(static_cast<size_t>(spec.n_layers), 0.0f);
+  a.kv_dim_ = int64_t{spec.n_kv_heads} * spec.head_dim;
+  a.k_shift_.assign(static_cast<size_t>(spec.n_layers * a.kv_dim_), 0.0f);
+  a.k_shift_ready_.assign(static_cast<size_t>(spec.n_layers), 0);
+  return a;
+}
+
+KvArena::KvArena(KvArena&& o) noexcept { *this = std::move(o); }
+
+KvArena& KvArena::operator=(KvArena&& o) noexcept {
+  if (this != &o) {
+    release();
+    spec_ = o.spec_;
+    num_blocks_ = o.num_blocks_;
+    bytes_per_block_ = o.bytes_per_block_;
+    k_row_ = o.k_row_;
+    v_row_ = o.v_row_;
+    layer_bytes_ = o.layer_bytes_;
+    base_ = std::exchange(o.base_, nullptr);
+    mapped_bytes_ = std::exchange(o.mapped_bytes_, 0);
+    k_scale_ = std::move(o.k_scale_);
+    v_scale_ = std::move(o.v_scale_);
+    kv_dim_ = o.kv_dim_;
+    k_shift_ = std::move(o.k_shift_);
+    k_shift_ready_ = std::move(o.k_shift_ready_);
+  }
+  return *this;
+}
+
+KvArena::~KvArena() { release(); }
+
+void KvArena::release() {
+  if (base_) munmap(base_, mapped_bytes_);
+  base_ = nullptr;
+  mapped_bytes_ = 0;
+}
+
+void KvArena::copy_block(BlockId src, BlockId dst) {
+  HINGE_CHECK(src.value >= 0 && src.value < num_blocks_ && dst.value >= 0 &&
+              dst.value < num_blocks_ && src != dst);
+  std::memcpy(base_ + dst.value * bytes_per_block_, base_ + src.value * bytes_per_block_,
+              static_cast<size_t>(bytes_per_block_));
+}
+
+}  // namespace hinge::kv

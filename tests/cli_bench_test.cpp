@@ -1,0 +1,115 @@
+// `hinge bench`: runs the built binary on stories260K and checks the JSON report (keys,
+// consistency between fields, prefix caching on and off) and the one-line errors of bad flags.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace hinge {
+namespace {
+
+using testing::hinge_binary;
+using testing::run_command;
+using testing::shared_path;
+
+std::string bench_cmd(const std::string& flags) {
+  return hinge_binary() + " bench -m " + shared_path("models/stories260K.gguf") + " " + flags;
+}
+
+// Runs bench with --json; stdout must be exactly one JSON object on one line.
+nlohmann::json bench_json(const std::string& flags) {
+  auto r = run_command(bench_cmd(flags + " --json 2>/dev/null"));
+  EXPECT_EQ(r.exit_code, 0) << flags;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  auto j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(j.is_object()) << r.out;
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+TEST(CliBench, JsonHasRequiredKeysAndConsistentValues) {
+  const auto j = bench_json("--requests 4 --prompt-tokens 20 --gen-tokens 8 -t 1");
+  for (const char* key :
+       {"requests", "output_tokens_per_s", "prefill_tokens_per_s", "ttft_ms_p50", "ttft_ms_p99",
+        "itl_ms_p50", "itl_ms_p99", "prefix_hit_rate", "kv_bytes_peak", "kv_waste_fraction",
+        "preemptions", "contiguous_reservation_bytes", "contiguous_waste_fraction", "wall_s",
+        "kv_dtype"})
+    ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
+  EXPECT_EQ(j["requests"].get<int>(), 4);
+  EXPECT_EQ(j["output_tokens"].get<int>(), 4 * 8);  // ignore_eos: exactly G tokens each
+  EXPECT_GT(j["output_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["prefill_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GE(j["preemptions"].get<int64_t>(), 0);
+  const double waste = j["kv_waste_fraction"].get<double>();
+  EXPECT_GE(waste, 0.0);
+  EXPECT_LT(waste, 1.0);
+  EXPECT_GT(j["ttft_ms_p50"].get<double>(), 0.0);
+  EXPECT_LE(j["ttft_ms_p50"].get<double>(), j["ttft_ms_p99"].get<double>());
+  EXPECT_LE(j["itl_ms_p50"].get<double>(), j["itl_ms_p99"].get<double>());
+  // All prompts are computed (no shared prefix, so nothing to hit beyond chance).
+  EXPECT_GE(j["prompt_tokens_computed"].get<int64_t>(), 4 * 20);
+  // Peak KV is whole blocks of the arena, at least what the 4 sequences needed.
+  const int64_t per_token = j["kv_bytes_per_token"].get<int64_t>();
+  EXPECT_GT(per_token, 0);
+  EXPECT_GE(j["kv_bytes_peak"].get<int64_t>(), 4 * (1 + 20 + 8 - 1) * per_token);
+  EXPECT_LE(j["kv_bytes_peak"].get<int64_t>(), j["kv_bytes_total"].get<int64_t>());
+  // Contiguous reservation of prompt (BOS + 20) + 8 generated tokens per request.
+  EXPECT_EQ(j["contiguous_reservation_bytes"].get<int64_t>(), 4 * (1 + 20 + 8) * per_token);
+  EXPECT_GT(j["contiguous_max_len_waste_fraction"].get<double>(),
+            j["contiguous_waste_fraction"].get<double>());
+}
+
+TEST(CliBench, SharedPrefixIsHitOnlyWithPrefixCache) {
+  // A small step budget chunks the first prefill, so later requests are admitted after the
+  // shared blocks were computed and cached (requests admitted in the same step cannot hit).
+  const std::string flags =
+      "--requests 4 --prompt-tokens 20 --gen-tokens 8 --shared-prefix 64 --max-batched-tokens 32 "
+      "-t 1";
+  const auto on = bench_json(flags);
+  const auto off = bench_json(flags + " --no-prefix-cache");
+  ASSERT_TRUE(on.contains("prefix_hit_rate") && off.contains("prefix_hit_rate"));
+  EXPECT_GT(on["prefix_hit_rate"].get<double>(), 0.0);
+  EXPECT_LE(on["prefix_hit_rate"].get<double>(), 1.0);
+  EXPECT_EQ(off["prefix_hit_rate"].get<double>(), 0.0);
+  EXPECT_LT(on["prompt_tokens_computed"].get<int64_t>(),
+            off["prompt_tokens_computed"].get<int64_t>());
+  EXPECT_EQ(on["output_tokens"].get<int>(), off["output_tokens"].get<int>());
+}
+
+TEST(CliBench, DtypeDashSpellingAndTable) {
+  const auto j = bench_json(
+      "--requests 2 --prompt-tokens 8 --gen-tokens 4 --kv-dtype-v int8 "
+      "--kv-dtype-k fp8-e4m3 -t 1");
+  EXPECT_EQ(j.value("kv_dtype", std::string()), "fp8_e4m3/int8");
+  auto r = run_command(bench_cmd("--requests 2 --prompt-tokens 8 --gen-tokens 4 -t 1 2>/dev/null"));
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* s : {"tok/s", "ms", "TTFT", "prefix hit rate", "KV waste", "preemptions"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << " in\n" << r.out;
+  auto help = run_command(hinge_binary() + " bench --help");
+  EXPECT_NE(help.out.find("mean over steps"), std::string::npos) << help.out;
+}
+
+TEST(CliBench, BadFlagsGiveOneLineErrorNamingTheFlag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--kv-dtype nope", "--kv-dtype"},
+      {"--kv-dtype-k fp9", "--kv-dtype-k"},
+      {"--kv-memory 12XB", "--kv-memory"},
+      {"--requests 0", "--requests"},
+      {"--gen-tokens 0", "--gen-tokens"},
+      {"--block-size 0", "--block-size"},
+      {"--max-num-seqs -3", "--max-num-seqs"},
+      {"--prompt-tokens 0", "--prompt-tokens"},
+      {"--ctx-size 32 --prompt-tokens 40", "--prompt-tokens"},
+  };
+  for (const auto& [flags, flag] : cases) {
+    auto r = run_command(bench_cmd(std::string(flags) + " 2>&1 >/dev/null"));
+    EXPECT_NE(r.exit_code, 0) << flags;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    EXPECT_EQ(r.out.rfind("hinge: ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(flag), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace hinge
