@@ -1,8 +1,9 @@
 // Paged attention: the SIMD kernel against the scalar reference for every KV dtype (and every CPU
 // target), the f32 kernel against naive attention computed straight from the float K/V, batch
 // invariance (a sequence alone == the same sequence inside a batch, bit for bit, for 1/2/3
-// threads; block size does not matter either), the write side's quantization round trip, scratch
-// reuse and argument checks.
+// threads; block size does not matter either), the kernel's dequantization bit for bit (a single
+// key returns the stored V row), the write side's quantization round trip, scratch reuse and
+// argument checks.
 //
 // Arenas are built here with the layout paged_attention.h describes, usually as layer 1 of a
 // 3-layer block with padding (nonzero offsets, unaligned rows), filled with 0xFF bytes first so
@@ -86,7 +87,7 @@ struct Batch {
   int n_heads, n_kv_heads, head_dim;
   std::vector<SeqSpec> specs;
   std::vector<std::vector<float>> k, v;      // per sequence [len, n_kv * head_dim]
-  std::vector<std::vector<int32_t>> tables;  // per sequence, for block size kTableBlock
+  std::vector<std::vector<int32_t>> tables;  // per sequence: physical block ids
   std::vector<AttentionSeq> seqs;
   std::vector<float> q;  // [rows, n_heads * head_dim]
   int rows = 0;

@@ -159,12 +159,18 @@ int bench_command(const BenchArgs& args) {
   int64_t prefill_computed = 0;
   double waste_sum = 0, waste_max = 0;
   int64_t waste_steps = 0;
+  double waste_per_request_max = 0;  // slots allocated but unused, per running request (tokens)
+  // Steps that computed no prompt token (pure decode; llama-batched-bench's S_TG phase).
+  double decode_only_s = 0, prev_t = 0;
+  int64_t decode_only_tokens = 0, prev_computed = 0;
   {
     ProgressBar bar("bench");
     while (engine.has_unfinished()) {
       if (Status st = engine.step(&deltas); !st.ok()) return fail(st.message());
       const double t = elapsed();
+      int64_t step_tokens = 0;
       for (const RequestDelta& d : deltas) {
+        step_tokens += static_cast<int64_t>(d.token_ids.size());
         auto it = index_of.find(d.id);
         if (it == index_of.end() || d.token_ids.empty()) continue;
         PerRequest& p = per[it->second];
@@ -181,6 +187,16 @@ int bench_command(const BenchArgs& args) {
         output_tokens += static_cast<int64_t>(d.token_ids.size());
       }
       const EngineStats s = engine.stats();
+      if (s.prompt_tokens_computed == prev_computed) {
+        decode_only_s += t - prev_t;
+        decode_only_tokens += step_tokens;
+      }
+      prev_computed = s.prompt_tokens_computed;
+      prev_t = t;
+      if (s.running > 0)
+        waste_per_request_max =
+            std::max(waste_per_request_max, static_cast<double>(s.kv_slots_allocated - s.kv_slots_used) /
+                                                static_cast<double>(s.running));
       if (s.kv_slots_allocated > 0) {
         const double w = static_cast<double>(s.kv_slots_allocated - s.kv_slots_used) /
                          static_cast<double>(s.kv_slots_allocated);
@@ -216,6 +232,7 @@ int bench_command(const BenchArgs& args) {
   const int64_t reserve_tokens = n * seq_len;
   const int64_t reserve_max_tokens = n * model_len;
   const double output_tps = ratio(static_cast<double>(output_tokens), wall_s);
+  const double decode_tps = ratio(static_cast<double>(decode_only_tokens), decode_only_s);
   const double prefill_tps = ratio(static_cast<double>(prefill_computed), prefill_end_s);
   const double hit_rate = ratio(static_cast<double>(s.kv.num_prefix_hit_tokens),
                                 static_cast<double>(s.kv.num_prefix_query_tokens));
@@ -238,6 +255,7 @@ int bench_command(const BenchArgs& args) {
     j["wall_s"] = wall_s;
     j["output_tokens_per_s"] = output_tps;
     j["prefill_tokens_per_s"] = prefill_tps;
+    j["decode_tokens_per_s"] = decode_tps;
     j["prompt_tokens_computed"] = prefill_computed;
     j["ttft_ms_p50"] = percentile(ttft_ms, 50);
     j["ttft_ms_p99"] = percentile(ttft_ms, 99);
@@ -252,6 +270,7 @@ int bench_command(const BenchArgs& args) {
     j["kv_bytes_per_token"] = bytes_per_token;
     j["kv_waste_fraction"] = waste_mean;
     j["kv_waste_fraction_max"] = waste_max;
+    j["kv_waste_tokens_per_request_max"] = waste_per_request_max;
     j["contiguous_reservation_bytes"] = reserve_tokens * bytes_per_token;
     j["contiguous_waste_fraction"] = waste_of(reserve_tokens);
     j["contiguous_max_len_reservation_bytes"] = reserve_max_tokens * bytes_per_token;
@@ -279,6 +298,9 @@ int bench_command(const BenchArgs& args) {
                             used_config.max_batched_tokens, used_config.max_num_seqs));
   row("wall time", fmt::format("{:.3f} s ({} steps)", wall_s, s.steps));
   row("output throughput", fmt::format("{:.1f} tok/s ({} tokens)", output_tps, output_tokens));
+  row("decode-only throughput",
+      fmt::format("{:.1f} tok/s ({} tokens in steps without prompt work)", decode_tps,
+                  decode_only_tokens));
   row("prefill throughput",
       fmt::format("{:.1f} tok/s ({} tokens computed)", prefill_tps, prefill_computed));
   row("TTFT p50 / p99",
@@ -292,7 +314,8 @@ int bench_command(const BenchArgs& args) {
                   s.kv_blocks_peak, s.kv_blocks_total,
                   format_bytes(static_cast<uint64_t>(s.kv_bytes_total))));
   row("KV waste (paged)",
-      fmt::format("{} mean over steps, {} max", pct(waste_mean), pct(waste_max)));
+      fmt::format("{} mean over steps, {} max; at most {:.1f} slots per request (block {})",
+                  pct(waste_mean), pct(waste_max), waste_per_request_max, used_config.block_size));
   row("contiguous prompt+max_new",
       fmt::format("{}, waste {}",
                   format_bytes(static_cast<uint64_t>(reserve_tokens * bytes_per_token)),

@@ -71,6 +71,16 @@ struct BenchArgs {
 };
 int bench_command(const BenchArgs& args);
 
+struct KvEvalArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string text_file;
+  std::vector<std::string> dtypes;  // empty: every dtype
+  int threads = 0;
+  bool json = false;
+};
+int kv_eval_command(const KvEvalArgs& args);
+
 // Prints "hinge: message" to stderr and returns 1.
 int fail(const std::string& message);
 

@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
       "gaps between\na request's tokens, all requests pooled; p50/p99 nearest-rank. KV waste: "
       "(slots allocated -\nslots used) / slots allocated, the mean over steps with slots "
       "allocated. Contiguous: what\nreserving prompt+max_new (or max_model_len) tokens per "
-      "request would need, and its waste\ngiven the tokens in the sequences at the end.");
+      "request would need, and its waste\ngiven the tokens in the sequences at the end. "
+      "Decode-only throughput: output tokens of the steps\nthat computed no prompt token, over "
+      "their time (llama-batched-bench's S_TG).");
   bench_cmd
       ->add_option("-m,--model", bench.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
       ->required();
@@ -109,12 +111,25 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of the table");
   hinge::cli::add_engine_options(bench_cmd, &bench.engine);
 
+  hinge::cli::KvEvalArgs kveval;
+  auto* kveval_cmd = app.add_subcommand(
+      "kv-eval", "Compare KV storage dtypes with f32 KV, teacher-forced over a text file");
+  kveval_cmd->add_option("-m,--model", kveval.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  kveval_cmd->add_option("--tokenizer", kveval.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  kveval_cmd->add_option("-f,--file", kveval.text_file, "Text to feed (UTF-8)")->required();
+  kveval_cmd->add_option("--dtypes", kveval.dtypes, "Dtypes to compare (default: all)");
+  kveval_cmd->add_option("-t,--threads", kveval.threads, "Threads; 0 = all cores")
+      ->capture_default_str();
+  kveval_cmd->add_flag("--json", kveval.json, "One JSON object per dtype, one per line");
+
   CLI11_PARSE(app, argc, argv);
 
   // Commands report errors as Status; this only catches what must never escape (e.g. an
   // allocation failure), so the user still gets one line instead of an abort.
   try {
     if (run_cmd->parsed()) return hinge::cli::run_command(run);
+    if (kveval_cmd->parsed()) return hinge::cli::kv_eval_command(kveval);
     if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
     if (info_cmd->parsed()) return hinge::cli::info_command(info);
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
