@@ -107,6 +107,52 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// Q8_0 at the shapes of a smollm-135m layer (576 hidden, 1536 FFN, 49152 vocab) for batched
+// decode / prefill token counts, 1 and 2 threads (the thread count is an argument here, not
+// HINGE_BENCH_THREADS).
+//
+//   hinge_kernel_bench --benchmark_filter=MatmulQ8Batch --benchmark_repetitions=5
+void BM_MatmulQ8Batch(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const WeightSet& ws = weights(GgmlType::Q8_0, rows, cols);
+  std::vector<float> x(static_cast<size_t>(tokens * cols));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(tokens * rows));
+  ThreadPool pool(threads);
+  MatmulScratch scratch;
+  MatrixView w;
+  w.type = GgmlType::Q8_0;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = ggml_row_bytes(*ggml_type_traits(GgmlType::Q8_0), static_cast<uint64_t>(cols));
+  size_t copy = 0;
+  for (auto _ : state) {
+    w.data = ws.copies[copy].data();
+    copy = copy + 1 == ws.copies.size() ? 0 : copy + 1;
+    matmul(w, x.data(), tokens, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void MatmulQ8BatchArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "cols", "tokens", "threads"});
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{576, 576}, {1536, 576}, {576, 1536},
+                            {49152, 576}})
+    for (int64_t tokens : {1, 4, 16, 64})
+      for (int64_t threads : {1, 2}) b->Args({rows, cols, tokens, threads});
+}
+
+BENCHMARK(BM_MatmulQ8Batch)
+    ->Apply(MatmulQ8BatchArgs)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // The per-call activation quantization matmul does before the integer kernels (one token row).
 void BM_QuantizeActivation(benchmark::State& state) {
   const GgmlType act = state.range(0) == 0 ? GgmlType::Q8_0 : GgmlType::Q8_K;
