@@ -53,6 +53,7 @@ struct PerRequest {
   double first_token_s = -1;
   double last_token_s = -1;
   int64_t output_tokens = 0;
+  int64_t prompt_tokens = 0;
 };
 
 Status check_args(const BenchArgs& a) {
@@ -120,15 +121,29 @@ int bench_command(const BenchArgs& args) {
   std::vector<int32_t> prefix;
   if (bos) prefix.push_back(tokenizer.bos());
   for (int64_t i = 0; i < args.shared_prefix; ++i) prefix.push_back(pick(rng));
+  // --mixed-lengths: own prompt tokens uniform in [1, P] (0 allowed with a shared prefix) and
+  // output length uniform in [1, G] (as if EOS came there); a contiguous allocator would still
+  // have to reserve prompt + G per request.
   std::vector<GenerateRequest> requests(static_cast<size_t>(n));
+  std::vector<int64_t> prompt_lens;
   for (auto& r : requests) {
     r.prompt_token_ids = prefix;
-    for (int64_t i = 0; i < args.prompt_tokens; ++i) r.prompt_token_ids.push_back(pick(rng));
+    int64_t own = args.prompt_tokens;
+    int64_t gen = args.gen_tokens;
+    if (args.mixed_lengths) {
+      const int64_t lo = args.shared_prefix > 0 || bos ? 0 : 1;
+      own = std::uniform_int_distribution<int64_t>(std::min(lo, own), own)(rng);
+      gen = std::uniform_int_distribution<int64_t>(1, gen)(rng);
+    }
+    for (int64_t i = 0; i < own; ++i) r.prompt_token_ids.push_back(pick(rng));
     r.sampling.temperature = 0.0f;
     r.sampling.ignore_eos = true;
     r.sampling.seed = args.seed;
-    r.max_new_tokens = static_cast<int32_t>(args.gen_tokens);
+    r.max_new_tokens = static_cast<int32_t>(gen);
+    prompt_lens.push_back(static_cast<int64_t>(r.prompt_token_ids.size()));
   }
+  int64_t total_expected = 0;
+  for (const auto& r : requests) total_expected += r.max_new_tokens;
 
   auto engine_or = Engine::create(*loaded, &tokenizer, config);
   if (!engine_or.ok()) return fail(engine_or.status().message());
@@ -140,19 +155,21 @@ int bench_command(const BenchArgs& args) {
   const Clock::time_point start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
+  std::vector<int64_t> per_prompt_len(static_cast<size_t>(n));
   std::unordered_map<RequestId, size_t> index_of;
   index_of.reserve(static_cast<size_t>(n));
   for (size_t i = 0; i < requests.size(); ++i) {
     auto id = engine.add_request(std::move(requests[i]));
     if (!id.ok()) return fail(id.status().message());
     index_of.emplace(*id, i);
+    per_prompt_len[i] = prompt_lens[i];
   }
 
   std::vector<PerRequest> per(static_cast<size_t>(n));
+  for (size_t i = 0; i < per.size(); ++i) per[i].prompt_tokens = per_prompt_len[i];
   std::vector<double> itl_ms;
   itl_ms.reserve(static_cast<size_t>(n * (args.gen_tokens - 1)));
   std::vector<RequestDelta> deltas;
-  const int64_t total_expected = n * args.gen_tokens;
   int64_t output_tokens = 0;
   int64_t first_tokens = 0;
   double prefill_end_s = -1;
@@ -223,13 +240,14 @@ int bench_command(const BenchArgs& args) {
   int64_t used_tokens = 0;  // tokens in the sequences at the end: prompt + output
   for (const PerRequest& p : per) {
     if (p.first_token_s >= 0) ttft_ms.push_back(p.first_token_s * 1e3);
-    used_tokens += prompt_len + p.output_tokens;
+    used_tokens += p.prompt_tokens + p.output_tokens;
   }
   std::sort(ttft_ms.begin(), ttft_ms.end());
   std::sort(itl_ms.begin(), itl_ms.end());
 
   const int64_t bytes_per_token = engine.kv_spec().bytes_per_token();
-  const int64_t reserve_tokens = n * seq_len;
+  int64_t reserve_tokens = 0;  // prompt + G (the request's max_tokens) per request
+  for (const PerRequest& p : per) reserve_tokens += p.prompt_tokens + args.gen_tokens;
   const int64_t reserve_max_tokens = n * model_len;
   const double output_tps = ratio(static_cast<double>(output_tokens), wall_s);
   const double decode_tps = ratio(static_cast<double>(decode_only_tokens), decode_only_s);
@@ -251,6 +269,7 @@ int bench_command(const BenchArgs& args) {
     j["prompt_tokens_per_request"] = prompt_len;
     j["shared_prefix_tokens"] = args.shared_prefix;
     j["gen_tokens"] = args.gen_tokens;
+    j["mixed_lengths"] = args.mixed_lengths;
     j["output_tokens"] = output_tokens;
     j["wall_s"] = wall_s;
     j["output_tokens_per_s"] = output_tps;
@@ -291,8 +310,9 @@ int bench_command(const BenchArgs& args) {
   };
   auto pct = [](double f) { return fmt::format("{:.1f} %", f * 100.0); };
   row("requests",
-      fmt::format("{} x ({} prompt = {} BOS + {} shared + {} own, {} generated)", n, prompt_len,
-                  bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens));
+      fmt::format("{} x ({} prompt = {} BOS + {} shared + {} own, {} generated){}", n,
+                  prompt_len, bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens,
+                  args.mixed_lengths ? ", mixed: own and generated uniform up to these" : ""));
   row("engine", fmt::format("{} threads, KV {} in blocks of {}, {} tokens/step, {} seqs",
                             used_config.threads, dtype, used_config.block_size,
                             used_config.max_batched_tokens, used_config.max_num_seqs));

@@ -67,6 +67,7 @@ struct BenchArgs {
   int64_t shared_prefix = 0;    // random ids every request starts with (after BOS)
   uint64_t seed = 1234;
   bool json = false;
+  bool mixed_lengths = false;   // own prompt uniform in [1, P], output uniform in [1, G]
   EngineOptionsArgs engine;
 };
 int bench_command(const BenchArgs& args);

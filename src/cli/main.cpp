@@ -109,6 +109,9 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-s,--seed", bench.seed, "Seed of the random prompts")
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of the table");
+  bench_cmd->add_flag("--mixed-lengths", bench.mixed_lengths,
+                      "Own prompt length uniform in [1, P] and output length uniform in [1, G] "
+                      "per request (as if EOS came early)");
   hinge::cli::add_engine_options(bench_cmd, &bench.engine);
 
   hinge::cli::KvEvalArgs kveval;
