@@ -335,6 +335,64 @@ TEST(KernelsKvQuant, NonFiniteInputsAreDeterministic) {
   EXPECT_EQ(h[2], -kInf);
 }
 
+// f16 rows keep inf / NaN / denormals on every target: Highway 1.0.3's emulated f16 -> f32
+// (SSE4 / SSSE3 / EMU128) turns inf and NaN into finite numbers, so the kernels use their own
+// exact conversion. Specials sit at every position of a 64-element row (all vector lanes and
+// the scalar tail of a 67-element row).
+TEST(KernelsKvQuant, F16SpecialsRoundTripOnEveryCpuTarget) {
+  const uint16_t specials[] = {0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7BFF, 0x0001, 0x83FF, 0x8000};
+  const int64_t supported = hwy::SupportedTargets();
+  int tested = 0;
+  for (int64_t target :
+       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
+        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
+    if (!(supported & target)) continue;
+    ++tested;
+    hwy::SetSupportedTargetsForTest(target);
+    for (int n : {64, 67}) {
+      for (int shift = 0; shift < 8; ++shift) {
+        std::vector<uint16_t> bits(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i)
+          bits[static_cast<size_t>(i)] =
+              (i + shift) % 3 == 0 ? specials[(i + shift) % 8] : f32_to_f16(0.25f * (i % 9) - 1.0f);
+        ASSERT_EQ(kv_row_bytes(KvDtype::kF16, n), bits.size() * sizeof(uint16_t));
+        std::vector<float> out(static_cast<size_t>(n));
+        kv_dequantize_row(KvDtype::kF16, bits.data(), out.data(), n, 1.0f);
+        for (int i = 0; i < n; ++i) {
+          const size_t k = static_cast<size_t>(i);
+          const float want = f16_to_f32(bits[k]);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(out[k])) << "i=" << i << " on " << hwy::TargetName(target);
+          } else {
+            EXPECT_EQ(0, std::memcmp(&out[k], &want, sizeof(float)))
+                << "bits=" << bits[k] << " got " << out[k] << " on " << hwy::TargetName(target);
+          }
+        }
+        // The fused dot sees the same values: one +inf among finite terms gives +inf (or NaN
+        // when the row also holds -inf or NaN).
+        std::vector<float> q(static_cast<size_t>(n), 1.0f);
+        bool has_nan = false, has_pos_inf = false, has_neg_inf = false;
+        for (uint16_t b : bits) {
+          const float v = f16_to_f32(b);
+          has_nan |= std::isnan(v);
+          has_pos_inf |= v == kInf;
+          has_neg_inf |= v == -kInf;
+        }
+        const float dot = kv_dot_row(KvDtype::kF16, q.data(), bits.data(), n, 1.0f);
+        if (has_nan || (has_pos_inf && has_neg_inf)) {
+          EXPECT_TRUE(std::isnan(dot)) << hwy::TargetName(target);
+        } else if (has_pos_inf) {
+          EXPECT_EQ(dot, kInf) << hwy::TargetName(target);
+        } else if (has_neg_inf) {
+          EXPECT_EQ(dot, -kInf) << hwy::TargetName(target);
+        }
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  EXPECT_GE(tested, 2);
+}
+
 // Fused dot/axpy agree with dequantize-then-compute, and every SIMD target agrees with the
 // reference: dequantize and quantize bit for bit, dot/axpy to accumulation-order rounding.
 TEST(KernelsKvQuant, EveryCpuTargetMatchesRef) {

@@ -1,12 +1,13 @@
 // matmul parity: the multithreaded SIMD matmul against (a) matmul_ref_quantized, the scalar
 // reference with the same quantized activations (tight), and (b) matmul_ref, the pure f32 product
 // (bound derived from the activation quantization error). Odd shapes: rows not a multiple of any
-// tile, 1..7 tokens, 1/2/3 threads.
+// tile, 1..67 tokens, 1/2/3 threads; and bit-exact batch invariance of the quantized kernels.
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -159,6 +160,60 @@ TEST(KernelsMatmul, ParityPrefillBatch) {
                      GgmlType::Q6_K}) {
     check_matmul({t, 512}, 301, 19, 2, seed++);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Q8_0 / Q4_0 register tiles (2 rows x 4 tokens, 4 rows x 1 token, 1..3-token and 1..3-row
+// tails) and the scale chunking: block counts below one 8-block group (3), with a partial group
+// (18), and above the 128-block chunk (131); odd row and token counts; 1/2/3 threads.
+TEST(KernelsMatmul, ParityQ8TileShapes) {
+  uint32_t seed = 2000;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    for (int64_t cols : {96, 576, 4192}) {
+      for (int64_t rows : {1, 2, 3, 5, 7, 13, 37}) {
+        for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9, 16, 33, 67}) {
+          if (cols * rows * tokens > 4192 * 13 * 16) continue;  // keep the f64 reference cheap
+          const int threads = 1 + static_cast<int>((rows + tokens) % 3);
+          check_matmul({t, cols}, rows, tokens, threads, seed++);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+  // Large enough for several row chunks per thread.
+  for (int threads : {1, 2, 3}) {
+    check_matmul({GgmlType::Q8_0, 576}, 301, 67, threads, seed++);
+    check_matmul({GgmlType::Q4_0, 576}, 301, 67, threads, seed++);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Batch invariance: the value of (row, token) is bit-identical whatever the number of tokens in
+// the call, the token's position in it (hence the tile it lands in) and the thread count. The
+// engine relies on this (a request decoded alone or in a batch gives the same greedy tokens).
+TEST(KernelsMatmul, QuantizedResultsAreBatchInvariant) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const int64_t cols = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 ? 4192 : 768;
+    const int64_t rows = 67, tokens = 37;
+    SCOPED_TRACE(ggml_type_name(type));
+    const Weights w = make_weights(type, rows, cols, 31);
+    const auto x = make_activations(tokens, cols, 32);
+    ThreadPool pool1(1), pool3(3);
+    MatmulScratch scratch;
+    std::vector<float> full(static_cast<size_t>(rows * tokens));
+    matmul(w.view(), x.data(), tokens, full.data(), pool1, scratch);
+    std::vector<float> part(full.size());
+    // [start, start + len) as its own batch; every start mod 4 and lengths hitting every tile.
+    for (int64_t len : {1, 2, 3, 4, 5, 6, 7, 16, 17, 36}) {
+      for (int64_t start : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, tokens - len}) {
+        if (start + len > tokens) continue;
+        ThreadPool& pool = (len + start) % 2 == 0 ? pool1 : pool3;
+        matmul(w.view(), x.data() + start * cols, len, part.data(), pool, scratch);
+        ASSERT_EQ(0, std::memcmp(part.data(), full.data() + start * rows,
+                                 static_cast<size_t>(len * rows) * sizeof(float)))
+            << "tokens [" << start << ", " << start + len << ")";
+      }
+    }
   }
 }
 

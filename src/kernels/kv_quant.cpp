@@ -28,8 +28,9 @@ HWY_INLINE hn::Vec<DF> LoadKv(DF df, const float* p) {
 }
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadKv(DF df, const hwy::float16_t* p) {
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(df, hn::LoadU(dh, p));
+  // Not hn::PromoteTo: Highway 1.0.3's emulated f16 -> f32 turns inf / NaN into finite numbers.
+  const hn::Rebind<uint16_t, DF> du16;
+  return F16BitsToF32(df, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
 }
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadKv(DF df, const hwy::bfloat16_t* p) {

@@ -2,11 +2,18 @@
 // product per 32-element block, then one f32 FMA per block with scale d_w * d_x (ggml's
 // vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0 arithmetic).
 //
-// AVX2+ uses pmaddubsw (Q8_0: sign trick, |w| as u8 times x carrying w's sign; Q4_0: the
-// unsigned nibbles directly, the -8 offset applied through per-block activation sums) and
-// processes up to 4 tokens per weight-block load; other targets use a portable Highway path (i8 ->
-// i16 widen, pairwise multiply-add to i32), one token at a time; HWY_SCALAR uses the scalar
-// reference.
+// AVX2+ computes register tiles of RM weight rows x NT tokens (2 x 4 for batches; 4 x 1 for
+// one token), so each activation block is loaded once per RM rows and each weight block once per
+// NT tokens. Q8_0 widens both operands to i16 (vpmovsxbw) and uses vpmaddwd (no sign trick; the
+// widened weights are reused across the tile's tokens); Q4_0 uses pmaddubsw on the unsigned
+// nibbles, the -8 offset applied through per-block activation sums. The d_w * d_x products are
+// computed 8 blocks per vector multiply ahead of the dot loop. Other targets use a portable
+// Highway path (i8 -> i16 widen, pairwise multiply-add to i32), one token at a time; HWY_SCALAR
+// uses the scalar reference.
+//
+// Batch invariance (AVX2+): the value of a (row, token) pair is computed by the same sequence of
+// operations whatever the tile it falls in (see DotTile), hence bit-identical whatever the
+// number of tokens in the call and the token's position in it.
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -29,95 +36,180 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HINGE_SIMD_AVX2_PLUS
 
-// The block's 32 weights as bytes in element order: Q8_0's signed values (multiplied with the
-// sign trick) or Q4_0's unsigned nibbles 0..15 (the -8 offset is folded in by BlockDot).
-HWY_INLINE __m256i LoadWeightBlock(const BlockQ8_0& b) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-}
-HWY_INLINE __m256i LoadWeightBlock(const BlockQ4_0& b) {
-  // Low nibbles are elements 0..15 (low 128-bit lane), high nibbles 16..31 (high lane).
+// Q4_0's 32 unsigned nibbles 0..15 as bytes in element order: low nibbles are elements 0..15
+// (low 128-bit lane), high nibbles 16..31 (high lane).
+HWY_INLINE __m256i LoadNibbles(const BlockQ4_0& b) {
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
   return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed),
                           _mm256_set1_epi8(0x0F));
 }
 
-// <w, x> of one block as 8 i32 lanes whose sum is exact. Q4_0: sum(q x) - 8 sum(x) with q the
-// nibble, the offset spread as sum(x) off each of the 8 lanes (xsum: the block's sum(x)).
-HWY_INLINE __m256i BlockDot(const BlockQ8_0&, __m256i wq, __m256i wabs, __m256i xq,
-                            const int32_t* /*xsum*/) {
-  return DotU8I8(wabs, _mm256_sign_epi8(xq, wq));
-}
-HWY_INLINE __m256i BlockDot(const BlockQ4_0&, __m256i wq, __m256i /*wabs*/, __m256i xq,
-                            const int32_t* xsum) {
-  return _mm256_sub_epi32(DotU8I8(wq, xq), _mm256_set1_epi32(*xsum));
-}
-HWY_INLINE __m256i AbsIfSigned(const BlockQ8_0&, __m256i wq) {
-  return _mm256_sign_epi8(wq, wq);
-}
-HWY_INLINE __m256i AbsIfSigned(const BlockQ4_0&, __m256i wq) {
-  return wq;
+// Blocks per scale chunk: DotTile computes the d_w * d_x products of this many blocks at a time
+// into a stack buffer (RM * NT * kChunk floats).
+constexpr int64_t kChunk = 128;
+
+// f32 of the f16 scales of blocks w[0..8). Same conversion as F16ToF32 (F16C), bit for bit.
+template <typename WB>
+HWY_INLINE __m256 LoadWeightScales8(const WB* w) {
+  return _mm256_cvtph_ps(_mm_setr_epi16(
+      static_cast<int16_t>(w[0].d), static_cast<int16_t>(w[1].d), static_cast<int16_t>(w[2].d),
+      static_cast<int16_t>(w[3].d), static_cast<int16_t>(w[4].d), static_cast<int16_t>(w[5].d),
+      static_cast<int16_t>(w[6].d), static_cast<int16_t>(w[7].d)));
 }
 
-// One weight row (nb blocks) against NT activation rows. xd[k] / xs[k]: token k's block scales
-// and sums (MatmulArgs::x_scales / x_sums).
-template <int NT, typename WB>
-HWY_INLINE void DotTile(const WB* HWY_RESTRICT w, const BlockQ8_0* const* x, const float* const* xd,
+// One block's operand in registers. Q8_0 (weights and activations): elements 0..15 and 16..31
+// as i16. Q4_0 weights: the nibbles as u8 (in both); activations for Q4_0: the i8 block.
+struct BlockRegs {
+  __m256i a, b;
+};
+HWY_INLINE BlockRegs LoadWeightRegs(const BlockQ8_0& w) {
+  return {_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs))),
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qs + 16)))};
+}
+HWY_INLINE BlockRegs LoadWeightRegs(const BlockQ4_0& w) {
+  const __m256i wq = LoadNibbles(w);
+  return {wq, wq};
+}
+// Token block x for weights of type WB (the tag).
+HWY_INLINE BlockRegs LoadActRegs(const BlockQ8_0* /*tag*/, const BlockQ8_0& x) {
+  return LoadWeightRegs(x);
+}
+HWY_INLINE BlockRegs LoadActRegs(const BlockQ4_0* /*tag*/, const BlockQ8_0& x) {
+  const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
+  return {xq, xq};
+}
+// <w, x> of one block as 8 i32 lanes whose sum is exact. Q4_0: sum(q x) - 8 sum(x) with q the
+// nibble, the offset spread as sum(x) off each of the 8 lanes (xsum: the block's sum(x)).
+HWY_INLINE __m256i TileDot(const BlockQ8_0* /*tag*/, const BlockRegs& w, const BlockRegs& x,
+                           const int32_t* /*xsum*/) {
+  return _mm256_add_epi32(_mm256_madd_epi16(w.a, x.a), _mm256_madd_epi16(w.b, x.b));
+}
+HWY_INLINE __m256i TileDot(const BlockQ4_0* /*tag*/, const BlockRegs& w, const BlockRegs& x,
+                           const int32_t* xsum) {
+  return _mm256_sub_epi32(DotU8I8(w.a, x.a), _mm256_set1_epi32(*xsum));
+}
+
+// RM weight rows (nb blocks each) against NT activation rows: every activation block load is
+// reused across the RM rows and every weight block across the NT tokens. w[i]: row i's blocks;
+// x[k], xd[k], xs[k]: token k's blocks, block scales and sums (MatmulArgs::x_scales / x_sums).
+// out[i * NT + k] = <row i, token k>.
+//
+// Batch invariance: each (row, token) pair owns one 8-lane f32 accumulator that takes the blocks
+// in order, acc = fma(f32(d_w) * d_x, f32(8-lane block dot), acc), and ends in HsumF32x8. Every
+// tile shape performs exactly this per pair, so a result depends neither on the tile nor on the
+// number of tokens in the call; the RM * NT independent accumulators give the FMA chains their
+// parallelism. The scale products are computed up front per chunk of blocks (one vector multiply
+// per 8 blocks) and read back by broadcast loads, keeping the multiply ports for the dots.
+template <int RM, int NT, typename WB>
+HWY_INLINE void DotTile(const WB* const* w, const BlockQ8_0* const* x, const float* const* xd,
                         const int32_t* const* xs, int64_t nb, float* out) {
-  // Two accumulator sets (even / odd blocks) so consecutive FMAs do not wait on each other.
-  __m256 acc0[NT], acc1[NT];
-  for (int k = 0; k < NT; ++k) acc0[k] = acc1[k] = _mm256_setzero_ps();
-  auto block = [&](int64_t b, __m256* acc) HWY_ATTR {
-    const __m256i wq = LoadWeightBlock(w[b]);
-    const __m256i wabs = AbsIfSigned(w[b], wq);
-    const __m256 dw = _mm256_set1_ps(F16ToF32(w[b].d));
-    for (int k = 0; k < NT; ++k) {
-      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[k][b].qs));
-      const __m256 dot = _mm256_cvtepi32_ps(BlockDot(w[b], wq, wabs, xq, xs[k] + b));
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_broadcast_ss(xd[k] + b)), dot, acc[k]);
+  __m256 acc[RM][NT];
+  for (int i = 0; i < RM; ++i)
+    for (int k = 0; k < NT; ++k) acc[i][k] = _mm256_setzero_ps();
+  alignas(32) float scale[RM][NT][kChunk];
+  for (int64_t c0 = 0; c0 < nb; c0 += kChunk) {
+    const int64_t n = nb - c0 < kChunk ? nb - c0 : kChunk;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      for (int i = 0; i < RM; ++i) {
+        const __m256 dw = LoadWeightScales8(w[i] + c0 + j);
+        for (int k = 0; k < NT; ++k)
+          _mm256_store_ps(&scale[i][k][j], _mm256_mul_ps(dw, _mm256_loadu_ps(xd[k] + c0 + j)));
+      }
     }
-  };
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    block(b, acc0);
-    block(b + 1, acc1);
+    for (; j < n; ++j)
+      for (int i = 0; i < RM; ++i)
+        for (int k = 0; k < NT; ++k) scale[i][k][j] = F16ToF32(w[i][c0 + j].d) * xd[k][c0 + j];
+    for (j = 0; j < n; ++j) {
+      const int64_t b = c0 + j;
+      // Weights stream from memory: fetch the same block 4 tiles (4 * RM rows) ahead (rows are
+      // nb blocks apart; a prefetch past the matrix is harmless).
+      for (int i = 0; i < RM; ++i) {
+        const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[i] + b) + 4 * RM * nb * sizeof(WB);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      }
+      BlockRegs wr[RM];
+      for (int i = 0; i < RM; ++i) wr[i] = LoadWeightRegs(w[i][b]);
+      for (int k = 0; k < NT; ++k) {
+        const BlockRegs xr = LoadActRegs(static_cast<const WB*>(nullptr), x[k][b]);
+        for (int i = 0; i < RM; ++i) {
+          const __m256 dot = _mm256_cvtepi32_ps(TileDot(w[i], wr[i], xr, xs[k] + b));
+          acc[i][k] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][k][j]), dot, acc[i][k]);
+        }
+      }
+    }
   }
-  if (b < nb) block(b, acc0);
-  for (int k = 0; k < NT; ++k) out[k] = HsumF32x8(_mm256_add_ps(acc0[k], acc1[k]));
+  for (int i = 0; i < RM; ++i)
+    for (int k = 0; k < NT; ++k) out[i * NT + k] = HsumF32x8(acc[i][k]);
+}
+
+// Rows [r, r + RM) against tokens [t, t + NT).
+template <int RM, int NT, typename WB>
+HWY_INLINE void RunTile(const MatmulArgs& a, int64_t r, int64_t t) {
+  const int64_t nb = a.cols / kQK8_0;
+  const auto* xbase = static_cast<const uint8_t*>(a.x);
+  const WB* w[RM];
+  for (int i = 0; i < RM; ++i)
+    w[i] = reinterpret_cast<const WB*>(a.w + static_cast<size_t>(r + i) * a.w_row_bytes);
+  const BlockQ8_0* x[NT];
+  const float* xd[NT];
+  const int32_t* xs[NT];
+  for (int k = 0; k < NT; ++k) {
+    x[k] = reinterpret_cast<const BlockQ8_0*>(xbase + static_cast<size_t>(t + k) * a.x_row_bytes);
+    xd[k] = a.x_scales + (t + k) * nb;
+    xs[k] = a.x_sums + (t + k) * nb;
+  }
+  float out[RM * NT];
+  DotTile<RM, NT>(w, x, xd, xs, nb, out);
+  for (int i = 0; i < RM; ++i)
+    for (int k = 0; k < NT; ++k) a.y[(t + k) * a.y_stride + r + i] = out[i * NT + k];
+}
+
+// Rows [r, r + 2 * RM2) against every token: 2 * RM2 rows x 4 tokens as RM2-row tiles, then the
+// 1..3 tokens left (one token: all rows in one tile, for enough independent accumulators).
+template <int RM2, typename WB>
+HWY_INLINE void RunRows(const MatmulArgs& a, int64_t r) {
+  int64_t t = 0;
+  for (; t + 4 <= a.num_tokens; t += 4) {
+    RunTile<RM2, 4, WB>(a, r, t);
+    RunTile<RM2, 4, WB>(a, r + RM2, t);
+  }
+  switch (a.num_tokens - t) {
+    case 3:
+      RunTile<RM2, 3, WB>(a, r, t);
+      RunTile<RM2, 3, WB>(a, r + RM2, t);
+      break;
+    case 2:
+      RunTile<RM2, 2, WB>(a, r, t);
+      RunTile<RM2, 2, WB>(a, r + RM2, t);
+      break;
+    case 1:
+      RunTile<2 * RM2, 1, WB>(a, r, t);
+      break;
+    default:
+      break;
+  }
 }
 
 template <typename WB>
 HWY_INLINE void MatmulRowsQ(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  const int64_t nb = a.cols / kQK8_0, nt = a.num_tokens;
-  const auto* xbase = static_cast<const uint8_t*>(a.x);
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const WB* w = reinterpret_cast<const WB*>(a.w + static_cast<size_t>(r) * a.w_row_bytes);
-    for (int64_t t = 0; t < nt; t += 4) {
-      const BlockQ8_0* xs[4];
-      const float* xd[4];
-      const int32_t* xsum[4];
-      const int64_t tile = nt - t < 4 ? nt - t : 4;
-      for (int64_t k = 0; k < tile; ++k) {
-        xs[k] =
-            reinterpret_cast<const BlockQ8_0*>(xbase + static_cast<size_t>(t + k) * a.x_row_bytes);
-        xd[k] = a.x_scales + (t + k) * nb;
-        xsum[k] = a.x_sums + (t + k) * nb;
-      }
-      float out[4];
-      switch (tile) {
-        case 4:
-          DotTile<4>(w, xs, xd, xsum, nb, out);
-          break;
-        case 3:
-          DotTile<3>(w, xs, xd, xsum, nb, out);
-          break;
-        case 2:
-          DotTile<2>(w, xs, xd, xsum, nb, out);
-          break;
-        default:
-          DotTile<1>(w, xs, xd, xsum, nb, out);
-          break;
-      }
-      for (int64_t k = 0; k < tile; ++k) a.y[(t + k) * a.y_stride + r] = out[k];
+  int64_t r = row_begin;
+  for (; r + 4 <= row_end; r += 4) RunRows<2, WB>(a, r);
+  for (; r < row_end; ++r) {  // up to 3 rows left: one row at a time
+    int64_t t = 0;
+    for (; t + 4 <= a.num_tokens; t += 4) RunTile<1, 4, WB>(a, r, t);
+    switch (a.num_tokens - t) {
+      case 3:
+        RunTile<1, 3, WB>(a, r, t);
+        break;
+      case 2:
+        RunTile<1, 2, WB>(a, r, t);
+        break;
+      case 1:
+        RunTile<1, 1, WB>(a, r, t);
+        break;
+      default:
+        break;
     }
   }
 }

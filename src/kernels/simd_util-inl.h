@@ -28,6 +28,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace hinge::kernels {
 namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;  // the same alias the including files declare
 
 // f16 bits -> f32, exact. F16C on AVX2+ (part of Highway's AVX2 target), bit tricks elsewhere.
 HWY_INLINE float F16ToF32(uint16_t h) {
@@ -35,6 +36,31 @@ HWY_INLINE float F16ToF32(uint16_t h) {
   return _cvtsh_ss(h);
 #else
   return f16_to_f32(h);
+#endif
+}
+
+// f16 bits (in u16 lanes) -> f32, exact for every input. F16C on AVX2+; elsewhere half.h's
+// f16_to_f32 in vector form, because Highway 1.0.3's emulated PromoteTo turns inf and NaN into
+// finite numbers.
+template <class D>
+HWY_INLINE hn::Vec<D> F16BitsToF32(D df, hn::Vec<hn::Rebind<uint16_t, D>> bits) {
+#if HINGE_SIMD_AVX2_PLUS
+  return hn::PromoteTo(df, hn::BitCast(hn::Rebind<hwy::float16_t, D>(), bits));
+#else
+  const hn::RebindToUnsigned<D> du;
+  const auto w = hn::ShiftLeft<16>(hn::PromoteTo(du, bits));
+  const auto sign = hn::And(w, hn::Set(du, 0x80000000u));
+  const auto two_w = hn::Add(w, w);
+  const auto normalized =
+      hn::Mul(hn::BitCast(df, hn::Add(hn::ShiftRight<4>(two_w), hn::Set(du, 0xE0u << 23))),
+              hn::BitCast(df, hn::Set(du, 0x7800000u)));
+  const auto denormalized =
+      hn::Sub(hn::BitCast(df, hn::Or(hn::ShiftRight<17>(two_w), hn::Set(du, 126u << 23))),
+              hn::Set(df, 0.5f));
+  const auto is_denormal = hn::Eq(hn::ShiftRight<27>(two_w), hn::Zero(du));  // two_w < 2^27
+  const auto magnitude = hn::IfThenElse(is_denormal, hn::BitCast(du, denormalized),
+                                        hn::BitCast(du, normalized));
+  return hn::BitCast(df, hn::Or(sign, magnitude));
 #endif
 }
 
