@@ -224,6 +224,7 @@ class EngineImpl final : public Engine {
     logit_rows_.clear();
     seqs_.clear();
     tables_.clear();
+    table_offsets_.clear();
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
       token_ids_.insert(token_ids_.end(), r.token_ids.begin(), r.token_ids.end());
@@ -233,7 +234,7 @@ class EngineImpl final : public Engine {
       seq.num_queries = r.num_new_tokens;
       seq.first_position = r.first_position;
       seq.num_blocks = static_cast<int32_t>(r.block_table.size());
-      seq.block_table = reinterpret_cast<const int32_t*>(tables_.size());  // offset, fixed below
+      table_offsets_.push_back(tables_.size());  // pointer set below, once tables_ is final
       for (kv::BlockId b : r.block_table) tables_.push_back(b.value);
       seqs_.push_back(seq);
       row += r.num_new_tokens;
@@ -245,8 +246,8 @@ class EngineImpl final : public Engine {
           prompt_tokens_computed_ += std::min(r.end_position(), prompt_end) - r.first_position;
       }
     }
-    for (auto& seq : seqs_)
-      seq.block_table = tables_.data() + reinterpret_cast<uintptr_t>(seq.block_table);
+    for (size_t i = 0; i < seqs_.size(); ++i)
+      seqs_[i].block_table = tables_.data() + table_offsets_[i];
     ForwardBatch b;
     b.token_ids = token_ids_;
     b.slot_mapping = slots_;
@@ -342,7 +343,8 @@ class EngineImpl final : public Engine {
   std::vector<int64_t> slots_;
   std::vector<int32_t> logit_rows_;
   std::vector<kernels::AttentionSeq> seqs_;
-  std::vector<int32_t> tables_;
+  std::vector<int32_t> tables_;          // every sequence's block table, concatenated
+  std::vector<size_t> table_offsets_;   // where sequence i's table starts in tables_
   std::vector<float> logits_;
   std::vector<float> row_;
   std::vector<sched::SampledToken> sampled_;
