@@ -1,0 +1,140 @@
+// EngineThread: many threads submitting to one engine thread get the same tokens as the engine
+// run directly; abort from another thread ends a stream; stop() finishes every open stream.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "engine/engine_thread.h"
+#include "model_test_util.h"
+
+namespace hinge {
+namespace {
+
+using testing::load_or_die;
+using testing::shared_path;
+
+EngineConfig config() {
+  EngineConfig c;
+  c.threads = 1;
+  c.k_dtype = c.v_dtype = KvDtype::kF32;
+  c.kv_memory_bytes = 32 << 20;
+  c.max_batched_tokens = 64;
+  return c;
+}
+
+GenerateRequest request(int i, int32_t max_new) {
+  GenerateRequest r;
+  std::mt19937_64 rng(100 + i);
+  r.prompt_token_ids = {1};
+  for (int k = 0; k < 5 + 7 * i % 40; ++k) r.prompt_token_ids.push_back(3 + rng() % 500);
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = 0;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+struct Stream {
+  std::mutex mu;
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  int finals = 0;
+};
+
+TEST(EngineThread, ConcurrentSubmittersGetTheDirectEngineTokens) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  constexpr int kRequests = 12;
+  // Reference: each request alone through the contiguous path.
+  std::vector<std::vector<int32_t>> expect;
+  for (int i = 0; i < kRequests; ++i) {
+    const auto r = request(i, 10 + i);
+    expect.push_back(testing::greedy(*m, r.prompt_token_ids, r.max_new_tokens));
+  }
+  auto engine = Engine::create(*m, nullptr, config());
+  ASSERT_TRUE(engine.ok());
+  EngineThread et(std::move(engine).value());
+  std::vector<Stream> streams(kRequests);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&, i] {
+      auto id = et.submit(request(i, 10 + i), [&s = streams[i]](const RequestDelta& d) {
+        std::lock_guard lock(s.mu);
+        s.tokens.insert(s.tokens.end(), d.token_ids.begin(), d.token_ids.end());
+        if (d.finished()) {
+          s.reason = d.finish_reason;
+          ++s.finals;
+        }
+      });
+      EXPECT_TRUE(id.ok());
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int guard = 0; et.num_active() > 0 && guard < 2000; ++guard)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(et.num_active(), 0);
+  for (int i = 0; i < kRequests; ++i) {
+    std::lock_guard lock(streams[i].mu);
+    EXPECT_EQ(streams[i].tokens, expect[i]) << "request " << i;
+    EXPECT_EQ(streams[i].reason, FinishReason::kLength);
+    EXPECT_EQ(streams[i].finals, 1);
+  }
+  const EngineStats s = et.stats();
+  EXPECT_EQ(s.running, 0);
+  EXPECT_GT(s.steps, 0);
+}
+
+TEST(EngineThread, RejectsBadRequestsAbortsAndStops) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  auto engine = Engine::create(*m, nullptr, config());
+  ASSERT_TRUE(engine.ok());
+  EngineThread et(std::move(engine).value());
+  auto sink = [](const RequestDelta&) {};
+  EXPECT_FALSE(et.submit(request(0, 0), sink).ok());  // max_new_tokens 0
+  EXPECT_FALSE(et.submit(request(0, 4), nullptr).ok());
+
+  Stream a, b;
+  auto collect = [](Stream& s) {
+    return [&s](const RequestDelta& d) {
+      std::lock_guard lock(s.mu);
+      s.tokens.insert(s.tokens.end(), d.token_ids.begin(), d.token_ids.end());
+      if (d.finished()) {
+        s.reason = d.finish_reason;
+        ++s.finals;
+      }
+    };
+  };
+  auto ida = et.submit(request(1, 1500), collect(a));
+  ASSERT_TRUE(ida.ok());
+  et.abort(*ida);
+  auto idb = et.submit(request(2, 1500), collect(b));
+  ASSERT_TRUE(idb.ok());
+  for (int guard = 0; guard < 2000; ++guard) {
+    {
+      std::lock_guard lock(a.mu);
+      if (a.finals) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard lock(a.mu);
+    EXPECT_EQ(a.reason, FinishReason::kAborted);
+    EXPECT_LT(a.tokens.size(), 1500u);
+  }
+  et.stop();  // b is still running: it gets a final aborted delta
+  {
+    std::lock_guard lock(b.mu);
+    EXPECT_EQ(b.finals, 1);
+    EXPECT_EQ(b.reason, FinishReason::kAborted);
+  }
+  EXPECT_FALSE(et.submit(request(3, 4), sink).ok());
+  et.stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace hinge
