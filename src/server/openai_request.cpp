@@ -1,0 +1,615 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+namespace hinge::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using OptError = std::optional<ApiError>;
+
+#define HINGE_RETURN_IF_API_ERROR(expr)                                      \
+  do {                                                                       \
+    if (OptError _hinge_api_err = (expr)) return *std::move(_hinge_api_err); \
+  } while (0)
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+const char* type_of(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "an object";
+    case Json::value_t::array:
+      return "an array";
+    case Json::value_t::string:
+      return "a string";
+    case Json::value_t::boolean:
+      return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+      return "an integer";
+    case Json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unsupported value";
+  }
+}
+
+ApiError type_error(const std::string& param, std::string_view expected, const Json& got) {
+  return ApiError::invalid_request(
+      param, fmt::format("Invalid type for '{}': expected {}, but got {}.", param, expected,
+                         type_of(got)));
+}
+
+// `got` is a number here: its dump is digits, sign, '.', 'e' only.
+ApiError range_error(const std::string& param, std::string_view expected, const Json& got) {
+  return ApiError::invalid_request(
+      param,
+      fmt::format("Invalid value for '{}': expected {}, but got {}.", param, expected, got.dump()));
+}
+
+ApiError value_error(const std::string& param, std::string_view what) {
+  return ApiError::invalid_request(param, fmt::format("Invalid value for '{}': {}", param, what));
+}
+
+OptError check_utf8(const std::string& param, const std::string& s) {
+  if (is_valid_utf8(s)) return std::nullopt;
+  return value_error(param, "the string is not valid UTF-8.");
+}
+
+// The member `key` of `obj`, or null when absent or JSON null ("not given").
+const Json* field(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// A whole number: a JSON integer or a float with an integral value, within [lo, hi]
+// (|lo|, |hi| <= 2^53 so that the double comparisons are exact).
+OptError to_int(const Json& v, const std::string& param, int64_t lo, int64_t hi, int64_t* out,
+                std::string_view range_text = {}) {
+  const std::string range =
+      range_text.empty() ? fmt::format("an integer in [{}, {}]", lo, hi) : std::string(range_text);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    // nlohmann stores every non-negative integer as unsigned: check both bounds.
+    if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
+      return range_error(param, range, v);
+    *out = static_cast<int64_t>(u);
+    return std::nullopt;
+  }
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) return range_error(param, range, v);
+    *out = i;
+    return std::nullopt;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) return type_error(param, "an integer", v);
+    if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+      return range_error(param, range, v);
+    *out = static_cast<int64_t>(d);
+    return std::nullopt;
+  }
+  return type_error(param, "an integer", v);
+}
+
+struct Range {
+  double lo, hi;
+  bool lo_open, hi_open;
+  std::string text() const {
+    return fmt::format("a number in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+  }
+  bool contains(double x) const {
+    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  }
+};
+
+OptError get_float(const Json& obj, const char* key, Range range, float* out) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) return type_error(key, "a number", *v);
+  const double d = v->get<double>();
+  if (!std::isfinite(d) || !range.contains(d)) return range_error(key, range.text(), *v);
+  const float f = static_cast<float>(d);  // in range: the conversion is defined
+  if (!range.contains(f)) return range_error(key, range.text(), *v);  // e.g. 1e-50 -> 0
+  *out = f;
+  return std::nullopt;
+}
+
+OptError get_bool(const Json& obj, const char* key, bool* out) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) return type_error(key, "a boolean", *v);
+  *out = v->get<bool>();
+  return std::nullopt;
+}
+
+OptError get_string(const Json& obj, const char* key, std::string* out,
+                    const std::string& param = {}) {
+  const Json* v = field(obj, key);
+  if (!v) return std::nullopt;
+  const std::string& name = param.empty() ? std::string(key) : param;
+  if (!v->is_string()) return type_error(name, "a string", *v);
+  HINGE_RETURN_IF_API_ERROR(check_utf8(name, v->get_ref<const std::string&>()));
+  *out = v->get<std::string>();
+  return std::nullopt;
+}
+
+// Rejects bodies whose tree would be pathological before nlohmann builds it: nesting deeper
+// than kMaxJsonDepth (recursive copies and destructors) and objects with more than
+// kMaxObjectMembers members (ordered_json inserts in linear time). Syntax is not checked here.
+OptError check_structure(std::string_view body) {
+  struct Level {
+    bool object;
+    int commas;
+  };
+  Level stack[kMaxJsonDepth];
+  int depth = 0;
+  bool in_string = false, escape = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (escape) {
+        escape = false;
+      } else if (c == '\\') {
+        escape = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '{':
+      case '[':
+        if (depth == kMaxJsonDepth)
+          return ApiError::invalid_request(
+              "", fmt::format("Invalid JSON in request body at byte {}: nesting deeper than {}.", i,
+                              kMaxJsonDepth));
+        stack[depth++] = Level{c == '{', 0};
+        break;
+      case '}':
+      case ']':
+        if (depth > 0) --depth;
+        break;
+      case ',':
+        if (depth > 0 && stack[depth - 1].object && ++stack[depth - 1].commas >= kMaxObjectMembers)
+          return ApiError::invalid_request(
+              "", fmt::format("Invalid JSON in request body at byte {}: an object with more "
+                              "than {} members.",
+                              i, kMaxObjectMembers));
+        break;
+      default:
+        break;
+    }
+  }
+  return std::nullopt;
+}
+
+// nlohmann's message without its "[json.exception...] " prefix and without the "last read"
+// excerpt (request text, maybe invalid UTF-8, never echoed back).
+std::string parse_error_reason(const char* what) {
+  std::string s(what);
+  if (auto p = s.find("] "); p != std::string::npos && s.rfind("[json.exception", 0) == 0)
+    s.erase(0, p + 2);
+  if (s.rfind("parse error at line", 0) == 0)  // "... line L, column C: " (the byte says it)
+    if (auto p = s.find(": "); p != std::string::npos) s.erase(0, p + 2);
+  if (auto p = s.find("; last read"); p != std::string::npos) s.erase(p);
+  return s;
+}
+
+ApiResult<Json> parse_body(std::string_view body) {
+  HINGE_RETURN_IF_API_ERROR(check_structure(body));
+  Json j;
+  try {
+    j = Json::parse(body.begin(), body.end());
+  } catch (const Json::parse_error& e) {
+    return ApiError::invalid_request(
+        "", fmt::format("Invalid JSON in request body at byte {}: {}",
+                        e.byte > 0 ? e.byte - 1 : 0,  // nlohmann counts from 1
+                        parse_error_reason(e.what())));
+  } catch (const Json::exception&) {  // out_of_range.406: a number beyond double's range
+    return ApiError::invalid_request("", "Invalid JSON in request body: a number is out of range.");
+  }
+  if (!j.is_object())
+    return ApiError::invalid_request(
+        "", fmt::format("The request body must be a JSON object, but got {}.", type_of(j)));
+  return j;
+}
+
+SamplingParams openai_default_sampling() {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repetition_penalty = 1.0f;
+  p.presence_penalty = 0.0f;
+  p.frequency_penalty = 0.0f;
+  p.penalty_last_n = -1;
+  return p;
+}
+
+OptError parse_stop(const Json& body, std::vector<std::string>* out) {
+  const Json* v = field(body, "stop");
+  if (!v) return std::nullopt;
+  auto one = [&](const Json& s, const std::string& param) -> OptError {
+    if (!s.is_string()) return type_error(param, "a string", s);
+    const auto& str = s.get_ref<const std::string&>();
+    if (str.empty()) return value_error(param, "stop strings must not be empty.");
+    if (str.size() > kMaxStopBytes)
+      return value_error(param,
+                         fmt::format("stop strings must be at most {} bytes.", kMaxStopBytes));
+    HINGE_RETURN_IF_API_ERROR(check_utf8(param, str));
+    out->push_back(str);
+    return std::nullopt;
+  };
+  if (v->is_string()) return one(*v, "stop");
+  if (!v->is_array()) return type_error("stop", "a string or an array of strings", *v);
+  if (v->size() > static_cast<size_t>(kMaxStopStrings))
+    return value_error("stop", fmt::format("expected at most {} stop strings, but got {}.",
+                                           kMaxStopStrings, v->size()));
+  for (size_t i = 0; i < v->size(); ++i)
+    HINGE_RETURN_IF_API_ERROR(one((*v)[i], fmt::format("stop[{}]", i)));
+  return std::nullopt;
+}
+
+OptError parse_seed(const Json& body, std::optional<uint64_t>* out) {
+  const Json* v = field(body, "seed");
+  if (!v) return std::nullopt;
+  constexpr std::string_view kRange = "an integer in [-9223372036854775808, 18446744073709551615]";
+  if (v->is_number_unsigned()) {
+    *out = v->get<uint64_t>();
+  } else if (v->is_number_integer()) {
+    *out = static_cast<uint64_t>(v->get<int64_t>());
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) return type_error("seed", "an integer", *v);
+    if (d < -0x1p63 || d >= 0x1p64) return range_error("seed", kRange, *v);
+    *out = d < 0 ? static_cast<uint64_t>(static_cast<int64_t>(d)) : static_cast<uint64_t>(d);
+  } else {
+    return type_error("seed", "an integer", *v);
+  }
+  return std::nullopt;
+}
+
+OptError parse_token_ids(const Json& arr, const std::string& param, std::vector<int32_t>* out) {
+  out->clear();
+  out->reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    int64_t id = 0;
+    HINGE_RETURN_IF_API_ERROR(to_int(arr[i], fmt::format("{}[{}]", param, i), 0, kInt32Max, &id,
+                                     "a token id (an integer >= 0)"));
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+OptError parse_prompt(const Json& body, OpenAiRequest* r) {
+  constexpr std::string_view kExpected =
+      "a string, an array of token ids, or an array with exactly one string";
+  const Json* v = field(body, "prompt");
+  if (!v) return ApiError::invalid_request("prompt", "'prompt' is required.");
+  const Json* text = nullptr;
+  if (v->is_string()) {
+    text = v;
+  } else if (v->is_array()) {
+    if (v->empty()) return value_error("prompt", "the prompt must not be empty.");
+    const Json& first = (*v)[0];
+    if (first.is_string() || first.is_array()) {
+      if (v->size() != 1)
+        return value_error(
+            "prompt", fmt::format("batched prompts are not supported; expected {}.", kExpected));
+      if (first.is_string()) {
+        text = &first;
+      } else {  // [[ids...]]: one token-id prompt
+        if (first.empty()) return value_error("prompt[0]", "the prompt must not be empty.");
+        r->prompt_is_tokens = true;
+        return parse_token_ids(first, "prompt[0]", &r->prompt_token_ids);
+      }
+    } else {
+      r->prompt_is_tokens = true;
+      return parse_token_ids(*v, "prompt", &r->prompt_token_ids);
+    }
+  } else {
+    return type_error("prompt", kExpected, *v);
+  }
+  const auto& s = text->get_ref<const std::string&>();
+  if (s.empty()) return value_error("prompt", "the prompt must not be empty.");
+  HINGE_RETURN_IF_API_ERROR(check_utf8("prompt", s));
+  r->prompt_text = s;
+  return std::nullopt;
+}
+
+bool valid_role(const std::string& role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
+         role == "developer";
+}
+
+// Validates one message in place and joins text content parts into one string.
+OptError normalize_message(Json& m, size_t index) {
+  const std::string p = fmt::format("messages[{}]", index);
+  if (!m.is_object()) return type_error(p, "a message object", m);
+  const Json* role_v = field(m, "role");
+  if (!role_v)
+    return ApiError::invalid_request(p + ".role", fmt::format("'{}.role' is required.", p));
+  if (!role_v->is_string()) return type_error(p + ".role", "a string", *role_v);
+  const std::string role = role_v->get<std::string>();
+  if (!valid_role(role))
+    return value_error(p + ".role",
+                       "expected one of 'system', 'user', 'assistant', 'tool', 'developer'.");
+  std::string name;
+  HINGE_RETURN_IF_API_ERROR(get_string(m, "name", &name, p + ".name"));
+  if (const Json* id = field(m, "tool_call_id")) {
+    if (!id->is_string()) return type_error(p + ".tool_call_id", "a string", *id);
+  }
+  bool has_tool_calls = false;
+  if (const Json* calls = field(m, "tool_calls")) {
+    if (!calls->is_array()) return type_error(p + ".tool_calls", "an array", *calls);
+    if (role != "assistant")
+      return value_error(p + ".tool_calls", "only assistant messages may have tool_calls.");
+    has_tool_calls = !calls->empty();
+  }
+  const std::string cp = p + ".content";
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null()) {
+    if (role == "assistant" && has_tool_calls) {
+      m["content"] = nullptr;
+      return std::nullopt;
+    }
+    return ApiError::invalid_request(
+        cp, fmt::format("'{}' is required: a string or an array of text parts (null only for "
+                        "an assistant message with tool_calls).",
+                        cp));
+  }
+  Json& content = *it;
+  if (content.is_string()) return check_utf8(cp, content.get_ref<const std::string&>());
+  if (!content.is_array()) return type_error(cp, "a string or an array of text parts", content);
+  if (content.empty()) return value_error(cp, "the array of content parts must not be empty.");
+  std::string joined;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string pp = fmt::format("{}[{}]", cp, i);
+    if (!part.is_object()) return type_error(pp, "a content part object", part);
+    const Json* type = field(part, "type");
+    if (!type || !type->is_string() || type->get_ref<const std::string&>() != "text")
+      return value_error(pp + ".type", "only content parts of type 'text' are supported.");
+    const Json* text = field(part, "text");
+    if (!text)
+      return ApiError::invalid_request(pp + ".text", fmt::format("'{}.text' is required.", pp));
+    if (!text->is_string()) return type_error(pp + ".text", "a string", *text);
+    HINGE_RETURN_IF_API_ERROR(check_utf8(pp + ".text", text->get_ref<const std::string&>()));
+    if (i > 0) joined += '\n';
+    joined += text->get_ref<const std::string&>();
+  }
+  content = std::move(joined);
+  return std::nullopt;
+}
+
+OptError parse_messages(Json& body, OpenAiRequest* r) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null())
+    return ApiError::invalid_request("messages", "'messages' is required.");
+  if (!it->is_array()) return type_error("messages", "an array of message objects", *it);
+  if (it->empty()) return value_error("messages", "expected a non-empty array of messages.");
+  for (size_t i = 0; i < it->size(); ++i) HINGE_RETURN_IF_API_ERROR(normalize_message((*it)[i], i));
+  r->messages = std::move(*it);
+  return std::nullopt;
+}
+
+OptError parse_tools(Json& body, OpenAiRequest* r) {
+  if (auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) return type_error("tools", "an array of tool objects", *it);
+    for (size_t i = 0; i < it->size(); ++i)
+      if (!(*it)[i].is_object())
+        return type_error(fmt::format("tools[{}]", i), "a tool object", (*it)[i]);
+    r->tools = std::move(*it);
+  }
+  if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
+    if (!it->is_string() && !it->is_object())
+      return type_error("tool_choice", "a string or an object", *it);
+    r->tool_choice = std::move(*it);
+  }
+  return std::nullopt;
+}
+
+OptError parse_max_tokens(const Json& body, OpenAiRequest* r) {
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins
+    if (const Json* v = field(body, key)) {
+      int64_t n = 0;
+      HINGE_RETURN_IF_API_ERROR(to_int(*v, key, 1, kInt32Max, &n));
+      r->max_tokens = static_cast<int32_t>(n);
+    }
+  }
+  return std::nullopt;
+}
+
+OptError parse_logprobs(const Json& body, OpenAiRequest* r) {
+  if (r->endpoint == Endpoint::kCompletions) {
+    if (const Json* v = field(body, "logprobs")) {
+      int64_t k = 0;
+      HINGE_RETURN_IF_API_ERROR(to_int(*v, "logprobs", 0, kMaxTopLogprobs, &k));
+      r->logprobs = true;
+      r->top_logprobs = static_cast<int32_t>(k);
+    }
+    return std::nullopt;
+  }
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "logprobs", &r->logprobs));
+  if (const Json* v = field(body, "top_logprobs")) {
+    int64_t k = 0;
+    HINGE_RETURN_IF_API_ERROR(to_int(*v, "top_logprobs", 0, kMaxTopLogprobs, &k));
+    if (k > 0 && !r->logprobs)
+      return value_error("top_logprobs", "'logprobs' must be true when 'top_logprobs' is used.");
+    r->top_logprobs = static_cast<int32_t>(k);
+  }
+  return std::nullopt;
+}
+
+OptError parse_sampling(const Json& body, OpenAiRequest* r) {
+  SamplingParams& s = r->sampling;
+  HINGE_RETURN_IF_API_ERROR(get_float(body, "temperature", {0, 2, false, false}, &s.temperature));
+  HINGE_RETURN_IF_API_ERROR(get_float(body, "top_p", {0, 1, true, false}, &s.top_p));
+  HINGE_RETURN_IF_API_ERROR(get_float(body, "min_p", {0, 1, false, false}, &s.min_p));
+  HINGE_RETURN_IF_API_ERROR(
+      get_float(body, "presence_penalty", {-2, 2, false, false}, &s.presence_penalty));
+  HINGE_RETURN_IF_API_ERROR(
+      get_float(body, "frequency_penalty", {-2, 2, false, false}, &s.frequency_penalty));
+  HINGE_RETURN_IF_API_ERROR(
+      get_float(body, "repetition_penalty", {0, 10, true, false}, &s.repetition_penalty));
+  if (const Json* v = field(body, "top_k")) {
+    int64_t k = 0;
+    HINGE_RETURN_IF_API_ERROR(
+        to_int(*v, "top_k", -1, kInt32Max, &k, "an integer >= -1 (-1 or 0: disabled)"));
+    s.top_k = k <= 0 ? 0 : static_cast<int32_t>(k);
+  }
+  HINGE_RETURN_IF_API_ERROR(parse_stop(body, &s.stop));
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "ignore_eos", &s.ignore_eos));
+  HINGE_RETURN_IF_API_ERROR(parse_seed(body, &r->seed));
+  return std::nullopt;
+}
+
+OptError parse_stream(const Json& body, OpenAiRequest* r) {
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "stream", &r->stream));
+  if (const Json* opts = field(body, "stream_options")) {
+    if (!opts->is_object()) return type_error("stream_options", "an object", *opts);
+    if (!r->stream)
+      return value_error("stream_options",
+                         "'stream_options' is only allowed when 'stream' is true.");
+    if (const Json* inc = field(*opts, "include_usage")) {
+      if (!inc->is_boolean()) return type_error("stream_options.include_usage", "a boolean", *inc);
+      r->include_usage = inc->get<bool>();
+    }
+  }
+  return std::nullopt;
+}
+
+OptError parse_priority(const Json& body, OpenAiRequest* r) {
+  const Json* v = field(body, "priority");
+  if (!v) return std::nullopt;
+  if (!v->is_string()) return type_error("priority", "a string ('interactive' or 'batch')", *v);
+  const auto& s = v->get_ref<const std::string&>();
+  if (s == "interactive") {
+    r->priority = sched::Priority::kInteractive;
+  } else if (s == "batch") {
+    r->priority = sched::Priority::kBatch;
+  } else {
+    return value_error("priority", "expected 'interactive' or 'batch'.");
+  }
+  return std::nullopt;
+}
+
+ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint) {
+  ApiResult<Json> parsed = parse_body(text);
+  if (!parsed.ok()) return parsed.error();
+  Json& body = *parsed;
+  OpenAiRequest r;
+  r.endpoint = endpoint;
+  r.sampling = openai_default_sampling();
+  HINGE_RETURN_IF_API_ERROR(get_string(body, "model", &r.model));
+  if (endpoint == Endpoint::kChatCompletions) {
+    HINGE_RETURN_IF_API_ERROR(parse_messages(body, &r));
+    HINGE_RETURN_IF_API_ERROR(parse_tools(body, &r));
+  } else {
+    HINGE_RETURN_IF_API_ERROR(parse_prompt(body, &r));
+  }
+  HINGE_RETURN_IF_API_ERROR(parse_max_tokens(body, &r));
+  HINGE_RETURN_IF_API_ERROR(parse_sampling(body, &r));
+  if (const Json* v = field(body, "n")) {
+    int64_t n = 0;
+    HINGE_RETURN_IF_API_ERROR(to_int(*v, "n", 1, kMaxN, &n));
+    r.n = static_cast<int32_t>(n);
+  }
+  HINGE_RETURN_IF_API_ERROR(parse_logprobs(body, &r));
+  HINGE_RETURN_IF_API_ERROR(parse_stream(body, &r));
+  HINGE_RETURN_IF_API_ERROR(get_string(body, "user", &r.user));
+  HINGE_RETURN_IF_API_ERROR(parse_priority(body, &r));
+  // The checks above are stricter than SamplingParams', so this only catches a mapping bug.
+  if (Status st = r.sampling.validate(); !st.ok())
+    return ApiError::invalid_request("", st.message());
+  return r;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // no overlongs
+      if (c == 0xED) hi = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // no overlongs
+      if (c == 0xF4) hi = 0x8F;  // <= U+10FFFF
+    } else {
+      return false;
+    }
+    if (n - i < len) return false;
+    if (p[i + 1] < lo || p[i + 1] > hi) return false;
+    for (size_t k = 2; k < len; ++k)
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+    i += len;
+  }
+  return true;
+}
+
+ApiResult<OpenAiRequest> parse_chat_request(std::string_view body) {
+  return parse_generate(body, Endpoint::kChatCompletions);
+}
+
+ApiResult<OpenAiRequest> parse_completion_request(std::string_view body) {
+  return parse_generate(body, Endpoint::kCompletions);
+}
+
+ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view text) {
+  ApiResult<Json> parsed = parse_body(text);
+  if (!parsed.ok()) return parsed.error();
+  const Json& body = *parsed;
+  TokenizeRequest r;
+  const char* key = field(body, "content") ? "content" : "prompt";
+  const Json* v = field(body, key);
+  if (!v) return ApiError::invalid_request("content", "'content' (or 'prompt') is required.");
+  if (!v->is_string()) return type_error(key, "a string", *v);
+  HINGE_RETURN_IF_API_ERROR(check_utf8(key, v->get_ref<const std::string&>()));
+  r.text = v->get<std::string>();
+  r.add_special = std::string_view(key) == "prompt";  // vLLM's default; llama-server's: false
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "add_special_tokens", &r.add_special));
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "add_special", &r.add_special));
+  return r;
+}
+
+ApiResult<DetokenizeRequest> parse_detokenize_request(std::string_view text) {
+  ApiResult<Json> parsed = parse_body(text);
+  if (!parsed.ok()) return parsed.error();
+  const Json& body = *parsed;
+  const Json* v = field(body, "tokens");
+  if (!v) return ApiError::invalid_request("tokens", "'tokens' is required.");
+  if (!v->is_array()) return type_error("tokens", "an array of token ids", *v);
+  DetokenizeRequest r;
+  HINGE_RETURN_IF_API_ERROR(parse_token_ids(*v, "tokens", &r.tokens));
+  return r;
+}
+
+}  // namespace hinge::server

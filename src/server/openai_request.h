@@ -1,0 +1,102 @@
+// Parsing and validation of OpenAI-compatible request bodies (pure functions, no I/O):
+//   POST /v1/chat/completions  parse_chat_request
+//   POST /v1/completions       parse_completion_request
+//   POST /tokenize             parse_tokenize_request    {"content"|"prompt": str, "add_special"}
+//   POST /detokenize           parse_detokenize_request  {"tokens": [ids]}
+//
+// Contract:
+// - The body must be a JSON object; malformed JSON is a 400 naming the byte offset. Nesting
+//   deeper than kMaxJsonDepth or an object with more than kMaxObjectMembers members is a 400
+//   before any tree is built (bounds parse time and recursion on hostile bodies).
+// - Every error is an ApiError (400, invalid_request_error) whose `param` is the offending
+//   field ("messages[1].role", "stop[2]") and whose message states the expected type or range.
+// - Unknown fields are ignored, as OpenAI-compatible servers do. `null` means "not given" for
+//   every optional field.
+// - Integers: JSON integers, or numbers with an integral value (2.0); anything out of the
+//   field's range (1e308 included) is a range error, never a wrap or UB.
+// - Strings are checked to be valid UTF-8 (the JSON parser checks too; this is defense in depth).
+// - Sampling defaults are OpenAI's, not hinge's CLI defaults: temperature 1, top_p 1, top_k off,
+//   min_p off, penalties 0 / repetition 1, penalty window -1 (all tokens, OpenAI's "so far").
+//   `seed` absent leaves OpenAiRequest::seed empty: the caller picks a random one and sets
+//   sampling.seed. `max_tokens` absent stays empty: the caller applies its default (OpenAI's
+//   legacy completions default is 16; chat: up to the context).
+// - Not checked here (the caller's job): the model name, token ids against the vocabulary, the
+//   prompt + max_tokens against the context, whether logprobs / tools are supported.
+//
+// Thread-safety: pure functions over their arguments.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampling_params.h"
+#include "sched/request.h"
+#include "server/api_error.h"
+
+namespace hinge::server {
+
+inline constexpr int kMaxJsonDepth = 128;
+inline constexpr int kMaxObjectMembers = 4096;
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopBytes = 1024;
+inline constexpr int kMaxN = 16;
+inline constexpr int kMaxTopLogprobs = 20;
+
+enum class Endpoint : uint8_t { kChatCompletions, kCompletions };
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  std::string model;  // empty when absent
+
+  // Chat: the messages for the chat template, key order kept. Text content-part arrays are
+  // joined into one string ("\n" between parts, as vLLM does); null content (assistant with
+  // tool_calls) stays null; every other key is passed through as given.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;        // null when absent, else the array as given
+  nlohmann::ordered_json tool_choice;  // null when absent, else a string or an object
+
+  // Completions: the prompt as text (non-empty) or as token ids (non-empty, each >= 0).
+  bool prompt_is_tokens = false;
+  std::string prompt_text;
+  std::vector<int32_t> prompt_token_ids;
+
+  std::optional<int32_t> max_tokens;  // max_completion_tokens, else max_tokens; >= 1
+  SamplingParams sampling;            // OpenAI defaults (see above); seed: see `seed`
+  std::optional<uint64_t> seed;       // absent: random (the caller's choice)
+  int32_t n = 1;                      // [1, kMaxN]
+
+  // Chat: logprobs (bool) + top_logprobs. Completions: logprobs = k sets logprobs = true and
+  // top_logprobs = k.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;  // [0, kMaxTopLogprobs]
+
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage (needs stream)
+  std::string user;
+  sched::Priority priority = sched::Priority::kInteractive;  // "interactive" | "batch"
+};
+
+struct TokenizeRequest {
+  std::string text;
+  // "add_special" (llama-server) or "add_special_tokens" (vLLM); default: false with
+  // "content" (llama-server's default), true with "prompt" (vLLM's default).
+  bool add_special = false;
+};
+
+struct DetokenizeRequest {
+  std::vector<int32_t> tokens;  // may be empty; each >= 0
+};
+
+ApiResult<OpenAiRequest> parse_chat_request(std::string_view body);
+ApiResult<OpenAiRequest> parse_completion_request(std::string_view body);
+ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body);
+ApiResult<DetokenizeRequest> parse_detokenize_request(std::string_view body);
+
+// True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
+bool is_valid_utf8(std::string_view s);
+
+}  // namespace hinge::server

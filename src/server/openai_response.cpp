@@ -1,0 +1,183 @@
+#include "server/openai_response.h"
+
+#include <utility>
+
+namespace hinge::server {
+namespace {
+
+constexpr const char* kObjectChat = "chat.completion";
+constexpr const char* kObjectChatChunk = "chat.completion.chunk";
+constexpr const char* kObjectText = "text_completion";
+
+OJson head(const ResponseHeader& h, const char* object) {
+  OJson j = OJson::object();
+  j["id"] = h.id;
+  j["object"] = object;
+  j["created"] = h.created;
+  j["model"] = h.model;
+  return j;
+}
+
+OJson chat_chunk(const ResponseHeader& h, int32_t index, OJson delta, FinishReason reason) {
+  OJson choice = OJson::object();
+  choice["index"] = index;
+  choice["delta"] = std::move(delta);
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = finish_reason_json(reason);
+  OJson j = head(h, kObjectChatChunk);
+  j["choices"] = OJson::array({std::move(choice)});
+  if (h.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+}  // namespace
+
+OJson finish_reason_json(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAborted:
+      return "abort";
+    case FinishReason::kNone:
+      break;
+  }
+  return nullptr;
+}
+
+RequestUsage total_usage(std::span<const RequestUsage> samples) {
+  RequestUsage total;
+  if (samples.empty()) return total;
+  total.prompt_tokens = samples[0].prompt_tokens;
+  total.cached_tokens = samples[0].cached_tokens;
+  for (const RequestUsage& u : samples) total.completion_tokens += u.completion_tokens;
+  return total;
+}
+
+OJson usage_json(const RequestUsage& usage) {
+  OJson j = OJson::object();
+  j["prompt_tokens"] = usage.prompt_tokens;
+  j["completion_tokens"] = usage.completion_tokens;
+  j["total_tokens"] = static_cast<int64_t>(usage.prompt_tokens) + usage.completion_tokens;
+  j["prompt_tokens_details"] = OJson{{"cached_tokens", usage.cached_tokens}};
+  return j;
+}
+
+OJson chat_completion_response(const ResponseHeader& h, std::span<const ChoiceOutput> choices,
+                               const RequestUsage& usage) {
+  OJson arr = OJson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    OJson message = OJson::object();
+    message["role"] = "assistant";
+    message["content"] = choices[i].text;
+    message["refusal"] = nullptr;
+    OJson c = OJson::object();
+    c["index"] = i;
+    c["message"] = std::move(message);
+    c["logprobs"] = nullptr;
+    c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
+    arr.push_back(std::move(c));
+  }
+  OJson j = head(h, kObjectChat);
+  j["choices"] = std::move(arr);
+  j["usage"] = usage_json(usage);
+  return j;
+}
+
+OJson completion_response(const ResponseHeader& h, std::span<const ChoiceOutput> choices,
+                          const RequestUsage& usage) {
+  OJson arr = OJson::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    OJson c = OJson::object();
+    c["text"] = choices[i].text;
+    c["index"] = i;
+    c["logprobs"] = nullptr;
+    c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
+    arr.push_back(std::move(c));
+  }
+  OJson j = head(h, kObjectText);
+  j["choices"] = std::move(arr);
+  j["usage"] = usage_json(usage);
+  return j;
+}
+
+OJson chat_chunk_role(const ResponseHeader& h, int32_t index) {
+  OJson delta = OJson::object();
+  delta["role"] = "assistant";
+  delta["content"] = "";
+  return chat_chunk(h, index, std::move(delta), FinishReason::kNone);
+}
+
+OJson chat_chunk_content(const ResponseHeader& h, int32_t index, std::string_view text) {
+  OJson delta = OJson::object();
+  delta["content"] = std::string(text);
+  return chat_chunk(h, index, std::move(delta), FinishReason::kNone);
+}
+
+OJson chat_chunk_finish(const ResponseHeader& h, int32_t index, FinishReason reason) {
+  return chat_chunk(h, index, OJson::object(), reason);
+}
+
+OJson completion_chunk(const ResponseHeader& h, int32_t index, std::string_view text,
+                       FinishReason reason) {
+  OJson c = OJson::object();
+  c["text"] = std::string(text);
+  c["index"] = index;
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = finish_reason_json(reason);
+  OJson j = head(h, kObjectText);
+  j["choices"] = OJson::array({std::move(c)});
+  if (h.include_usage) j["usage"] = nullptr;
+  return j;
+}
+
+OJson usage_chunk(const ResponseHeader& h, Endpoint endpoint, const RequestUsage& usage) {
+  OJson j = head(h, endpoint == Endpoint::kChatCompletions ? kObjectChatChunk : kObjectText);
+  j["choices"] = OJson::array();
+  j["usage"] = usage_json(usage);
+  return j;
+}
+
+void append_delta_events(const ResponseHeader& h, Endpoint endpoint, const RequestDelta& delta,
+                         bool first_for_choice, std::string* out) {
+  if (endpoint == Endpoint::kCompletions) {
+    if (!delta.text.empty() || delta.finished())
+      *out += sse_event(completion_chunk(h, delta.index, delta.text, delta.finish_reason));
+    return;
+  }
+  if (first_for_choice) *out += sse_event(chat_chunk_role(h, delta.index));
+  if (!delta.text.empty()) *out += sse_event(chat_chunk_content(h, delta.index, delta.text));
+  if (delta.finished()) *out += sse_event(chat_chunk_finish(h, delta.index, delta.finish_reason));
+}
+
+OJson tokenize_response(std::span<const int32_t> tokens) {
+  OJson arr = OJson::array();
+  for (int32_t t : tokens) arr.push_back(t);
+  OJson j = OJson::object();
+  j["tokens"] = std::move(arr);
+  return j;
+}
+
+OJson detokenize_response(std::string_view content) {
+  OJson j = OJson::object();
+  j["content"] = std::string(content);
+  return j;
+}
+
+std::string to_body(const OJson& j) {
+  return j.dump(-1, ' ', false, OJson::error_handler_t::replace);
+}
+
+std::string sse_event(const OJson& j) {
+  std::string s = "data: ";
+  s += to_body(j);
+  s += "\n\n";
+  return s;
+}
+
+std::string sse_done() {
+  return "data: [DONE]\n\n";
+}
+
+}  // namespace hinge::server

@@ -1,0 +1,91 @@
+// Builders for OpenAI-compatible response bodies and server-sent-event chunks (pure functions).
+//
+// Non-streaming:
+//   chat:        {"id", "object": "chat.completion", "created", "model",
+//                 "choices": [{"index", "message": {"role": "assistant", "content",
+//                 "refusal": null}, "logprobs": null, "finish_reason"}], "usage"}
+//   completions: {"id", "object": "text_completion", "created", "model",
+//                 "choices": [{"text", "index", "logprobs": null, "finish_reason"}], "usage"}
+//   usage:       {"prompt_tokens", "completion_tokens", "total_tokens",
+//                 "prompt_tokens_details": {"cached_tokens"}}
+// Streaming (each chunk framed by sse_event, the stream ended by sse_done):
+//   chat: per choice a first chunk with delta {"role": "assistant", "content": ""}, then chunks
+//   with delta {"content": "..."}, then one with an empty delta and the finish_reason;
+//   completions: chunks {"text", "index", "logprobs": null, "finish_reason"} (object
+//   "text_completion", as OpenAI streams it), the last one carrying the finish_reason.
+//   With include_usage every chunk has "usage": null and a last chunk has "choices": [] and the
+//   usage; without it no chunk has a "usage" key.
+// finish_reason: kStop -> "stop", kLength -> "length", kNone -> null (still streaming),
+// kAborted -> "abort" (vLLM's string; OpenAI has none; a client that disconnected never sees it).
+// Ids ("chatcmpl-<hex>", "cmpl-<hex>") and `created` (unix seconds) come from the caller.
+// Serialization never throws: invalid UTF-8 is replaced by U+FFFD.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hinge/engine.h"
+#include "server/openai_request.h"
+
+namespace hinge::server {
+
+// What every response and chunk of one request shares.
+struct ResponseHeader {
+  std::string id;       // "chatcmpl-..." / "cmpl-..."
+  int64_t created = 0;  // unix seconds
+  std::string model;
+  bool include_usage = false;  // streaming only: "usage": null on every chunk but the last
+};
+
+// One finished choice of a non-streaming response; its index is its position.
+struct ChoiceOutput {
+  std::string text;
+  FinishReason finish_reason = FinishReason::kStop;
+};
+
+using OJson = nlohmann::ordered_json;  // key order kept, as OpenAI emits it
+
+// "stop" / "length" / "abort"; null for kNone.
+OJson finish_reason_json(FinishReason reason);
+
+// Usage of a whole request from its samples' final RequestUsage: prompt and cached tokens once,
+// completion tokens summed. Empty span: all zero.
+RequestUsage total_usage(std::span<const RequestUsage> samples);
+OJson usage_json(const RequestUsage& usage);
+
+OJson chat_completion_response(const ResponseHeader& h, std::span<const ChoiceOutput> choices,
+                               const RequestUsage& usage);
+OJson completion_response(const ResponseHeader& h, std::span<const ChoiceOutput> choices,
+                          const RequestUsage& usage);
+
+// Streaming chat chunks for choice `index`.
+OJson chat_chunk_role(const ResponseHeader& h, int32_t index);
+OJson chat_chunk_content(const ResponseHeader& h, int32_t index, std::string_view text);
+OJson chat_chunk_finish(const ResponseHeader& h, int32_t index, FinishReason reason);
+// Streaming completions chunk for choice `index` (finish_reason null while streaming).
+OJson completion_chunk(const ResponseHeader& h, int32_t index, std::string_view text,
+                       FinishReason reason);
+// The last chunk with include_usage: "choices": [] and the usage.
+OJson usage_chunk(const ResponseHeader& h, Endpoint endpoint, const RequestUsage& usage);
+
+// Appends the SSE events one engine delta produces: chat -> the role chunk when
+// `first_for_choice`, a content chunk when the delta has text, the finish chunk when it
+// finished; completions -> one chunk when it has text or finished.
+void append_delta_events(const ResponseHeader& h, Endpoint endpoint, const RequestDelta& delta,
+                         bool first_for_choice, std::string* out);
+
+// /tokenize and /detokenize responses: {"tokens": [...]}, {"content": "..."}.
+OJson tokenize_response(std::span<const int32_t> tokens);
+OJson detokenize_response(std::string_view content);
+
+// Compact JSON, never throws (invalid UTF-8 replaced).
+std::string to_body(const OJson& j);
+// "data: <compact json>\n\n" and "data: [DONE]\n\n".
+std::string sse_event(const OJson& j);
+std::string sse_done();
+
+}  // namespace hinge::server
