@@ -85,16 +85,9 @@ int bench_command(const BenchArgs& args) {
   if (!config_or.ok()) return fail(config_or.status().message());
   EngineConfig config = *config_or;
 
-  std::unique_ptr<LoadedModel> loaded;
-  {
-    ProgressBar bar("loading");
-    LoadOptions opts;
-    opts.tokenizer_path = args.tokenizer;
-    opts.progress = [&](double f) { bar.update(f); };
-    auto m = load_model(args.model, opts);
-    if (!m.ok()) return fail(m.status().message());
-    loaded = std::move(m).value();
-  }
+  auto m = load_model_with_progress(args.model, args.tokenizer);
+  if (!m.ok()) return fail(m.status().message());
+  const std::unique_ptr<LoadedModel> loaded = std::move(m).value();
   auto tok = Tokenizer::create(loaded->vocab);
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
   const Tokenizer& tokenizer = **tok;

@@ -31,9 +31,7 @@ int kv_eval_command(const KvEvalArgs& args) {
   if (!in) return fail(fmt::format("{}: cannot open the text file", args.text_file));
   std::stringstream ss;
   ss << in.rdbuf();
-  LoadOptions opts;
-  opts.tokenizer_path = args.tokenizer;
-  auto m = load_model(args.model, opts);
+  auto m = load_model_with_progress(args.model, args.tokenizer);
   if (!m.ok()) return fail(m.status().message());
   auto tok = Tokenizer::create((*m)->vocab);
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());

@@ -14,6 +14,7 @@
 #include "common/thread_pool.h"
 #include "common/units.h"
 #include "hinge/engine.h"
+#include "model/kv_cache.h"
 #include "model/loaded_model.h"
 
 namespace hinge::cli {
@@ -28,16 +29,9 @@ int run_command(RunArgs args) {
   args.sampling.seed = *args.seed;
   if (Status st = args.sampling.validate(); !st.ok()) return fail(st.message());
 
-  std::unique_ptr<LoadedModel> loaded;
-  {
-    ProgressBar bar("loading");
-    LoadOptions opts;
-    opts.tokenizer_path = args.tokenizer;
-    opts.progress = [&](double f) { bar.update(f); };
-    auto m = load_model(args.model, opts);
-    if (!m.ok()) return fail(m.status().message());
-    loaded = std::move(m).value();
-  }
+  auto m = load_model_with_progress(args.model, args.tokenizer);
+  if (!m.ok()) return fail(m.status().message());
+  const std::unique_ptr<LoadedModel> loaded = std::move(m).value();
   auto tok = Tokenizer::create(loaded->vocab);
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
   const Tokenizer& tokenizer = **tok;
@@ -70,12 +64,7 @@ int run_command(RunArgs args) {
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(fmt::format("prompt is {} tokens but the context holds {}; raise --ctx-size",
                             prompt.size(), ctx));
-  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(cfg.n_layers),
-                        .n_kv_heads = static_cast<int32_t>(cfg.n_kv_heads),
-                        .head_dim = static_cast<int32_t>(cfg.head_dim),
-                        .k_dtype = ec.k_dtype,
-                        .v_dtype = ec.v_dtype,
-                        .block_size_tokens = ec.block_size};
+  const kv::KvSpec spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size);
   if (ec.kv_memory_bytes == 0) {
     ec.kv_memory_bytes = spec.bytes_for_tokens(ctx);
     const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *

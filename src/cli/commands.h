@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/engine_options.h"
 #include "engine/sampling_params.h"
+#include "model/loaded_model.h"
 
 namespace hinge::cli {
 
@@ -81,6 +83,10 @@ struct KvEvalArgs {
   bool json = false;
 };
 int kv_eval_command(const KvEvalArgs& args);
+
+// load_model() with a progress bar on stderr (when it is a terminal).
+StatusOr<std::unique_ptr<LoadedModel>> load_model_with_progress(const std::string& model,
+                                                                 const std::string& tokenizer);
 
 // Prints "hinge: message" to stderr and returns 1.
 int fail(const std::string& message);

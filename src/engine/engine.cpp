@@ -367,12 +367,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
   const int64_t max_len = config.max_model_len > 0
                               ? std::min<int64_t>(config.max_model_len, c.context_length)
                               : c.context_length;
-  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(c.n_layers),
-                        .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
-                        .head_dim = static_cast<int32_t>(c.head_dim),
-                        .k_dtype = config.k_dtype,
-                        .v_dtype = config.v_dtype,
-                        .block_size_tokens = config.block_size};
+  const kv::KvSpec spec = kv_spec_for(c, config.k_dtype, config.v_dtype, config.block_size);
   KvBudgetInput in;
   in.spec = spec;
   in.kv_memory_bytes = config.kv_memory_bytes;

@@ -64,11 +64,7 @@ StatusOr<KvEvalResult> evaluate_kv_dtype(const LoadedModel& m, std::span<const i
   }
   r.top1_agreement = static_cast<double>(agree) / static_cast<double>(r.positions);
   r.mean_kl = kl_sum / static_cast<double>(r.positions);
-  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(m.config.n_layers),
-                        .n_kv_heads = static_cast<int32_t>(m.config.n_kv_heads),
-                        .head_dim = static_cast<int32_t>(m.config.head_dim),
-                        .k_dtype = k_dtype,
-                        .v_dtype = v_dtype};
+  const kv::KvSpec spec = kv_spec_for(m.config, k_dtype, v_dtype);
   r.bytes_per_token = spec.bytes_per_token();
   return r;
 }

@@ -7,17 +7,22 @@ namespace {
 constexpr int32_t kBlock = 16;
 
 kv::KvArena make_arena(const LlamaConfig& c, int64_t max_tokens, kv::KvDtype k, kv::KvDtype v) {
-  const kv::KvSpec spec{.n_layers = static_cast<int32_t>(c.n_layers),
-                        .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
-                        .head_dim = static_cast<int32_t>(c.head_dim),
-                        .k_dtype = k,
-                        .v_dtype = v,
-                        .block_size_tokens = kBlock};
+  const kv::KvSpec spec = kv_spec_for(c, k, v, kBlock);
   auto arena = kv::KvArena::create(spec, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock));
   HINGE_CHECK_MSG(arena.ok(), "{}", arena.status().message());
   return std::move(arena).value();
 }
 }  // namespace
+
+kv::KvSpec kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
+                       int32_t block_size_tokens) {
+  return kv::KvSpec{.n_layers = static_cast<int32_t>(c.n_layers),
+                    .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
+                    .head_dim = static_cast<int32_t>(c.head_dim),
+                    .k_dtype = k_dtype,
+                    .v_dtype = v_dtype,
+                    .block_size_tokens = block_size_tokens};
+}
 
 KvCache::KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype,
                  kv::KvDtype v_dtype)

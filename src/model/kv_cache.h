@@ -12,6 +12,10 @@
 
 namespace hinge {
 
+// The KV spec of a model: its layers, KV heads and head size with the given storage dtypes.
+kv::KvSpec kv_spec_for(const LlamaConfig& config, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
+                       int32_t block_size_tokens = 16);
+
 class KvCache {
  public:
   KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype = kv::KvDtype::kF32,
