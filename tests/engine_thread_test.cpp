@@ -83,7 +83,7 @@ TEST(EngineThread, ConcurrentSubmittersGetTheDirectEngineTokens) {
     EXPECT_EQ(streams[i].reason, FinishReason::kLength);
     EXPECT_EQ(streams[i].finals, 1);
   }
-  const EngineStats s = et.stats();
+  const EngineStats s = et.stats().engine;
   EXPECT_EQ(s.running, 0);
   EXPECT_GT(s.steps, 0);
 }

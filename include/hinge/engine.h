@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,12 @@ class Engine {
   // max_new_tokens beyond max_model_len, bad sampling params, n < 1, a request that could never
   // fit the KV arena even alone.
   virtual StatusOr<RequestId> add_request(GenerateRequest request) = 0;
+  // The validation add_request does, without queuing anything.
+  virtual Status check_request(const GenerateRequest& request) const = 0;
+  // Full KV blocks of `prompt` found in the prefix cache of namespace ns now (a query: no
+  // counter moves); 0 with the prefix cache off.
+  virtual int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
+                                       CacheNamespace ns) const = 0;
   // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
   // returned by the next step(). False when the id is unknown or already finished.
   virtual bool abort(RequestId id) = 0;
@@ -122,6 +129,9 @@ class Engine {
   virtual bool has_unfinished() const = 0;
 
   virtual EngineStats stats() const = 0;
+  // The KV block map, one char per block (kv::BlockPool::render_map's legend), no newlines.
+  virtual std::string kv_block_map() const = 0;
+  virtual int32_t max_model_len() const = 0;
   virtual const kv::KvSpec& kv_spec() const = 0;
   virtual const EngineConfig& config() const = 0;
 };

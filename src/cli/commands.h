@@ -84,6 +84,25 @@ struct KvEvalArgs {
 };
 int kv_eval_command(const KvEvalArgs& args);
 
+struct ServeArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string host = "127.0.0.1";
+  int64_t port = 8080;
+  std::string model_name;          // empty: the model file's stem
+  int64_t max_queue = 256;
+  int64_t max_concurrent_per_user = 0;
+  double max_request_share = 0.5;  // of the KV pool one request may reserve
+  double interactive_reserve = 0.2;
+  double kv_headroom = 0.05;
+  double queue_timeout = 120;      // seconds
+  double shutdown_grace = 30;      // seconds
+  int64_t io_threads = 2;
+  bool quiet = false;              // no per-request log lines
+  EngineOptionsArgs engine;
+};
+int serve_command(const ServeArgs& args);
+
 // load_model() with a progress bar on stderr (when it is a terminal).
 StatusOr<std::unique_ptr<LoadedModel>> load_model_with_progress(const std::string& model,
                                                                  const std::string& tokenizer);

@@ -126,6 +126,49 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   kveval_cmd->add_flag("--json", kveval.json, "One JSON object per dtype, one per line");
 
+  hinge::cli::ServeArgs serve;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (chat, completions, streaming, /metrics, dashboard)");
+  serve_cmd->footer(
+      "\nAdmission control: each request reserves its worst case in KV blocks\n"
+      "(prompt + max_tokens, minus prefix-cache hits) before it runs; requests that do not fit\n"
+      "wait in a bounded queue (503 + Retry-After when full), a user over\n"
+      "--max-concurrent-per-user gets 429 + Retry-After, and a request larger than\n"
+      "--max-request-share of the cache gets 400. 'batch' requests cannot use the\n"
+      "--interactive-reserve share. SIGINT/SIGTERM: stop accepting, finish running requests\n"
+      "within --shutdown-grace seconds, then end the rest and exit 0.");
+  serve_cmd->add_option("-m,--model", serve.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  serve_cmd->add_option("--tokenizer", serve.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
+  serve_cmd->add_option("--port", serve.port, "Port to listen on (0: any free port)")
+      ->capture_default_str();
+  serve_cmd->add_option("--model-name", serve.model_name,
+                        "Model id clients send and /v1/models lists (default: the file name)");
+  serve_cmd->add_option("--max-queue", serve.max_queue, "Requests waiting for admission at most")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-concurrent-per-user", serve.max_concurrent_per_user,
+                        "Queued + running requests per API key or `user` (0: no limit)")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-request-share", serve.max_request_share,
+                        "Largest share of the KV cache one request may reserve")
+      ->capture_default_str();
+  serve_cmd->add_option("--interactive-reserve", serve.interactive_reserve,
+                        "Share of the KV cache only interactive requests may use")
+      ->capture_default_str();
+  serve_cmd->add_option("--kv-headroom", serve.kv_headroom,
+                        "Share of the KV cache never reserved (slack for running requests)")
+      ->capture_default_str();
+  serve_cmd->add_option("--queue-timeout", serve.queue_timeout,
+                        "Seconds a request may wait for admission before a 503")
+      ->capture_default_str();
+  serve_cmd->add_option("--shutdown-grace", serve.shutdown_grace,
+                        "Seconds running requests get to finish on SIGTERM/SIGINT")
+      ->capture_default_str();
+  serve_cmd->add_option("--io-threads", serve.io_threads, "HTTP I/O threads")->capture_default_str();
+  serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+  hinge::cli::add_engine_options(serve_cmd, &serve.engine);
+
   CLI11_PARSE(app, argc, argv);
 
   // Commands report errors as Status; this only catches what must never escape (e.g. an
@@ -138,6 +181,7 @@ int main(int argc, char** argv) {
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
     if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
     if (bench_cmd->parsed()) return hinge::cli::bench_command(bench);
+    if (serve_cmd->parsed()) return hinge::cli::serve_command(serve);
   } catch (const std::bad_alloc&) {
     return hinge::cli::fail("out of memory");
   } catch (const std::exception& e) {

@@ -100,7 +100,7 @@ class EngineImpl final : public Engine {
     seqs_.reserve(static_cast<size_t>(config.max_num_seqs));
   }
 
-  StatusOr<RequestId> add_request(GenerateRequest req) override {
+  Status check_request(const GenerateRequest& req) const override {
     const LlamaConfig& c = model_.config;
     const int64_t n_prompt = static_cast<int64_t>(req.prompt_token_ids.size());
     if (n_prompt == 0) return Status::Error("empty prompt (start from BOS)");
@@ -114,8 +114,24 @@ class EngineImpl final : public Engine {
                             req.max_new_tokens, max_model_len_);
     if (req.n < 1 || req.n > config_.max_num_seqs)
       return Status::Errorf("n must be in [1, {}], got {}", config_.max_num_seqs, req.n);
-    HINGE_RETURN_IF_ERROR(req.sampling.validate());
+    return req.sampling.validate();
+  }
 
+  int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
+                               CacheNamespace ns) const override {
+    return static_cast<int32_t>(sched_.kv().get_computed_blocks(prompt, ns).blocks.size());
+  }
+
+  std::string kv_block_map() const override {
+    std::string map = sched_.kv().pool().render_map(1 << 30);
+    std::erase(map, '\n');
+    return map;
+  }
+
+  int32_t max_model_len() const override { return max_model_len_; }
+
+  StatusOr<RequestId> add_request(GenerateRequest req) override {
+    HINGE_RETURN_IF_ERROR(check_request(req));
     const RequestId id(next_id_);
     sched::RequestParams p;
     p.prompt_token_ids = req.prompt_token_ids;

@@ -1,49 +1,111 @@
 #include "engine/engine_thread.h"
 
 #include <cstdio>
+#include <future>
 #include <utility>
 
 namespace hinge {
 
-EngineThread::EngineThread(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {
+namespace {
+constexpr auto kMapRefresh = std::chrono::milliseconds(250);
+constexpr auto kQueuePoll = std::chrono::milliseconds(100);  // expiry checks while queued
+}  // namespace
+
+const char* submit_result_name(SubmitResult::Kind k) {
+  using K = SubmitResult::Kind;
+  switch (k) {
+    case K::kAccepted: return "accepted";
+    case K::kInvalid: return "invalid";
+    case K::kTooLarge: return "too_large";
+    case K::kUserLimit: return "user_limit";
+    case K::kQueueFull: return "queue_full";
+    case K::kTimedOut: return "queue_timeout";
+    case K::kShuttingDown: return "shutting_down";
+    case K::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+EngineThread::EngineThread(std::unique_ptr<Engine> engine,
+                           std::optional<sched::AdmissionConfig> admission)
+    : engine_(std::move(engine)) {
   HINGE_CHECK(engine_ != nullptr);
-  stats_ = engine_->stats();
+  const EngineStats s = engine_->stats();
+  max_model_len_ = engine_->max_model_len();
+  block_size_ = engine_->config().block_size;
+  num_blocks_ = s.kv_blocks_total;
+  if (admission) {
+    admission->num_blocks = num_blocks_;
+    admission->block_size_tokens = block_size_;
+    admission_.emplace(*admission);
+    max_request_blocks_ = admission_->config().max_request_blocks();
+  }
+  stats_.engine = s;
+  if (admission_) stats_.admission = admission_->stats(0);
   thread_ = std::thread([this] { loop(); });
 }
 
 EngineThread::~EngineThread() { stop(); }
 
-StatusOr<RequestId> EngineThread::submit(GenerateRequest request, Sink sink) {
-  if (!sink) return Status::Error("submit: a sink is required");
-  std::future<StatusOr<RequestId>> result;
+uint64_t EngineThread::enqueue(GenerateRequest request, SubmitOptions options, ResultFn on_result,
+                               Sink sink) {
+  HINGE_CHECK(on_result && sink);
+  const auto now = Clock::now();
+  uint64_t ticket = 0;
+  bool refused = false;
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return Status::Error("the engine is shutting down");
-    Add add{std::move(request), std::move(sink), {}};
-    result = add.result.get_future();
-    queue_.emplace_back(std::move(add));
+    ticket = next_ticket_++;
+    refused = stopping_ || draining_;
+    if (!refused) {
+      num_active_.fetch_add(1);
+      queue_.emplace_back(Add{ticket, std::move(request), std::move(options),
+                              std::move(on_result), std::move(sink), now});
+    }
+  }
+  if (refused) {
+    SubmitResult r;
+    r.kind = SubmitResult::Kind::kShuttingDown;
+    r.message = "the server is shutting down";
+    r.retry_after_s = 5;
+    on_result(r);
+    return ticket;
   }
   cv_.notify_one();
-  return result.get();
+  return ticket;
 }
 
-void EngineThread::abort(RequestId id) {
+void EngineThread::cancel(uint64_t ticket) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
-    queue_.emplace_back(Abort{id});
+    queue_.emplace_back(Cancel{ticket});
   }
   cv_.notify_one();
 }
 
-EngineStats EngineThread::stats() const {
+StatusOr<RequestId> EngineThread::submit(GenerateRequest request, Sink sink) {
+  if (!sink) return Status::Error("submit: a sink is required");
+  auto done = std::make_shared<std::promise<SubmitResult>>();
+  auto result = done->get_future();
+  const uint64_t ticket = enqueue(
+      std::move(request), {}, [done](const SubmitResult& r) { done->set_value(r); },
+      std::move(sink));
+  const SubmitResult r = result.get();
+  if (!r.accepted()) return Status::Error(r.message);
+  return RequestId(ticket);
+}
+
+EngineThreadStats EngineThread::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
 }
 
-int32_t EngineThread::num_active() const {
+int32_t EngineThread::num_active() const { return num_active_.load(); }
+
+void EngineThread::drain() {
   std::lock_guard lock(mu_);
-  return num_active_;
+  draining_ = true;
 }
 
 void EngineThread::stop() {
@@ -55,12 +117,123 @@ void EngineThread::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+double EngineThread::seconds_since_start() const {
+  return std::chrono::duration<double>(Clock::now() - t0_).count();
+}
+
+void EngineThread::reject(ResultFn& fn, SubmitResult::Kind kind, std::string message,
+                          int32_t retry_s, Clock::time_point at) {
+  SubmitResult r;
+  r.kind = kind;
+  r.message = std::move(message);
+  r.retry_after_s = retry_s;
+  r.queue_seconds = std::chrono::duration<double>(Clock::now() - at).count();
+  fn(r);
+  num_active_.fetch_sub(1);
+}
+
+void EngineThread::start(uint64_t ticket, Pending& p) {
+  const int32_t n = p.request.n;
+  auto id = engine_->add_request(std::move(p.request));
+  if (!id.ok()) {
+    if (admission_) admission_->cancel(ticket);
+    reject(p.on_result, SubmitResult::Kind::kInvalid, id.status().message(), 0, p.at);
+    return;
+  }
+  running_.emplace(ticket, *id);
+  active_.emplace(*id, Active{ticket, std::move(p.sink), n});
+  SubmitResult r;
+  r.queue_seconds = std::chrono::duration<double>(Clock::now() - p.at).count();
+  p.on_result(r);
+}
+
+void EngineThread::handle_add(Add& add, bool stopping) {
+  using K = SubmitResult::Kind;
+  if (stopping) {
+    reject(add.on_result, K::kShuttingDown, "the server is shutting down", 5, add.at);
+    return;
+  }
+  if (Status st = engine_->check_request(add.request); !st.ok()) {
+    reject(add.on_result, K::kInvalid, st.message(), 0, add.at);
+    return;
+  }
+  Pending p{std::move(add.request), std::move(add.on_result), std::move(add.sink), add.at};
+  if (!admission_) {
+    start(add.ticket, p);
+    return;
+  }
+  sched::AdmissionTicket t;
+  t.id = add.ticket;
+  t.user = std::move(add.options.user);
+  t.priority = p.request.priority;
+  t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
+      static_cast<int64_t>(p.request.prompt_token_ids.size()), p.request.max_new_tokens,
+      p.request.n, block_size_);
+  const sched::AdmissionOffer o = admission_->offer(t, seconds_since_start());
+  switch (o.verdict) {
+    case sched::AdmissionVerdict::kQueued: pending_.emplace(add.ticket, std::move(p)); return;
+    case sched::AdmissionVerdict::kTooLarge: reject(p.on_result, K::kTooLarge, o.message, 0, p.at); return;
+    case sched::AdmissionVerdict::kUserLimit:
+      reject(p.on_result, K::kUserLimit, o.message, o.retry_after_s, p.at);
+      return;
+    case sched::AdmissionVerdict::kQueueFull:
+    case sched::AdmissionVerdict::kTimedOut:
+      reject(p.on_result, K::kQueueFull, o.message, o.retry_after_s, p.at);
+      return;
+  }
+}
+
+void EngineThread::handle_cancel(uint64_t ticket) {
+  if (auto it = pending_.find(ticket); it != pending_.end()) {
+    if (admission_) admission_->cancel(ticket);
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    reject(p.on_result, SubmitResult::Kind::kCancelled, "cancelled", 0, p.at);
+    return;
+  }
+  if (auto it = running_.find(ticket); it != running_.end()) engine_->abort(it->second);
+}
+
+void EngineThread::admit_queued() {
+  if (!admission_) return;
+  const double now = seconds_since_start();
+  for (uint64_t ticket : admission_->expire(now)) {
+    auto it = pending_.find(ticket);
+    if (it == pending_.end()) continue;
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    reject(p.on_result, SubmitResult::Kind::kTimedOut,
+           "the request waited too long for KV cache memory; retry later",
+           admission_->retry_after_queue_full(now), p.at);
+  }
+  for (;;) {
+    const EngineStats s = engine_->stats();
+    auto cached = [&](uint64_t ticket) {
+      const Pending& p = pending_.at(ticket);
+      return engine_->cached_prefix_blocks(p.request.prompt_token_ids, p.request.cache_namespace);
+    };
+    const auto next = admission_->admit_next(now, s.kv_blocks_total - s.kv_blocks_used, cached);
+    if (!next) break;
+    auto it = pending_.find(*next);
+    HINGE_CHECK(it != pending_.end());
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    start(*next, p);
+  }
+}
+
 void EngineThread::dispatch(const std::vector<RequestDelta>& deltas) {
   for (const RequestDelta& d : deltas) {
     auto it = active_.find(d.id);
     if (it == active_.end()) continue;
     it->second.sink(d);
-    if (d.finished() && --it->second.samples_left == 0) active_.erase(it);
+    if (d.finished() && --it->second.samples_left == 0) {
+      const uint64_t ticket = it->second.ticket;
+      if (admission_) admission_->release(ticket, seconds_since_start());
+      running_.erase(ticket);
+      active_.erase(it);
+      num_active_.fetch_sub(1);
+    }
   }
 }
 
@@ -71,24 +244,31 @@ void EngineThread::loop() {
     bool stopping = false;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || engine_->has_unfinished(); });
+      auto ready = [&] { return stopping_ || !queue_.empty() || engine_->has_unfinished(); };
+      if (pending_.empty())
+        cv_.wait(lock, ready);
+      else
+        cv_.wait_for(lock, kQueuePoll, ready);
       commands.swap(queue_);
       stopping = stopping_;
     }
     for (Command& c : commands) {
-      if (auto* add = std::get_if<Add>(&c)) {
-        const int32_t n = add->request.n;
-        auto id = stopping ? StatusOr<RequestId>(Status::Error("the engine is shutting down"))
-                           : engine_->add_request(std::move(add->request));
-        if (id.ok()) active_.emplace(*id, Active{std::move(add->sink), n});
-        add->result.set_value(std::move(id));
-      } else {
-        engine_->abort(std::get<Abort>(c).id);
-      }
+      if (auto* add = std::get_if<Add>(&c))
+        handle_add(*add, stopping);
+      else
+        handle_cancel(std::get<Cancel>(c).ticket);
     }
     commands.clear();
-    if (stopping)
+    if (stopping) {
+      for (auto& [ticket, p] : pending_) {
+        if (admission_) admission_->cancel(ticket);
+        reject(p.on_result, SubmitResult::Kind::kShuttingDown, "the server is shutting down", 5,
+               p.at);
+      }
+      pending_.clear();
       for (const auto& [id, a] : active_) engine_->abort(id);
+    }
+    admit_queued();
     if (engine_->has_unfinished()) {
       if (Status st = engine_->step(&deltas); !st.ok()) {
         // A failed step is a bug or a broken model: abort everything rather than spin.
@@ -98,10 +278,18 @@ void EngineThread::loop() {
       }
       dispatch(deltas);
     }
+    const auto now = Clock::now();
+    if (now - last_map_ >= kMapRefresh) {
+      block_map_ = engine_->kv_block_map();
+      last_map_ = now;
+    }
     {
       std::lock_guard lock(mu_);
-      stats_ = engine_->stats();
-      num_active_ = static_cast<int32_t>(active_.size());
+      stats_.engine = engine_->stats();
+      if (admission_) stats_.admission = admission_->stats(seconds_since_start());
+      stats_.kv_block_map = block_map_;
+      stats_.active = num_active_.load();
+      stats_.draining = draining_;
       if (stopping_ && queue_.empty() && !engine_->has_unfinished()) break;
     }
   }

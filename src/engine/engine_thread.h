@@ -1,83 +1,176 @@
-// EngineThread: one Engine driven by its own thread — the shape the server needs. Other threads
-// submit requests and abort them; each request's deltas go to the sink given with it. The engine
-// itself stays single-threaded: only the engine thread touches it.
+// EngineThread: one Engine driven by its own thread — the server's core. Other threads enqueue
+// requests and cancel them; the engine itself stays single-threaded (only this thread touches
+// it, and the admission controller, if any).
 //
-//   EngineThread et(std::move(engine));
-//   auto id = et.submit(request, [](const RequestDelta& d) { ... });  // sink runs on the engine
-//   et.abort(*id);                                                    // thread; must not block
+//   EngineThread et(std::move(engine), admission_config);       // or no admission control
+//   uint64_t t = et.enqueue(request, {.user = "key"},
+//                           [](const SubmitResult& r) {...},     // once: accepted or why not
+//                           [](const RequestDelta& d) {...});    // every delta of every sample
+//   et.cancel(t);                                                // queued or running
 //
-// Loop: take queued commands (add, abort), run one step if anything is unfinished, hand each
-// delta to its request's sink, publish a stats snapshot; sleep on a condition variable when idle.
-// A request's sink sees every delta of every sample, the last one per sample with finished();
-// after the n-th finished delta the sink is dropped.
+// Loop: take queued commands (enqueue, cancel), expire requests that waited too long, admit
+// queued requests while they fit (sched::AdmissionController: worst-case KV blocks minus the
+// prefix-cache hit, interactive reserve, bounded queue, per-user cap), run one step if anything
+// is unfinished, hand each delta to its request's sink, release the reservations of finished
+// requests, publish a stats snapshot; sleep on a condition variable when idle.
 //
-// Thread-safety: every public method is safe from any thread. Destruction stops the loop (see
-// stop()).
+// Callbacks run on the engine thread and must not block (the server posts to its I/O threads).
+// on_result is called exactly once per enqueue: kAccepted before the first delta, or a rejection
+// (then no delta ever follows). After the n-th finished delta of a request its sink is dropped.
+// Without admission control a request is accepted at once if the engine's validation passes.
+//
+// Thread-safety: every public method is safe from any thread. Destruction stops the loop.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <variant>
 
 #include "hinge/engine.h"
+#include "sched/admission.h"
 
 namespace hinge {
+
+struct SubmitOptions {
+  std::string user;  // per-user concurrency key (API key or `user`); empty: no per-user cap
+};
+
+struct SubmitResult {
+  enum class Kind : uint8_t {
+    kAccepted,      // in the engine; deltas follow
+    kInvalid,       // the engine's validation failed (400)
+    kTooLarge,      // worst case over the per-request share of the KV pool (400)
+    kUserLimit,     // per-user concurrency cap (429)
+    kQueueFull,     // admission queue full (503)
+    kTimedOut,      // waited in the queue longer than the limit (503)
+    kShuttingDown,  // the server is draining or stopped (503)
+    kCancelled,     // cancel() before admission (the client went away)
+  };
+  Kind kind = Kind::kAccepted;
+  std::string message;        // for the client; never prompt text
+  int32_t retry_after_s = 0;  // kUserLimit / kQueueFull / kTimedOut / kShuttingDown
+  double queue_seconds = 0;   // time from enqueue to the decision
+  bool accepted() const { return kind == Kind::kAccepted; }
+};
+const char* submit_result_name(SubmitResult::Kind k);  // "accepted", "queue_full", ...
+
+// What the dashboard and /metrics read: the engine's and admission's counters after a step.
+struct EngineThreadStats {
+  EngineStats engine;
+  std::optional<sched::AdmissionStats> admission;
+  std::string kv_block_map;  // one char per block (kv::BlockPool legend), refreshed <= 4 Hz
+  int32_t active = 0;        // requests enqueued and not finished or rejected
+  bool draining = false;
+};
 
 class EngineThread {
  public:
   using Sink = std::function<void(const RequestDelta&)>;
+  using ResultFn = std::function<void(const SubmitResult&)>;
 
-  explicit EngineThread(std::unique_ptr<Engine> engine);
+  // admission: nullopt for none (every valid request goes straight to the engine's scheduler).
+  // Its num_blocks and block_size_tokens are taken from the engine.
+  explicit EngineThread(std::unique_ptr<Engine> engine,
+                        std::optional<sched::AdmissionConfig> admission = std::nullopt);
   ~EngineThread();
   EngineThread(const EngineThread&) = delete;
   EngineThread& operator=(const EngineThread&) = delete;
 
-  // Queues the request and waits until the engine thread has accepted or rejected it (at most
-  // one step). Errors: the engine's validation, or the thread is stopped.
+  // Asynchronous: returns the request's ticket at once; on_result and sink are called on the
+  // engine thread. Both are required.
+  uint64_t enqueue(GenerateRequest request, SubmitOptions options, ResultFn on_result, Sink sink);
+  // Asynchronous; unknown or finished tickets are ignored. A queued request gets kCancelled, a
+  // running one its final kAborted deltas.
+  void cancel(uint64_t ticket);
+
+  // Blocking convenience: enqueue and wait for the decision. The id is the ticket.
   StatusOr<RequestId> submit(GenerateRequest request, Sink sink);
-  // Asynchronous; unknown or finished ids are ignored. The sink gets the final kAborted deltas.
-  void abort(RequestId id);
+  void abort(RequestId id) { cancel(id.value); }
 
   // Snapshot taken after the last step.
-  EngineStats stats() const;
-  int32_t num_active() const;  // requests whose sink is still attached
+  EngineThreadStats stats() const;
+  int32_t num_active() const;  // requests enqueued and not finished or rejected
+  // The engine's settings (immutable after construction).
+  int32_t max_model_len() const { return max_model_len_; }
+  int32_t block_size() const { return block_size_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  // Worst case over which admission answers kTooLarge (blocks); INT32_MAX without admission.
+  int32_t max_request_blocks() const { return max_request_blocks_; }
 
-  // Stops the loop: requests still running are aborted (their sinks get final deltas), later
-  // submits fail. Idempotent; the destructor calls it.
+  // Stop accepting: later enqueues get kShuttingDown; queued and running requests go on.
+  void drain();
+  // Stops the loop: queued requests get kShuttingDown, running ones are aborted (their sinks get
+  // final deltas), later enqueues are rejected. Idempotent; the destructor calls it.
   void stop();
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Add {
+    uint64_t ticket;
     GenerateRequest request;
+    SubmitOptions options;
+    ResultFn on_result;
     Sink sink;
-    std::promise<StatusOr<RequestId>> result;
+    Clock::time_point at;
   };
-  struct Abort {
-    RequestId id;
+  struct Cancel {
+    uint64_t ticket;
   };
-  using Command = std::variant<Add, Abort>;
+  using Command = std::variant<Add, Cancel>;
+  struct Pending {  // queued in admission
+    GenerateRequest request;
+    ResultFn on_result;
+    Sink sink;
+    Clock::time_point at;
+  };
   struct Active {
+    uint64_t ticket;
     Sink sink;
     int32_t samples_left = 1;
   };
 
   void loop();
+  void handle_add(Add& add, bool stopping);
+  void handle_cancel(uint64_t ticket);
+  void start(uint64_t ticket, Pending& p);
+  void admit_queued();
   void dispatch(const std::vector<RequestDelta>& deltas);
+  double seconds_since_start() const;
+  void reject(ResultFn& fn, SubmitResult::Kind kind, std::string message, int32_t retry_s,
+              Clock::time_point at);
 
   std::unique_ptr<Engine> engine_;  // engine thread only (after construction)
+  std::optional<sched::AdmissionController> admission_;  // engine thread only
+  const Clock::time_point t0_ = Clock::now();
+  int32_t max_model_len_ = 0;
+  int32_t block_size_ = 0;
+  int32_t num_blocks_ = 0;
+  int32_t max_request_blocks_ = INT32_MAX;
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Command> queue_;  // guarded by mu_
   bool stopping_ = false;      // guarded by mu_
-  EngineStats stats_;          // guarded by mu_
-  int32_t num_active_ = 0;     // guarded by mu_
-  std::unordered_map<RequestId, Active> active_;  // engine thread only
+  bool draining_ = false;      // guarded by mu_
+  uint64_t next_ticket_ = 1;   // guarded by mu_
+  EngineThreadStats stats_;    // guarded by mu_
+  std::atomic<int32_t> num_active_{0};
+
+  // Engine thread only.
+  std::unordered_map<uint64_t, Pending> pending_;        // ticket -> queued request
+  std::unordered_map<uint64_t, RequestId> running_;      // ticket -> engine id
+  std::unordered_map<RequestId, Active> active_;         // engine id -> sink
+  Clock::time_point last_map_{};
+  std::string block_map_;
   std::thread thread_;
 };
 

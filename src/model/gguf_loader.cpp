@@ -66,6 +66,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_gguf_model(const std::string& path,
   model->file_bytes = file->file_size();
   HINGE_ASSIGN_OR_RETURN(model->config, config_from_gguf(*file));
   HINGE_ASSIGN_OR_RETURN(model->vocab, Tokenizer::spec_from_gguf(*file));
+  model->chat_template = file->get_string("tokenizer.chat_template").value_or("");
   if (static_cast<int64_t>(model->vocab.tokens.size()) != model->config.n_vocab)
     return Status::Errorf("{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
                           model->vocab.tokens.size(), model->config.n_vocab);

@@ -2,6 +2,8 @@
 // tokenizer.json. Tensors are renamed to GGUF names and used in place (rotate-half RoPE).
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "format/safetensors.h"
@@ -10,6 +12,25 @@
 
 namespace hinge {
 namespace {
+
+// tokenizer_config.json's chat_template: a string, or a list of {"name", "template"} (the
+// "default" one). Anything unreadable means "no template" (the tokenizer reader reports real
+// errors in the same file).
+std::string chat_template_from(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return {};
+  auto it = j.find("chat_template");
+  if (it == j.end()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array())
+    for (const auto& e : *it)
+      if (e.is_object() && e.value("name", std::string()) == "default" &&
+          e.contains("template") && e["template"].is_string())
+        return e["template"].get<std::string>();
+  return {};
+}
 
 StatusOr<LlamaConfig> config_from_hf(const nlohmann::json& j, const std::string& src) {
   LlamaConfig c;
@@ -104,6 +125,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_hf_model(const std::string& dir,
   HINGE_ASSIGN_OR_RETURN(model->vocab,
                          Tokenizer::spec_from_hf(*hf->tokenizer_json_path(),
                                                  hf->tokenizer_config_path().value_or("")));
+  if (auto cfg = hf->tokenizer_config_path()) model->chat_template = chat_template_from(*cfg);
   if (static_cast<int64_t>(model->vocab.tokens.size()) > model->config.n_vocab)
     return Status::Errorf("{}: tokenizer has {} tokens but vocab_size is {}", dir,
                           model->vocab.tokens.size(), model->config.n_vocab);

@@ -37,6 +37,9 @@ struct LoadedModel {
   LlamaConfig config;
   LlamaWeights weights;
   VocabSpec vocab;
+  // tokenizer.chat_template (GGUF) or tokenizer_config.json's chat_template (HF; the "default"
+  // one of a named list); empty when the model has none.
+  std::string chat_template;
   // Every weight tensor under its GGUF name, in GGUF order; data in the layout GGUF expects
   // (Q/K rows permuted for interleaved RoPE when the source was a Hugging Face checkpoint and
   // `permute_for_gguf` was requested).

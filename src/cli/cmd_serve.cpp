@@ -1,0 +1,155 @@
+// `hinge serve`: the OpenAI-compatible server. Listens first (so /health answers 503 while the
+// model loads), loads the model, builds the engine thread with admission control, then serves
+// until SIGINT/SIGTERM: stop accepting, let running requests finish for --shutdown-grace
+// seconds, abort the rest (open streams end with their final chunk), exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "common/units.h"
+#include "engine/engine_thread.h"
+#include "server/api_server.h"
+#include "server/http_server.h"
+
+namespace hinge::cli {
+
+namespace {
+
+Status check(const ServeArgs& a) {
+  if (a.port < 0 || a.port > 65535) return Status::Errorf("--port must be in [0, 65535], got {}", a.port);
+  if (a.max_queue < 0) return Status::Errorf("--max-queue must be >= 0, got {}", a.max_queue);
+  if (a.max_concurrent_per_user < 0)
+    return Status::Errorf("--max-concurrent-per-user must be >= 0, got {}", a.max_concurrent_per_user);
+  if (!(a.max_request_share > 0 && a.max_request_share <= 1))
+    return Status::Errorf("--max-request-share must be in (0, 1], got {}", a.max_request_share);
+  if (!(a.interactive_reserve >= 0 && a.interactive_reserve < 1))
+    return Status::Errorf("--interactive-reserve must be in [0, 1), got {}", a.interactive_reserve);
+  if (!(a.kv_headroom >= 0 && a.kv_headroom < 0.5))
+    return Status::Errorf("--kv-headroom must be in [0, 0.5), got {}", a.kv_headroom);
+  if (!(a.queue_timeout > 0)) return Status::Errorf("--queue-timeout must be > 0, got {}", a.queue_timeout);
+  if (!(a.shutdown_grace >= 0))
+    return Status::Errorf("--shutdown-grace must be >= 0, got {}", a.shutdown_grace);
+  if (a.io_threads < 1 || a.io_threads > 64)
+    return Status::Errorf("--io-threads must be in [1, 64], got {}", a.io_threads);
+  return Status::Ok();
+}
+
+std::string default_model_name(const std::string& path) {
+  std::filesystem::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  std::string stem = p.has_extension() && p.extension() == ".gguf" ? p.stem().string()
+                                                                     : p.filename().string();
+  return stem.empty() ? "hinge" : stem;
+}
+
+}  // namespace
+
+int serve_command(const ServeArgs& args) {
+  if (Status st = check(args); !st.ok()) return fail(st.message());
+  auto config = make_engine_config(args.engine);
+  if (!config.ok()) return fail(config.status().message());
+
+  // Signals go to sigwait below, never to a random thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  // Listen first: /health is 503 until the model is loaded.
+  std::atomic<server::ApiServer*> api_ptr{nullptr};
+  server::HttpServerConfig hc;
+  hc.host = args.host;
+  hc.port = static_cast<uint16_t>(args.port);
+  hc.io_threads = static_cast<int32_t>(args.io_threads);
+  auto http = server::HttpServer::start(hc, [&](server::HttpRequest r, server::ExchangePtr ex) {
+    if (server::ApiServer* api = api_ptr.load()) return api->handle(std::move(r), std::move(ex));
+    server::HttpResponse resp;
+    resp.status = 503;
+    resp.headers.emplace_back("Retry-After", "5");
+    if (r.path == "/health") {
+      resp.body = R"({"status":"loading"})";
+    } else {
+      server::ApiError e;
+      e.http_status = 503;
+      e.type = "server_overloaded";
+      e.code = "loading";
+      e.message = "the model is still loading; retry shortly";
+      resp.body = server::api_error_body(e);
+    }
+    ex->respond(std::move(resp));
+  });
+  if (!http.ok()) return fail(http.status().message());
+  const std::string url = fmt::format("http://{}:{}", args.host, (*http)->port());
+  std::fprintf(stderr, "hinge: listening on %s, loading %s\n", url.c_str(), args.model.c_str());
+
+  auto m = load_model_with_progress(args.model, args.tokenizer);
+  if (!m.ok()) return fail(m.status().message());
+  const std::unique_ptr<LoadedModel> loaded = std::move(m).value();
+  auto tok = Tokenizer::create(loaded->vocab);
+  if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
+  auto engine = Engine::create(*loaded, tok->get(), *config);
+  if (!engine.ok()) return fail(engine.status().message());
+  const EngineConfig ec = (*engine)->config();
+  const int64_t kv_bytes = (*engine)->stats().kv_bytes_total;
+
+  sched::AdmissionConfig ac;
+  ac.headroom_fraction = args.kv_headroom;
+  ac.interactive_reserve_fraction = args.interactive_reserve;
+  ac.max_request_share = args.max_request_share;
+  ac.max_queue = static_cast<int32_t>(args.max_queue);
+  ac.max_concurrent_per_user = static_cast<int32_t>(args.max_concurrent_per_user);
+  ac.queue_timeout_s = args.queue_timeout;
+  auto et = std::make_unique<EngineThread>(std::move(engine).value(), ac);
+
+  server::ApiServerConfig sc;
+  sc.model_name = args.model_name.empty() ? default_model_name(args.model) : args.model_name;
+  sc.n_vocab = static_cast<int32_t>(loaded->config.n_vocab);
+  sc.log_requests = !args.quiet;
+  auto api = server::ApiServer::create(sc, **tok, loaded->chat_template, *et);
+  if (!api.ok()) return fail(api.status().message());
+  api_ptr.store(api->get());
+  std::fprintf(stderr,
+               "hinge: %s: context %d, KV %s in %d blocks of %d tokens (%s/%s), %d threads, chat "
+               "template: %s\n",
+               sc.model_name.c_str(), et->max_model_len(),
+               format_bytes(static_cast<uint64_t>(kv_bytes)).c_str(), et->num_blocks(),
+               ec.block_size, std::string(kv::kv_dtype_name(ec.k_dtype)).c_str(),
+               std::string(kv::kv_dtype_name(ec.v_dtype)).c_str(),
+               ec.threads, loaded->chat_template.empty() ? "plain fallback" : "the model's");
+  std::printf("hinge: serving %s on %s\n", sc.model_name.c_str(), url.c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "hinge: %s: stopping (grace %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               args.shutdown_grace);
+  (*api)->begin_shutdown();
+  et->drain();
+  (*http)->stop_accepting();
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(args.shutdown_grace));
+  while (et->num_active() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int32_t aborted = et->num_active();
+  et->stop();  // aborts what is left; their streams get a final chunk
+  for (int i = 0; i < 250 && (*http)->pending_answers() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  (*http)->stop();
+  api_ptr.store(nullptr);
+  std::fprintf(stderr, "hinge: stopped: %lld requests accepted, %d aborted at shutdown\n",
+               static_cast<long long>((*api)->metrics().accepted()), aborted);
+  return 0;
+}
+
+}  // namespace hinge::cli

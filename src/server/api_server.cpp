@@ -1,0 +1,259 @@
+#include "server/api_server.h"
+
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "server/generation_job.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+
+namespace hinge::server {
+
+namespace {
+
+HttpResponse json_response(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ApiServer>> ApiServer::create(const ApiServerConfig& config,
+                                                       const Tokenizer& tokenizer,
+                                                       const std::string& chat_template,
+                                                       EngineThread& engine) {
+  std::optional<ChatTemplate> tmpl;
+  if (!chat_template.empty()) {
+    auto t = ChatTemplate::parse(chat_template);
+    if (!t.ok()) return t.status().with_context("the model's chat template");
+    tmpl.emplace(std::move(t).value());
+  }
+  return std::unique_ptr<ApiServer>(new ApiServer(config, tokenizer, std::move(tmpl), engine));
+}
+
+ApiServer::ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
+                     std::optional<ChatTemplate> tmpl, EngineThread& engine)
+    : config_(config),
+      tok_(tokenizer),
+      template_(std::move(tmpl)),
+      engine_(engine),
+      metrics_(config.model_name),
+      created_unix_(static_cast<int64_t>(std::time(nullptr))) {
+  ticker_ = std::thread([this] { ticker(); });
+}
+
+ApiServer::~ApiServer() {
+  stop_ticker_.store(true);
+  if (ticker_.joinable()) ticker_.join();
+}
+
+double ApiServer::uptime_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+void ApiServer::ticker() {
+  auto next = std::chrono::steady_clock::now();
+  const auto step = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(config_.history_interval_s));
+  while (!stop_ticker_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::chrono::steady_clock::now() < next + step) continue;
+    next += step;
+    metrics_.tick(uptime_s(), engine_.stats());
+  }
+}
+
+void ApiServer::begin_shutdown() { shutting_down_.store(true); }
+
+void ApiServer::respond(const ExchangePtr& ex, HttpResponse r) {
+  metrics_.http_response(r.status);
+  ex->respond(std::move(r));
+}
+
+void ApiServer::respond_error(const ExchangePtr& ex, const ApiError& e, HttpHeaders headers) {
+  HttpResponse r = json_response(e.http_status, api_error_body(e));
+  r.headers = std::move(headers);
+  respond(ex, std::move(r));
+}
+
+ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_json& messages,
+                                                       const nlohmann::ordered_json& tools) const {
+  if (!messages.is_array() || messages.empty())
+    return ApiError::invalid_request("messages", "messages must be a non-empty array");
+  std::string text;
+  if (template_) {
+    nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+    ctx["messages"] = messages;
+    ctx["add_generation_prompt"] = true;
+    const auto& spec = tok_.spec();
+    ctx["bos_token"] = spec.bos >= 0 && spec.bos < static_cast<int32_t>(spec.tokens.size())
+                           ? spec.tokens[static_cast<size_t>(spec.bos)] : "";
+    ctx["eos_token"] = spec.eos >= 0 && spec.eos < static_cast<int32_t>(spec.tokens.size())
+                           ? spec.tokens[static_cast<size_t>(spec.eos)] : "";
+    if (tools.is_array()) ctx["tools"] = tools;
+    auto r = template_->render(ctx);
+    if (!r.ok())
+      return ApiError::invalid_request(
+          "messages", "the chat template could not render these messages: " + r.status().message());
+    text = std::move(r).value();
+    const std::string& bos_text = ctx["bos_token"].get_ref<const std::string&>();
+    const bool has_bos = !bos_text.empty() && text.rfind(bos_text, 0) == 0;
+    return tok_.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+  }
+  // Plain fallback: contents joined by newlines, no roles.
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& c = messages[i].contains("content") ? messages[i]["content"] : nlohmann::ordered_json();
+    if (c.is_null()) continue;
+    if (!c.is_string())
+      return ApiError::invalid_request(fmt::format("messages[{}].content", i),
+                                       "content must be a string");
+    if (!text.empty()) text += '\n';
+    text += c.get_ref<const std::string&>();
+  }
+  return tok_.encode(text, /*add_special=*/true, /*parse_special=*/false);
+}
+
+void ApiServer::handle_tokenize(const HttpRequest& r, const ExchangePtr& ex) {
+  auto req = parse_tokenize_request(r.body);
+  if (!req.ok()) return respond_error(ex, req.error());
+  const auto ids = tok_.encode(req->text, req->add_special, /*parse_special=*/true);
+  OJson j = tokenize_response(ids);
+  j["count"] = ids.size();
+  j["max_model_len"] = engine_.max_model_len();
+  respond(ex, json_response(200, to_body(j)));
+}
+
+void ApiServer::handle_detokenize(const HttpRequest& r, const ExchangePtr& ex) {
+  auto req = parse_detokenize_request(r.body);
+  if (!req.ok()) return respond_error(ex, req.error());
+  for (size_t i = 0; i < req->tokens.size(); ++i)
+    if (req->tokens[i] >= config_.n_vocab)
+      return respond_error(ex, ApiError::invalid_request(
+                                   fmt::format("tokens[{}]", i),
+                                   fmt::format("token id {} is out of range [0, {})",
+                                               req->tokens[i], config_.n_vocab)));
+  std::string text;
+  for (int32_t id : req->tokens) text += tok_.token_to_piece(id);
+  respond(ex, json_response(200, to_body(detokenize_response(text))));
+}
+
+void ApiServer::handle_models(const HttpRequest& r, const ExchangePtr& ex) {
+  OJson model = OJson::object();
+  model["id"] = config_.model_name;
+  model["object"] = "model";
+  model["created"] = created_unix_;
+  model["owned_by"] = "hinge";
+  model["max_model_len"] = engine_.max_model_len();
+  if (r.path == "/v1/models") {
+    OJson j = OJson::object();
+    j["object"] = "list";
+    j["data"] = OJson::array({model});
+    return respond(ex, json_response(200, to_body(j)));
+  }
+  const std::string id = r.path.substr(std::string("/v1/models/").size());
+  if (id != config_.model_name)
+    return respond_error(ex, ApiError::not_found(fmt::format("The model `{}` does not exist", id),
+                                                 "model"));
+  respond(ex, json_response(200, to_body(model)));
+}
+
+void ApiServer::handle_stats(const ExchangePtr& ex) {
+  const EngineThreadStats s = engine_.stats();
+  const EngineStats& e = s.engine;
+  nlohmann::json j;
+  j["model"] = config_.model_name;
+  j["uptime_s"] = uptime_s();
+  j["draining"] = shutting_down_.load();
+  const int32_t qi = s.admission ? s.admission->queued_interactive : 0;
+  const int32_t qb = s.admission ? s.admission->queued_batch : 0;
+  j["requests"] = {{"running", e.running}, {"waiting_engine", e.waiting},
+                   {"queued_interactive", qi}, {"queued_batch", qb}, {"active", s.active}};
+  j["engine"] = {{"steps", e.steps}, {"preemptions", e.preemptions},
+                 {"prompt_tokens_computed", e.prompt_tokens_computed},
+                 {"output_tokens", e.output_tokens}};
+  j["kv"] = {{"blocks_total", e.kv_blocks_total},
+             {"blocks_used", e.kv_blocks_used},
+             {"blocks_free", e.kv_blocks_total - e.kv_blocks_used},
+             {"blocks_cached", e.kv.pool.num_cached_free_blocks},
+             {"blocks_shared", e.kv.pool.num_shared_blocks},
+             {"blocks_reserved", s.admission ? s.admission->reserved_blocks : 0},
+             {"blocks_peak", e.kv_blocks_peak},
+             {"block_size", engine_.block_size()},
+             {"bytes_total", e.kv_bytes_total},
+             {"evictions", e.kv.pool.num_evictions},
+             {"cow_copies", e.kv.num_cow_copies},
+             {"map", s.kv_block_map}};
+  const double q = static_cast<double>(e.kv.num_prefix_query_tokens);
+  j["prefix_cache"] = {{"query_tokens", e.kv.num_prefix_query_tokens},
+                       {"hit_tokens", e.kv.num_prefix_hit_tokens},
+                       {"hit_rate", q > 0 ? static_cast<double>(e.kv.num_prefix_hit_tokens) / q : 0.0}};
+  j["counters"] = metrics_.counters_json();
+  j["history"] = metrics_.history_json();
+  j["history_interval_s"] = config_.history_interval_s;
+  HttpResponse r = json_response(200, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  r.headers.emplace_back("Cache-Control", "no-store");
+  respond(ex, std::move(r));
+}
+
+void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
+  struct Route {
+    const char* path;
+    const char* method;
+    bool prefix;
+  };
+  static constexpr Route kRoutes[] = {
+      {"/v1/chat/completions", "POST", false}, {"/v1/completions", "POST", false},
+      {"/tokenize", "POST", false},            {"/detokenize", "POST", false},
+      {"/v1/models/", "GET", true},            {"/v1/models", "GET", false},
+      {"/health", "GET", false},               {"/metrics", "GET", false},
+      {"/v1/stats", "GET", false},             {"/", "GET", false},
+  };
+  const Route* route = nullptr;
+  for (const Route& rt : kRoutes) {
+    if (rt.prefix ? r.path.rfind(rt.path, 0) == 0 && r.path.size() > std::strlen(rt.path)
+                  : r.path == rt.path) {
+      route = &rt;
+      break;
+    }
+  }
+  if (!route)
+    return respond_error(ex, ApiError::not_found(fmt::format("no route {} {}", r.method,
+                                                             r.path.substr(0, 200))));
+  if (r.method != route->method) {
+    ApiError e;
+    e.http_status = 405;
+    e.message = fmt::format("{} {} is not allowed; use {}", r.method.substr(0, 16), route->path,
+                            route->method);
+    return respond_error(ex, e, {{"Allow", route->method}});
+  }
+  const std::string_view p = route->path;
+  if (p == "/v1/chat/completions")
+    return handle_generation(*this, Endpoint::kChatCompletions, std::move(r), std::move(ex));
+  if (p == "/v1/completions")
+    return handle_generation(*this, Endpoint::kCompletions, std::move(r), std::move(ex));
+  if (p == "/tokenize") return handle_tokenize(r, ex);
+  if (p == "/detokenize") return handle_detokenize(r, ex);
+  if (p == "/v1/models" || p == "/v1/models/") return handle_models(r, ex);
+  if (p == "/health") {
+    if (shutting_down_.load())
+      return respond(ex, json_response(503, R"({"status":"shutting_down"})"));
+    return respond(ex, json_response(200, R"({"status":"ok"})"));
+  }
+  if (p == "/metrics") {
+    HttpResponse resp;
+    resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp.body = metrics_.render_prometheus(engine_.stats());
+    return respond(ex, std::move(resp));
+  }
+  if (p == "/v1/stats") return handle_stats(ex);
+  HttpResponse page;
+  page.content_type = "text/html; charset=utf-8";
+  page.body = dashboard_html();
+  respond(ex, std::move(page));
+}
+
+}  // namespace hinge::server

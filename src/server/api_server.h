@@ -1,0 +1,108 @@
+// ApiServer: the OpenAI-compatible API over an EngineThread — routing, the generation
+// endpoints (server/generation_job.h), tokenize/detokenize, models, health, Prometheus
+// metrics, the dashboard and its JSON feed. Transport-neutral: handle() takes an HttpRequest
+// and answers through an Exchange (server/http_exchange.h).
+//
+// Routes:
+//   POST /v1/chat/completions, /v1/completions   generation (streaming or not)
+//   POST /tokenize, /detokenize                  llama-server / vLLM shapes
+//   GET  /v1/models, /v1/models/{id}             the one served model
+//   GET  /health                                 200 {"status": "ok"}; 503 while draining
+//   GET  /metrics                                Prometheus text (hinge:* names)
+//   GET  /v1/stats                               the dashboard's JSON
+//   GET  /                                       the dashboard (HTML + JS, no build step)
+// A known path with another method is 405 (with Allow); anything else 404. Every error body is
+// OpenAI's {"error": {...}}.
+//
+// Prompts: chat messages are rendered with the model's chat template (tokenizer.chat_template)
+// when it has one; otherwise with the plain fallback: the messages' contents joined by "\n",
+// no roles (so a single user message is exactly the completions prompt). The rendered text is
+// tokenized with special tokens parsed, and BOS added unless the text already starts with it.
+// Completion prompts are tokenized like `hinge run` (BOS per vocabulary, special-token text
+// kept as text); token-id prompts are used as given.
+//
+// max_tokens: absent on completions -> 16 (OpenAI's default); absent on chat -> the rest of
+// the context, capped to what one request may reserve in the KV cache. Given and too large for
+// the context -> 400.
+//
+// Thread-safety: handle() may run on many I/O threads at once; everything it touches is
+// immutable or thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "engine/engine_thread.h"
+#include "server/api_error.h"
+#include "server/http_exchange.h"
+#include "server/metrics.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hinge::server {
+
+struct ApiServerConfig {
+  std::string model_name = "hinge";
+  int32_t n_vocab = 0;
+  CacheNamespace cache_namespace{};  // single tenant for now
+  double history_interval_s = 2.0;   // the dashboard's chart resolution
+  bool log_requests = false;         // one stderr line per finished or rejected request
+                                     // (ids, counts and timings; never prompt or output text)
+};
+
+class ApiServer {
+ public:
+  // chat_template: empty for the plain fallback. The tokenizer and engine must outlive this.
+  static StatusOr<std::unique_ptr<ApiServer>> create(const ApiServerConfig& config,
+                                                     const Tokenizer& tokenizer,
+                                                     const std::string& chat_template,
+                                                     EngineThread& engine);
+  ~ApiServer();
+
+  void handle(HttpRequest request, ExchangePtr exchange);
+  // New generation requests get 503 from now on; /health reports it.
+  void begin_shutdown();
+
+  Metrics& metrics() { return metrics_; }
+  EngineThread& engine() { return engine_; }
+  const Tokenizer& tokenizer() const { return tok_; }
+  const ApiServerConfig& config() const { return config_; }
+  const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
+  bool shutting_down() const { return shutting_down_.load(); }
+  double uptime_s() const;
+
+  // Renders messages (parsed request) into prompt token ids; errors are 400s.
+  ApiResult<std::vector<int32_t>> chat_prompt(const nlohmann::ordered_json& messages,
+                                             const nlohmann::ordered_json& tools) const;
+
+ private:
+  ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
+            std::optional<ChatTemplate> tmpl, EngineThread& engine);
+  void respond(const ExchangePtr& ex, HttpResponse r);
+  void respond_error(const ExchangePtr& ex, const ApiError& e, HttpHeaders headers = {});
+  void handle_tokenize(const HttpRequest& r, const ExchangePtr& ex);
+  void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);
+  void handle_models(const HttpRequest& r, const ExchangePtr& ex);
+  void handle_stats(const ExchangePtr& ex);
+  void ticker();
+
+  ApiServerConfig config_;
+  const Tokenizer& tok_;
+  std::optional<ChatTemplate> template_;
+  EngineThread& engine_;
+  Metrics metrics_;
+  std::atomic<bool> shutting_down_{false};
+  const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  const int64_t created_unix_;
+  std::atomic<bool> stop_ticker_{false};
+  std::thread ticker_;
+};
+
+// The dashboard page (self-contained HTML + JS polling /v1/stats).
+const std::string& dashboard_html();
+
+}  // namespace hinge::server

@@ -1,0 +1,81 @@
+// The live dashboard: one self-contained page (no build step, no external assets) that polls
+// GET /v1/stats once a second and draws the KV block map, request counts, prefix hit rate and
+// the TTFT / inter-token latency / throughput history on canvases.
+#include "server/api_server.h"
+
+namespace hinge::server {
+
+const std::string& dashboard_html() {
+  static const std::string page = R"HTML(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>hinge dashboard</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font:14px system-ui,sans-serif;margin:0;background:#101418;color:#e6e6e6}
+header{padding:12px 20px;background:#1a2129;display:flex;gap:24px;align-items:baseline}
+header h1{font-size:18px;margin:0} header span{color:#9aa5b1}
+main{padding:16px 20px;display:grid;gap:16px;grid-template-columns:repeat(auto-fit,minmax(420px,1fr))}
+.card{background:#1a2129;border-radius:8px;padding:12px 16px}
+.card h2{font-size:13px;text-transform:uppercase;letter-spacing:.05em;color:#9aa5b1;margin:0 0 8px}
+.tiles{display:grid;grid-template-columns:repeat(4,1fr);gap:8px}
+.tile{background:#222b35;border-radius:6px;padding:8px}
+.tile b{display:block;font-size:22px;font-variant-numeric:tabular-nums}
+.tile small{color:#9aa5b1}
+canvas{width:100%;display:block}
+.legend span{display:inline-block;margin-right:14px} .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
+#err{color:#ff7b72}
+</style></head><body>
+<header><h1>hinge</h1><span id="model">connecting…</span><span id="uptime"></span><span id="err"></span></header>
+<main>
+<section class="card" style="grid-column:1/-1"><h2>Now</h2><div class="tiles">
+<div class="tile"><b id="running">–</b><small>running</small></div>
+<div class="tile"><b id="waiting">–</b><small>waiting (queue + engine)</small></div>
+<div class="tile"><b id="kvuse">–</b><small>KV blocks used</small></div>
+<div class="tile"><b id="hit">–</b><small>prefix cache hit rate</small></div>
+<div class="tile"><b id="toks">–</b><small>output tok/s</small></div>
+<div class="tile"><b id="ttft">–</b><small>mean TTFT</small></div>
+<div class="tile"><b id="itl">–</b><small>mean inter-token latency</small></div>
+<div class="tile"><b id="rej">–</b><small>accepted / rejected / preemptions</small></div>
+</div></section>
+<section class="card" style="grid-column:1/-1"><h2>KV block map <span id="kvinfo"></span></h2>
+<div class="legend"><span><i style="background:#2d3640"></i>free</span><span><i style="background:#3fb950"></i>cached (evictable)</span><span><i style="background:#58a6ff"></i>used</span><span><i style="background:#d29922"></i>shared</span></div>
+<canvas id="map" height="120"></canvas></section>
+<section class="card"><h2>Latency (last minutes)</h2><div class="legend"><span><i style="background:#58a6ff"></i>TTFT</span><span><i style="background:#d29922"></i>inter-token</span></div><canvas id="lat" height="200"></canvas></section>
+<section class="card"><h2>Throughput and load</h2><div class="legend"><span><i style="background:#3fb950"></i>output tok/s</span><span><i style="background:#58a6ff"></i>running</span><span><i style="background:#ff7b72"></i>waiting</span></div><canvas id="load" height="200"></canvas></section>
+</main>
+<script>
+const $=id=>document.getElementById(id);
+const colors={'.':'#2d3640','c':'#3fb950','#':'#58a6ff','S':'#d29922'};
+function ms(s){return s>=1?s.toFixed(2)+' s':(s*1000).toFixed(1)+' ms'}
+function fit(c){const r=window.devicePixelRatio||1,w=c.clientWidth,h=c.getAttribute('height');c.width=w*r;c.height=h*r;const g=c.getContext('2d');g.scale(r,r);return [g,w,+h]}
+function drawMap(map){const c=$('map');const n=map.length;if(!n)return;const w=c.clientWidth;
+ let size=Math.max(2,Math.floor(Math.sqrt(w*400/n)));size=Math.min(size,14);const per=Math.max(1,Math.floor(w/size));
+ const rows=Math.ceil(n/per);c.setAttribute('height',Math.min(400,rows*size));const [g]=fit(c);
+ for(let i=0;i<n;i++){g.fillStyle=colors[map[i]]||'#555';g.fillRect((i%per)*size,Math.floor(i/per)*size,size-(size>3?1:0),size-(size>3?1:0));}}
+function chart(id,series,fmt){const [g,w,h]=fit($(id));g.clearRect(0,0,w,h);const pad=40;
+ let max=0;for(const s of series)for(const v of s.v)max=Math.max(max,v);if(max<=0)max=1;
+ g.strokeStyle='#2d3640';g.fillStyle='#9aa5b1';g.font='11px system-ui';
+ for(let k=0;k<=4;k++){const y=h-20-(h-30)*k/4;g.beginPath();g.moveTo(pad,y);g.lineTo(w,y);g.stroke();g.fillText(fmt(max*k/4),2,y+4);}
+ for(const s of series){const n=s.v.length;if(n<2)continue;g.strokeStyle=s.c;g.lineWidth=2;g.beginPath();
+  s.v.forEach((v,i)=>{const x=pad+(w-pad)*i/(n-1),y=h-20-(h-30)*v/max;i?g.lineTo(x,y):g.moveTo(x,y)});g.stroke();}}
+async function tick(){try{const r=await fetch('/v1/stats',{cache:'no-store'});const s=await r.json();$('err').textContent='';
+ $('model').textContent=s.model+(s.draining?' (shutting down)':'');$('uptime').textContent='up '+Math.round(s.uptime_s)+' s';
+ const q=s.requests;$('running').textContent=q.running;$('waiting').textContent=q.queued_interactive+q.queued_batch+q.waiting_engine;
+ const kv=s.kv;$('kvuse').textContent=kv.blocks_used+' / '+kv.blocks_total;
+ $('kvinfo').textContent='('+kv.blocks_total+' blocks of '+kv.block_size+' tokens, '+kv.blocks_cached+' cached, '+kv.blocks_shared+' shared, '+kv.blocks_reserved+' reserved)';
+ $('hit').textContent=(100*s.prefix_cache.hit_rate).toFixed(1)+' %';
+ const h=s.history,last=h.length?h[h.length-1]:null;$('toks').textContent=last?last.output_tokens_per_s.toFixed(1):'0';
+ $('ttft').textContent=ms(s.counters.ttft_mean_s);$('itl').textContent=ms(s.counters.itl_mean_s);
+ let rej=0;for(const k in s.counters.requests_rejected)rej+=s.counters.requests_rejected[k];
+ $('rej').textContent=s.counters.requests_accepted+' / '+rej+' / '+s.engine.preemptions;
+ drawMap(kv.map);
+ chart('lat',[{c:'#58a6ff',v:h.map(p=>p.ttft_mean_s)},{c:'#d29922',v:h.map(p=>p.itl_mean_s)}],ms);
+ chart('load',[{c:'#3fb950',v:h.map(p=>p.output_tokens_per_s)},{c:'#58a6ff',v:h.map(p=>p.running)},{c:'#ff7b72',v:h.map(p=>p.waiting)}],v=>v.toFixed(0));
+ document.body.dataset.ready='1';
+}catch(e){$('err').textContent='stats unavailable: '+e;}}
+tick();setInterval(tick,1000);
+</script></body></html>
+)HTML";
+  return page;
+}
+
+}  // namespace hinge::server

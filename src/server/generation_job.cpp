@@ -1,0 +1,313 @@
+#include "server/generation_job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "server/openai_response.h"
+
+namespace hinge::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int32_t kDefaultCompletionMaxTokens = 16;  // OpenAI's legacy completions default
+
+std::string random_hex(size_t n) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string s;
+  while (s.size() < n) s += fmt::format("{:016x}", rng());
+  s.resize(n);
+  return s;
+}
+
+uint64_t random_seed() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+std::string user_key(const HttpRequest& r, const OpenAiRequest& req) {
+  const std::string auth = r.header("authorization");
+  if (auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0) return "key:" + auth.substr(7);
+  if (!req.user.empty()) return "user:" + req.user;
+  return {};
+}
+
+// Per-request state shared by the engine-thread callbacks (on_result, sink run there, one at a
+// time) and the I/O thread's on_close (which only reads `ticket`).
+struct Job {
+  ApiServer* api = nullptr;
+  ExchangePtr ex;
+  Endpoint endpoint = Endpoint::kChatCompletions;
+  bool stream = false;
+  ResponseHeader header;
+  int32_t n = 1;
+  int32_t prompt_tokens = 0;
+  Clock::time_point arrival;
+  uint64_t ticket = 0;
+
+  // Engine thread only.
+  std::vector<ChoiceOutput> choices;
+  std::vector<RequestUsage> usages;
+  std::vector<bool> started;      // a chunk was sent for this choice (chat: the role chunk)
+  std::vector<bool> finished;
+  int32_t num_finished = 0;
+  bool any_token = false;
+  Clock::time_point last_token;
+  std::string scratch;
+
+  void on_delta(const RequestDelta& d);
+  void finish();
+};
+
+void Job::on_delta(const RequestDelta& d) {
+  const auto now = Clock::now();
+  const auto i = static_cast<size_t>(d.index);
+  if (i >= choices.size()) return;
+  Metrics& m = api->metrics();
+  const int64_t k = static_cast<int64_t>(d.token_ids.size());
+  if (k > 0) {
+    if (!any_token) {
+      m.first_token(std::chrono::duration<double>(now - arrival).count());
+      any_token = true;
+      if (k > 1) m.inter_token(0, k - 1);
+    } else {
+      m.inter_token(std::chrono::duration<double>(now - last_token).count(), k);
+    }
+    last_token = now;
+    m.tokens_generated(k);
+  }
+  usages[i] = d.usage;
+  if (stream) {
+    scratch.clear();
+    append_delta_events(header, endpoint, d, !started[i], &scratch);
+    started[i] = true;
+    if (!scratch.empty()) ex->write(std::move(scratch));
+  } else {
+    choices[i].text += d.text;
+  }
+  if (d.finished() && !finished[i]) {
+    finished[i] = true;
+    choices[i].finish_reason = d.finish_reason;
+    if (++num_finished == n) finish();
+  }
+}
+
+void Job::finish() {
+  const RequestUsage usage = total_usage(usages);
+  FinishReason last = FinishReason::kStop;
+  for (const auto& c : choices) last = c.finish_reason;
+  const double e2e = std::chrono::duration<double>(Clock::now() - arrival).count();
+  api->metrics().request_finished(sched::finish_reason_name(last), e2e);
+  if (api->config().log_requests)
+    std::fprintf(stderr,
+                 "hinge: %s n=%d prompt=%d cached=%d completion=%d e2e=%.3fs finish=%s%s\n",
+                 header.id.c_str(), n, usage.prompt_tokens, usage.cached_tokens,
+                 usage.completion_tokens, e2e, sched::finish_reason_name(last),
+                 stream ? " stream" : "");
+  if (stream) {
+    std::string out;
+    if (header.include_usage) out += sse_event(usage_chunk(header, endpoint, usage));
+    out += sse_done();
+    ex->write(std::move(out));
+    ex->end_stream();
+    return;
+  }
+  HttpResponse r;
+  r.body = to_body(endpoint == Endpoint::kChatCompletions
+                       ? chat_completion_response(header, choices, usage)
+                       : completion_response(header, choices, usage));
+  api->metrics().http_response(200);
+  ex->respond(std::move(r));
+}
+
+ApiError rejection_error(const SubmitResult& r, HttpHeaders* headers) {
+  using K = SubmitResult::Kind;
+  ApiError e;
+  e.message = r.message;
+  switch (r.kind) {
+    case K::kInvalid:
+      e = ApiError::invalid_request("", r.message);
+      break;
+    case K::kTooLarge:
+      e = ApiError::invalid_request("max_tokens", r.message);
+      e.code = "request_too_large";
+      break;
+    case K::kUserLimit:
+      e.http_status = 429;
+      e.type = "rate_limit_error";
+      e.code = "too_many_concurrent_requests";
+      break;
+    case K::kQueueFull:
+    case K::kTimedOut:
+    case K::kShuttingDown:
+    case K::kCancelled:
+      e.http_status = 503;
+      e.type = "server_overloaded";
+      e.code = r.kind == K::kShuttingDown ? "shutting_down" : "overloaded";
+      break;
+    case K::kAccepted:
+      break;
+  }
+  if (r.retry_after_s > 0) headers->emplace_back("Retry-After", std::to_string(r.retry_after_s));
+  return e;
+}
+
+void reply_error(ApiServer& api, const ExchangePtr& ex, const ApiError& e,
+                 const HttpHeaders& headers = {}) {
+  HttpResponse r;
+  r.status = e.http_status;
+  r.body = api_error_body(e);
+  r.headers = headers;
+  api.metrics().http_response(e.http_status);
+  ex->respond(std::move(r));
+}
+
+}  // namespace
+
+void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
+                       ExchangePtr exchange) {
+  Metrics& m = api.metrics();
+  m.request_received();
+  const auto arrival = Clock::now();
+  auto fail = [&](const ApiError& e, const std::string& reason = "invalid") {
+    m.request_rejected(reason);
+    reply_error(api, exchange, e);
+  };
+  if (api.shutting_down()) {
+    ApiError e;
+    e.http_status = 503;
+    e.type = "server_overloaded";
+    e.code = "shutting_down";
+    e.message = "the server is shutting down";
+    m.request_rejected("shutting_down");
+    reply_error(api, exchange, e, {{"Retry-After", "5"}});
+    return;
+  }
+  auto parsed = endpoint == Endpoint::kChatCompletions ? parse_chat_request(request.body)
+                                                       : parse_completion_request(request.body);
+  if (!parsed.ok()) return fail(parsed.error());
+  OpenAiRequest& req = *parsed;
+  const std::string& served = api.config().model_name;
+  if (!req.model.empty() && req.model != served)
+    return fail(ApiError::not_found(
+        fmt::format("The model `{}` does not exist; this server serves `{}`", req.model, served),
+        "model"));
+  if (req.logprobs)
+    return fail(ApiError::invalid_request(
+        "logprobs", "logprobs are not supported by this server yet; omit logprobs"));
+  if (req.tools.is_array() && !req.tools.empty() && endpoint == Endpoint::kChatCompletions &&
+      !api.chat_template())
+    return fail(ApiError::invalid_request("tools", "this model has no chat template for tools"));
+
+  // The prompt.
+  std::vector<int32_t> prompt;
+  const Tokenizer& tok = api.tokenizer();
+  if (endpoint == Endpoint::kChatCompletions) {
+    auto p = api.chat_prompt(req.messages, req.tools);
+    if (!p.ok()) return fail(p.error());
+    prompt = std::move(*p);
+  } else if (req.prompt_is_tokens) {
+    prompt = std::move(req.prompt_token_ids);
+    for (size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] >= api.config().n_vocab)
+        return fail(ApiError::invalid_request(
+            fmt::format("prompt[{}]", i),
+            fmt::format("token id {} is out of range [0, {})", prompt[i], api.config().n_vocab)));
+  } else {
+    prompt = tok.encode(req.prompt_text, /*add_special=*/true, /*parse_special=*/false);
+  }
+  if (prompt.empty()) {
+    if (tok.bos() < 0) return fail(ApiError::invalid_request("prompt", "the prompt is empty"));
+    prompt.push_back(tok.bos());
+  }
+  EngineThread& et = api.engine();
+  const int64_t ctx = et.max_model_len();
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt >= ctx)
+    return fail(ApiError::invalid_request(
+        endpoint == Endpoint::kChatCompletions ? "messages" : "prompt",
+        fmt::format("This model's maximum context length is {} tokens; the prompt has {} tokens",
+                    ctx, n_prompt)));
+  int64_t max_tokens = 0;
+  if (req.max_tokens) {
+    max_tokens = *req.max_tokens;
+    if (n_prompt + max_tokens > ctx)
+      return fail(ApiError::invalid_request(
+          "max_tokens",
+          fmt::format("This model's maximum context length is {} tokens. However, you requested "
+                      "{} tokens ({} in the prompt, {} for the completion); lower max_tokens",
+                      ctx, n_prompt + max_tokens, n_prompt, max_tokens)));
+  } else if (endpoint == Endpoint::kCompletions) {
+    max_tokens = std::min<int64_t>(kDefaultCompletionMaxTokens, ctx - n_prompt);
+  } else {
+    // The rest of the context, capped to what admission lets one request reserve.
+    max_tokens = ctx - n_prompt;
+    const int64_t bs = et.block_size();
+    const int64_t limit_tokens = static_cast<int64_t>(et.max_request_blocks()) * bs;
+    const int64_t full_prompt = n_prompt / bs * bs;
+    const int64_t per_sample = (limit_tokens - full_prompt) / std::max(1, req.n);
+    const int64_t cap = full_prompt + per_sample - n_prompt - bs;  // leave the partial block
+    if (et.max_request_blocks() < INT32_MAX) max_tokens = std::min(max_tokens, std::max<int64_t>(1, cap));
+  }
+
+  GenerateRequest g;
+  g.prompt_token_ids = std::move(prompt);
+  g.sampling = req.sampling;
+  g.sampling.seed = req.seed ? *req.seed : random_seed();
+  g.max_new_tokens = static_cast<int32_t>(max_tokens);
+  g.n = req.n;
+  g.priority = req.priority;
+  g.cache_namespace = api.config().cache_namespace;
+
+  auto job = std::make_shared<Job>();
+  job->api = &api;
+  job->ex = exchange;
+  job->endpoint = endpoint;
+  job->stream = req.stream;
+  job->n = req.n;
+  job->prompt_tokens = static_cast<int32_t>(n_prompt);
+  job->arrival = arrival;
+  job->header.id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + random_hex(24);
+  job->header.created = static_cast<int64_t>(std::time(nullptr));
+  job->header.model = served;
+  job->header.include_usage = req.stream && req.include_usage;
+  job->choices.resize(static_cast<size_t>(req.n));
+  job->usages.resize(static_cast<size_t>(req.n));
+  job->started.assign(static_cast<size_t>(req.n), false);
+  job->finished.assign(static_cast<size_t>(req.n), false);
+
+  SubmitOptions opts;
+  opts.user = user_key(request, req);
+  auto on_result = [job](const SubmitResult& r) {
+    Metrics& mm = job->api->metrics();
+    if (!r.accepted()) {
+      mm.request_rejected(submit_result_name(r.kind));
+      if (job->api->config().log_requests)
+        std::fprintf(stderr, "hinge: %s rejected: %s (prompt=%d, waited %.3fs, retry-after %ds)\n",
+                     job->header.id.c_str(), submit_result_name(r.kind), job->prompt_tokens,
+                     r.queue_seconds, r.retry_after_s);
+      HttpHeaders h;
+      const ApiError e = rejection_error(r, &h);
+      reply_error(*job->api, job->ex, e, h);
+      job->ex.reset();
+      return;
+    }
+    mm.request_accepted(r.queue_seconds, job->prompt_tokens);
+    if (job->stream) {
+      mm.http_response(200);
+      job->ex->start_stream(200, "text/event-stream");
+    }
+  };
+  auto sink = [job](const RequestDelta& d) {
+    if (job->ex) job->on_delta(d);
+  };
+  job->ticket = et.enqueue(std::move(g), std::move(opts), std::move(on_result), std::move(sink));
+  exchange->on_close([&et, ticket = job->ticket] { et.cancel(ticket); });
+}
+
+}  // namespace hinge::server

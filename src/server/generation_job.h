@@ -1,0 +1,19 @@
+// One /v1/chat/completions or /v1/completions request, from body to the last byte: parse and
+// validate, build the prompt (tokenized on the calling I/O thread, never the engine thread),
+// enqueue in the EngineThread (admission control may reject: 400 / 429 / 503 with
+// Retry-After), then either collect every choice into one JSON response or stream SSE chunks
+// as deltas arrive, ending with the usage chunk (include_usage) and `data: [DONE]`. A client
+// that goes away cancels the request (queued or running); its KV blocks are free within a step.
+// Metrics: received, accepted/rejected (by reason), queue time, TTFT, inter-token latency,
+// end-to-end latency, finish reasons. Nothing here logs prompt or completion text.
+#pragma once
+
+#include "server/api_server.h"
+#include "server/openai_request.h"
+
+namespace hinge::server {
+
+void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
+                       ExchangePtr exchange);
+
+}  // namespace hinge::server

@@ -1,0 +1,226 @@
+// AdmissionController: worst-case sizing, exact admit/wait decisions against reservations,
+// the interactive reserve, the bounded queue, per-user caps, timeouts and Retry-After.
+#include "sched/admission.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace hinge::sched {
+namespace {
+
+AdmissionConfig config(int32_t blocks) {
+  AdmissionConfig c;
+  c.num_blocks = blocks;
+  c.block_size_tokens = 16;
+  c.headroom_fraction = 0.1;             // 10 of 100
+  c.interactive_reserve_fraction = 0.2;  // 20 of 100
+  c.max_request_share = 0.5;
+  c.max_queue = 4;
+  c.queue_timeout_s = 30;
+  return c;
+}
+
+AdmissionTicket ticket(uint64_t id, int32_t blocks, Priority p = Priority::kInteractive,
+                       std::string user = {}) {
+  return AdmissionTicket{id, std::move(user), p, blocks};
+}
+
+TEST(SchedAdmission, WorstCaseBlocksSharesFullPromptBlocks) {
+  // 100 prompt + 28 new = 128 tokens = 8 blocks.
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 28, 1, 16), 8);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 29, 1, 16), 9);
+  // n = 4 of 512 prompt + 16 new: 32 shared + 4 x 1.
+  EXPECT_EQ(AdmissionController::worst_case_blocks(512, 16, 4, 16), 36);
+  // 100 prompt (6 full blocks + 4 tokens), n = 2, 12 new: 6 + 2 x 1.
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 12, 2, 16), 8);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(1, 1, 1, 16), 1);
+}
+
+TEST(SchedAdmission, AdmitsUntilReservationsFillThePoolLessHeadroom) {
+  AdmissionController a(config(100));
+  for (uint64_t i = 1; i <= 4; ++i) EXPECT_EQ(a.offer(ticket(i, 30), 0).verdict, AdmissionVerdict::kQueued);
+  // 90 blocks usable: three of 30 fit, the fourth waits.
+  EXPECT_EQ(a.admit_next(0, 100, {}), 1u);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 2u);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 3u);
+  EXPECT_EQ(a.admit_next(0, 100, {}), std::nullopt);
+  EXPECT_EQ(a.stats(0).reserved_blocks, 90);
+  EXPECT_TRUE(a.check_invariants());
+  a.release(2, 1);
+  EXPECT_EQ(a.admit_next(1, 100, {}), 4u);
+  EXPECT_EQ(a.stats(1).admitted, 3);
+  EXPECT_TRUE(a.check_invariants());
+}
+
+TEST(SchedAdmission, PoolFreeBlocksAlsoBound) {
+  AdmissionController a(config(100));
+  ASSERT_EQ(a.offer(ticket(1, 10), 0).verdict, AdmissionVerdict::kQueued);
+  ASSERT_EQ(a.offer(ticket(2, 10), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 1u);
+  // Reservations allow it, but the pool has only 15 unreferenced blocks (10 headroom).
+  EXPECT_EQ(a.admit_next(0, 15, {}), std::nullopt);
+  EXPECT_EQ(a.admit_next(0, 20, {}), 2u);
+}
+
+TEST(SchedAdmission, PrefixHitsLowerTheReservation) {
+  AdmissionController a(config(100));
+  for (uint64_t i = 1; i <= 4; ++i) ASSERT_EQ(a.offer(ticket(i, 40), 0).verdict, AdmissionVerdict::kQueued);
+  auto hits = [](uint64_t id) { return id == 1 ? 0 : 32; };  // later ones hit 32 blocks
+  EXPECT_EQ(a.admit_next(0, 100, hits), 1u);  // 40
+  EXPECT_EQ(a.admit_next(0, 100, hits), 2u);  // 8
+  EXPECT_EQ(a.admit_next(0, 100, hits), 3u);  // 8
+  EXPECT_EQ(a.admit_next(0, 100, hits), 4u);  // 8
+  EXPECT_EQ(a.stats(0).reserved_blocks, 64);
+}
+
+TEST(SchedAdmission, BatchCannotTakeTheInteractiveReserve) {
+  AdmissionController a(config(100));
+  ASSERT_EQ(a.offer(ticket(1, 40), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 1u);
+  // Batch limit: 100 - 10 - 20 = 70 reserved at most; 40 + 35 = 75 waits.
+  ASSERT_EQ(a.offer(ticket(2, 35, Priority::kBatch), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.admit_next(0, 100, {}), std::nullopt);
+  // An interactive one of the same size fits (limit 90) and goes first.
+  ASSERT_EQ(a.offer(ticket(3, 35), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 3u);
+  a.release(1, 1);
+  a.release(3, 1);
+  EXPECT_EQ(a.admit_next(1, 100, {}), 2u);
+}
+
+TEST(SchedAdmission, NoOvertakingWithinAClassAndInteractiveFirst) {
+  AdmissionController a(config(100));
+  ASSERT_EQ(a.offer(ticket(1, 50), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 1u);
+  ASSERT_EQ(a.offer(ticket(2, 45), 0).verdict, AdmissionVerdict::kQueued);  // waits (95 > 90)
+  ASSERT_EQ(a.offer(ticket(3, 5, Priority::kBatch), 0).verdict, AdmissionVerdict::kQueued);
+  // The small batch request would fit but must not overtake the waiting interactive one.
+  EXPECT_EQ(a.admit_next(0, 100, {}), std::nullopt);
+  a.release(1, 1);
+  EXPECT_EQ(a.admit_next(1, 100, {}), 2u);
+  EXPECT_EQ(a.admit_next(1, 100, {}), 3u);
+}
+
+TEST(SchedAdmission, TooLargeQueueFullAndUserLimit) {
+  AdmissionConfig c = config(100);
+  c.max_concurrent_per_user = 2;
+  AdmissionController a(c);
+  const AdmissionOffer big = a.offer(ticket(1, 51), 0);
+  EXPECT_EQ(big.verdict, AdmissionVerdict::kTooLarge);
+  EXPECT_NE(big.message.find("50 blocks"), std::string::npos) << big.message;
+  EXPECT_EQ(a.offer(ticket(2, 1, Priority::kInteractive, "alice"), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.offer(ticket(3, 1, Priority::kInteractive, "alice"), 0).verdict, AdmissionVerdict::kQueued);
+  const AdmissionOffer third = a.offer(ticket(4, 1, Priority::kInteractive, "alice"), 0);
+  EXPECT_EQ(third.verdict, AdmissionVerdict::kUserLimit);
+  EXPECT_GE(third.retry_after_s, 1);
+  EXPECT_EQ(a.offer(ticket(5, 1), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.offer(ticket(6, 1), 0).verdict, AdmissionVerdict::kQueued);
+  const AdmissionOffer full = a.offer(ticket(7, 1), 0);  // 4 queued = max_queue
+  EXPECT_EQ(full.verdict, AdmissionVerdict::kQueueFull);
+  EXPECT_GE(full.retry_after_s, 1);
+  const AdmissionStats s = a.stats(0);
+  EXPECT_EQ(s.rejected_too_large, 1);
+  EXPECT_EQ(s.rejected_user_limit, 1);
+  EXPECT_EQ(s.rejected_queue_full, 1);
+  EXPECT_EQ(s.offered_total, 7);
+  // Alice's slot frees when one of hers is cancelled.
+  EXPECT_TRUE(a.cancel(2));
+  EXPECT_EQ(a.offer(ticket(8, 1, Priority::kInteractive, "alice"), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_TRUE(a.check_invariants());
+}
+
+TEST(SchedAdmission, RetryAfterFollowsTheDrainRate) {
+  AdmissionController a(config(100));
+  EXPECT_EQ(a.retry_after_queue_full(0), 5);  // nothing measured
+  // 10 requests finish 0.5 s apart: 2 per second.
+  for (uint64_t i = 1; i <= 10; ++i) {
+    ASSERT_EQ(a.offer(ticket(i, 1), 0).verdict, AdmissionVerdict::kQueued);
+    ASSERT_EQ(a.admit_next(0, 100, {}), i);
+  }
+  for (uint64_t i = 1; i <= 10; ++i) a.release(i, 0.5 * static_cast<double>(i));
+  for (uint64_t i = 11; i <= 14; ++i)
+    ASSERT_EQ(a.offer(ticket(i, 45), 5).verdict, AdmissionVerdict::kQueued);
+  // 9 intervals over 4.5 s = 2 per second; 4 waiting -> 2 s.
+  EXPECT_EQ(a.retry_after_queue_full(5), 2);
+  // Idle since: 9 over 9 s = 1 per second -> 4 s.
+  EXPECT_EQ(a.retry_after_queue_full(9.5), 4);
+  EXPECT_NEAR(a.stats(5).drain_rate_per_s, 2.0, 1e-9);
+  // Service times grew from 0.5 s to 5 s: the user-limit estimate is their running mean.
+  EXPECT_GE(a.retry_after_user_limit(), 1);
+  EXPECT_LE(a.retry_after_user_limit(), 5);
+}
+
+TEST(SchedAdmission, ExpireAndCancel) {
+  AdmissionController a(config(100));
+  ASSERT_EQ(a.offer(ticket(1, 45), 0).verdict, AdmissionVerdict::kQueued);
+  EXPECT_EQ(a.admit_next(0, 100, {}), 1u);
+  ASSERT_EQ(a.offer(ticket(2, 45), 1).verdict, AdmissionVerdict::kQueued);
+  ASSERT_EQ(a.offer(ticket(3, 45, Priority::kBatch), 20).verdict, AdmissionVerdict::kQueued);
+  EXPECT_TRUE(a.expire(30).empty());
+  EXPECT_EQ(a.expire(31.5), std::vector<uint64_t>{2});
+  EXPECT_EQ(a.stats(31.5).rejected_timed_out, 1);
+  EXPECT_TRUE(a.cancel(3));
+  EXPECT_TRUE(a.cancel(1));  // admitted: reservation returned
+  EXPECT_FALSE(a.cancel(1));
+  EXPECT_EQ(a.stats(32).reserved_blocks, 0);
+  EXPECT_EQ(a.stats(32).cancelled_total, 1);
+  EXPECT_TRUE(a.check_invariants());
+}
+
+TEST(SchedAdmission, IdlePoolAdmitsAnyRequestThatPassedTheSizeLimit) {
+  AdmissionController a(config(100));
+  ASSERT_EQ(a.offer(ticket(1, 50, Priority::kBatch), 0).verdict, AdmissionVerdict::kQueued);
+  // 50 <= 70 anyway; with cached-but-evictable blocks counted free it is admitted.
+  EXPECT_EQ(a.admit_next(0, 100, {}), 1u);
+}
+
+TEST(SchedAdmission, RandomOperationsKeepInvariants) {
+  AdmissionConfig c = config(200);
+  c.max_queue = 16;
+  c.max_concurrent_per_user = 3;
+  AdmissionController a(c);
+  std::mt19937 rng(7);
+  std::vector<uint64_t> admitted, queued;
+  uint64_t next = 1;
+  double now = 0;
+  for (int op = 0; op < 5000; ++op) {
+    now += 0.01;
+    switch (rng() % 4) {
+      case 0: {
+        const uint64_t id = next++;
+        const auto o = a.offer(ticket(id, 1 + static_cast<int32_t>(rng() % 120),
+                                      rng() % 2 ? Priority::kBatch : Priority::kInteractive,
+                                      "u" + std::to_string(rng() % 5)),
+                               now);
+        if (o.verdict == AdmissionVerdict::kQueued) queued.push_back(id);
+        break;
+      }
+      case 1:
+        if (auto id = a.admit_next(now, 200 - a.stats(now).reserved_blocks, {})) {
+          admitted.push_back(*id);
+          std::erase(queued, *id);
+        }
+        break;
+      case 2:
+        if (!admitted.empty()) {
+          const size_t i = rng() % admitted.size();
+          a.release(admitted[i], now);
+          admitted.erase(admitted.begin() + static_cast<long>(i));
+        }
+        break;
+      case 3:
+        if (!queued.empty() && rng() % 3 == 0) {
+          const size_t i = rng() % queued.size();
+          EXPECT_TRUE(a.cancel(queued[i]));
+          queued.erase(queued.begin() + static_cast<long>(i));
+        }
+        break;
+    }
+    ASSERT_TRUE(a.check_invariants()) << "op " << op;
+    ASSERT_LE(a.stats(now).reserved_blocks, 200 - c.headroom_blocks() + 120);
+  }
+}
+
+}  // namespace
+}  // namespace hinge::sched
