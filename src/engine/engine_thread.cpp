@@ -169,8 +169,14 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
       static_cast<int64_t>(p.request.prompt_token_ids.size()), p.request.max_new_tokens,
       p.request.n, block_size_);
-  const sched::AdmissionOffer o = admission_->offer(t, seconds_since_start());
+  const EngineStats s = engine_->stats();
+  const std::vector<int32_t>& prompt = p.request.prompt_token_ids;
+  const CacheNamespace ns = p.request.cache_namespace;
+  const sched::AdmissionOffer o = admission_->offer(
+      t, seconds_since_start(), s.kv_blocks_total - s.kv_blocks_used,
+      [&](uint64_t) { return engine_->cached_prefix_blocks(prompt, ns); });
   switch (o.verdict) {
+    case sched::AdmissionVerdict::kAdmitted: start(add.ticket, p); return;
     case sched::AdmissionVerdict::kQueued: pending_.emplace(add.ticket, std::move(p)); return;
     case sched::AdmissionVerdict::kTooLarge: reject(p.on_result, K::kTooLarge, o.message, 0, p.at); return;
     case sched::AdmissionVerdict::kUserLimit:

@@ -32,6 +32,7 @@ int32_t AdmissionConfig::max_request_blocks() const {
 
 const char* admission_verdict_name(AdmissionVerdict v) {
   switch (v) {
+    case AdmissionVerdict::kAdmitted: return "admitted";
     case AdmissionVerdict::kQueued: return "queued";
     case AdmissionVerdict::kTooLarge: return "too_large";
     case AdmissionVerdict::kUserLimit: return "user_limit";
@@ -54,7 +55,9 @@ int32_t AdmissionController::worst_case_blocks(int64_t prompt_tokens, int64_t ma
   return static_cast<int32_t>(std::min<int64_t>(total, INT32_MAX));
 }
 
-AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now) {
+AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now,
+                                          int32_t free_plus_evictable,
+                                          const CachedBlocksFn& cached_blocks) {
   HINGE_CHECK_MSG(!entries_.contains(t.id), "ticket {} offered twice", t.id);
   ++counters_.offered_total;
   AdmissionOffer o;
@@ -81,7 +84,22 @@ AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now) 
       return o;
     }
   }
+  // Start at once when nothing of this class (or, for batch, nothing interactive) waits.
+  const bool nothing_ahead = interactive_.empty() && (t.priority == Priority::kInteractive || batch_.empty());
+  Entry e;
+  e.ticket = t;
+  e.enqueued_at = now;
+  entries_.emplace(t.id, std::move(e));
+  if (!t.user.empty()) ++per_user_[t.user];
+  if (nothing_ahead) {
+    if (auto reserved = try_admit(t.id, now, free_plus_evictable, cached_blocks)) {
+      o.verdict = AdmissionVerdict::kAdmitted;
+      o.reserved_blocks = *reserved;
+      return o;
+    }
+  }
   if (static_cast<int32_t>(interactive_.size() + batch_.size()) >= config_.max_queue) {
+    forget(t.id);
     ++counters_.rejected_queue_full;
     o.verdict = AdmissionVerdict::kQueueFull;
     o.retry_after_s = retry_after_queue_full(now);
@@ -89,13 +107,25 @@ AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now) 
                             interactive_.size() + batch_.size(), o.retry_after_s);
     return o;
   }
-  Entry e;
-  e.ticket = t;
-  e.enqueued_at = now;
-  entries_.emplace(t.id, std::move(e));
   queue_of(t.priority).push_back(t.id);
-  if (!t.user.empty()) ++per_user_[t.user];
   return o;
+}
+
+std::optional<int32_t> AdmissionController::try_admit(uint64_t id, double now,
+                                                      int32_t free_plus_evictable,
+                                                      const CachedBlocksFn& cached_blocks) {
+  Entry& e = entries_.at(id);
+  const int32_t cached = cached_blocks ? std::max(0, cached_blocks(id)) : 0;
+  const int32_t need = std::max(0, e.ticket.worst_case_blocks - cached);
+  // A request alone in an idle pool is always admitted (it passed the size limit at offer).
+  if (num_admitted_ != 0 && !fits(e, need, free_plus_evictable)) return std::nullopt;
+  e.admitted = true;
+  e.admitted_at = now;
+  e.reserved = need;
+  reserved_blocks_ += need;
+  ++num_admitted_;
+  ++counters_.admitted_total;
+  return need;
 }
 
 bool AdmissionController::fits(const Entry& e, int32_t need, int32_t free_plus_evictable) const {
@@ -109,20 +139,10 @@ std::optional<uint64_t> AdmissionController::admit_next(double now, int32_t free
                                                         const CachedBlocksFn& cached_blocks) {
   std::deque<uint64_t>* q = !interactive_.empty() ? &interactive_ : &batch_;
   if (q->empty()) return std::nullopt;
-  Entry& e = entries_.at(q->front());
-  const int32_t cached = cached_blocks ? std::max(0, cached_blocks(e.ticket.id)) : 0;
-  const int32_t need = std::max(0, e.ticket.worst_case_blocks - cached);
-  // A request alone in an idle pool is always admitted (it passed the size limit at offer).
-  const bool idle = num_admitted_ == 0;
-  if (!idle && !fits(e, need, free_plus_evictable)) return std::nullopt;
+  const uint64_t id = q->front();
+  if (!try_admit(id, now, free_plus_evictable, cached_blocks)) return std::nullopt;
   q->pop_front();
-  e.admitted = true;
-  e.admitted_at = now;
-  e.reserved = need;
-  reserved_blocks_ += need;
-  ++num_admitted_;
-  ++counters_.admitted_total;
-  return e.ticket.id;
+  return id;
 }
 
 std::vector<uint64_t> AdmissionController::expire(double now) {

@@ -6,10 +6,12 @@
 // blocks once, plus for each of its n samples the blocks from the last full prompt block to
 // prompt + max_tokens. Admitted requests hold that reservation until they finish.
 //
-//   offer(t)          -> kTooLarge  (400: needs more than max_request_share of the pool),
+//   offer(t, ...)     -> kAdmitted  (nothing of its class or above waits and it fits now),
+//                        kTooLarge  (400: needs more than max_request_share of the pool),
 //                        kUserLimit (429: the user already has max_concurrent_per_user requests
 //                                    queued or running),
-//                        kQueueFull (503: max_queue requests already wait),
+//                        kQueueFull (503: it cannot start now and max_queue requests already
+//                                    wait; max_queue 0 means "start now or be refused"),
 //                        kQueued    (waits; admit_next() takes it when it fits).
 //   admit_next(...)   the oldest queued interactive request, else the oldest batch one, if
 //                     its reservation (minus the blocks it would hit in the prefix cache) fits:
@@ -57,7 +59,14 @@ struct AdmissionConfig {
   int32_t max_request_blocks() const;
 };
 
-enum class AdmissionVerdict : uint8_t { kQueued, kTooLarge, kUserLimit, kQueueFull, kTimedOut };
+enum class AdmissionVerdict : uint8_t {
+  kAdmitted,
+  kQueued,
+  kTooLarge,
+  kUserLimit,
+  kQueueFull,
+  kTimedOut
+};
 const char* admission_verdict_name(AdmissionVerdict v);  // "queued", "too_large", ...
 
 struct AdmissionTicket {
@@ -69,6 +78,7 @@ struct AdmissionTicket {
 
 struct AdmissionOffer {
   AdmissionVerdict verdict = AdmissionVerdict::kQueued;
+  int32_t reserved_blocks = 0;  // kAdmitted: the reservation taken
   int32_t retry_after_s = 0;  // kUserLimit / kQueueFull
   std::string message;        // for the client (limits and counts, never prompt text)
 };
@@ -97,10 +107,12 @@ class AdmissionController {
   static int32_t worst_case_blocks(int64_t prompt_tokens, int64_t max_tokens, int32_t n,
                                    int32_t block_size_tokens);
 
-  AdmissionOffer offer(const AdmissionTicket& ticket, double now);
-
   // Cached blocks the ticket would hit now (a query only; the caller's prefix cache).
   using CachedBlocksFn = std::function<int32_t(uint64_t id)>;
+
+  // Admits at once when it can (see the header comment), else queues or refuses.
+  AdmissionOffer offer(const AdmissionTicket& ticket, double now, int32_t free_plus_evictable,
+                       const CachedBlocksFn& cached_blocks);
   // Takes the next queued ticket that fits (see the header comment); its reservation is
   // need - cached blocks. free_plus_evictable: the pool's blocks not referenced now.
   std::optional<uint64_t> admit_next(double now, int32_t free_plus_evictable,
@@ -135,6 +147,9 @@ class AdmissionController {
     return p == Priority::kInteractive ? interactive_ : batch_;
   }
   bool fits(const Entry& e, int32_t need, int32_t free_plus_evictable) const;
+  // Admits entry `id` (already in entries_, not queued) if it fits; returns the reservation.
+  std::optional<int32_t> try_admit(uint64_t id, double now, int32_t free_plus_evictable,
+                                   const CachedBlocksFn& cached_blocks);
   void forget(uint64_t id);
   double drain_rate(double now) const;
 

@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <array>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -160,6 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void reply_error_and_close(int status, const std::string& message) {
     impl_.exchanges.fetch_add(1);
+    linger_ = true;
     ++generation_;
     state_ = State::kHandling;
     keep_alive_ = false;
@@ -285,7 +287,23 @@ class Session : public std::enable_shared_from_this<Session> {
     closed_ = true;
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (linger_ && !watch_pending_) {
+      // The client may still be sending the body we refused: read and drop it for a moment so
+      // the kernel does not answer with a reset that would destroy our error response.
+      stream_.expires_after(std::chrono::seconds(1));
+      discard(0);
+      return;
+    }
     stream_.socket().close(ignored);
+  }
+  void discard(size_t total) {
+    auto buf = std::make_shared<std::array<char, 16384>>();
+    stream_.async_read_some(net::buffer(*buf), [self = shared_from_this(), buf, total](
+                                                   beast::error_code ec, size_t n) {
+      if (!ec && total + n < (16u << 20)) return self->discard(total + n);
+      beast::error_code ignored;
+      self->stream_.socket().close(ignored);
+    });
   }
 
   void client_gone() {
@@ -322,6 +340,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool watch_pending_ = false;
   bool resume_read_ = false;
   bool answer_complete_ = false;  // the current generation's answer was fully written
+  bool linger_ = false;           // refused before the whole request was read
   std::deque<std::string> out_;
   std::function<void()> on_close_;
 };

@@ -1,0 +1,50 @@
+# End-to-end tests of `hinge serve` from node (v20+): the official `openai` npm client and
+# plain fetch. Included from the top-level CMakeLists.txt inside if(HINGE_BUILD_TESTS).
+#
+#   ServeJs.NpmInstall        fixture setup: npm install openai@<pinned> into ${CMAKE_BINARY_DIR}/js
+#   ServeJs.OpenAiConformance the openai client against a live server (chat, completions,
+#                             streaming, n, stop, seed, usage, prefix cache, errors, SIGTERM)
+#   ServeJs.Overload          300 adversarial requests from 100 clients against a tiny KV pool
+#
+# Run: ctest -R ServeJs --output-on-failure. Needs node and npm on PATH and network access to
+# the npm registry for the first install; a missing node/npm or a failing npm fails the tests.
+
+find_program(HINGE_NODE_EXECUTABLE node)
+find_program(HINGE_NPM_EXECUTABLE npm)
+
+# openai 7.x declares engines.node >= 22; 6.49.0 is the newest release that supports node 20.
+set(HINGE_OPENAI_NPM_VERSION "6.49.0" CACHE STRING "openai npm package version for tests/js")
+set(HINGE_JS_PREFIX "${CMAKE_BINARY_DIR}/js")
+set(HINGE_JS_MODEL "${HINGE_SHARED_DIR}/models/stories260K.gguf")
+
+set(_hinge_node "${HINGE_NODE_EXECUTABLE}")
+if(NOT HINGE_NODE_EXECUTABLE)
+  set(_hinge_node node)  # not found: the tests fail with "could not find executable"
+endif()
+
+add_test(NAME ServeJs.NpmInstall
+  COMMAND ${CMAKE_COMMAND}
+    "-DNODE=${HINGE_NODE_EXECUTABLE}" "-DNPM=${HINGE_NPM_EXECUTABLE}"
+    "-DPREFIX=${HINGE_JS_PREFIX}" "-DVERSION=${HINGE_OPENAI_NPM_VERSION}"
+    -P ${CMAKE_CURRENT_LIST_DIR}/npm_install.cmake)
+set_tests_properties(ServeJs.NpmInstall PROPERTIES
+  FIXTURES_SETUP serve_js TIMEOUT 360 LABELS "js")
+
+set(_hinge_js_env
+  "HINGE_BIN=$<TARGET_FILE:hinge>"
+  "HINGE_MODEL=${HINGE_JS_MODEL}"
+  "HINGE_JS_PREFIX=${HINGE_JS_PREFIX}"
+  "HINGE_OPENAI_VERSION=${HINGE_OPENAI_NPM_VERSION}")
+
+add_test(NAME ServeJs.OpenAiConformance
+  COMMAND ${_hinge_node} ${CMAKE_CURRENT_LIST_DIR}/openai_conformance.mjs)
+set_tests_properties(ServeJs.OpenAiConformance PROPERTIES
+  FIXTURES_REQUIRED serve_js TIMEOUT 90 LABELS "js"
+  ENVIRONMENT "${_hinge_js_env}")
+
+add_test(NAME ServeJs.Overload
+  COMMAND ${_hinge_node} ${CMAKE_CURRENT_LIST_DIR}/overload.mjs)
+# RUN_SERIAL: it loads the CPUs and measures latencies and RSS.
+set_tests_properties(ServeJs.Overload PROPERTIES
+  FIXTURES_REQUIRED serve_js TIMEOUT 200 RUN_SERIAL TRUE LABELS "js"
+  ENVIRONMENT "${_hinge_js_env}")
