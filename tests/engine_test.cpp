@@ -339,3 +339,54 @@ TEST(EngineText, StopsAtEosAndStreamsText) {
 
 }  // namespace
 }  // namespace hinge
+
+namespace hinge {
+namespace {
+
+TEST(EngineLogprobs, SampledAndTopAreTheLogSoftmaxOfTheLogits) {
+  auto m = testing::load_or_die(testing::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  EngineConfig c;
+  c.k_dtype = c.v_dtype = KvDtype::kF32;
+  c.kv_memory_bytes = 4 << 20;
+  auto engine = std::move(Engine::create(*m, nullptr, c)).value();
+  GenerateRequest r;
+  r.prompt_token_ids = {1, 403, 407, 261, 378};
+  r.max_new_tokens = 6;
+  r.sampling.temperature = 0;
+  r.logprobs = 4;
+  ASSERT_TRUE(engine->add_request(r).ok());
+  std::vector<int32_t> tokens;
+  std::vector<PositionLogprobs> lps;
+  std::vector<RequestDelta> deltas;
+  while (engine->has_unfinished()) {
+    ASSERT_TRUE(engine->step(&deltas).ok());
+    for (auto& d : deltas) {
+      ASSERT_EQ(d.logprobs.size(), d.token_ids.size());
+      tokens.insert(tokens.end(), d.token_ids.begin(), d.token_ids.end());
+      lps.insert(lps.end(), d.logprobs.begin(), d.logprobs.end());
+    }
+  }
+  ASSERT_EQ(tokens.size(), 6u);
+  EXPECT_EQ(tokens, testing::greedy(*m, r.prompt_token_ids, 6));
+  for (size_t i = 0; i < lps.size(); ++i) {
+    const PositionLogprobs& p = lps[i];
+    EXPECT_EQ(p.sampled.token, tokens[i]);
+    ASSERT_EQ(p.top.size(), 4u);
+    EXPECT_EQ(p.top[0].token, tokens[i]);  // greedy takes the most likely
+    EXPECT_FLOAT_EQ(p.top[0].logprob, p.sampled.logprob);
+    double mass = 0;
+    for (size_t k = 0; k < p.top.size(); ++k) {
+      EXPECT_LE(p.top[k].logprob, 0.0f);
+      if (k > 0) {
+        EXPECT_LE(p.top[k].logprob, p.top[k - 1].logprob);
+      }
+      mass += std::exp(static_cast<double>(p.top[k].logprob));
+    }
+    EXPECT_LE(mass, 1.0 + 1e-5);
+    EXPECT_GT(mass, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace hinge

@@ -38,6 +38,7 @@ struct Server {
     c.threads = 1;
     c.kv_memory_bytes = kv_bytes;
     c.max_model_len = 512;
+    c.detokenize = false;
     engine = std::make_unique<EngineThread>(std::move(Engine::create(*model, tok.get(), c)).value(), ac);
     server::ApiServerConfig sc;
     sc.model_name = "stories";
@@ -198,6 +199,55 @@ TEST(ServerHttp, DisconnectMidStreamFreesTheBlocks) {
   EXPECT_TRUE(s.wait_idle(5));
   // Aborted, not run to the end.
   EXPECT_LT(s.engine->stats().engine.output_tokens, 480);
+}
+
+TEST(ServerHttp, StopStringsLogprobsAndParallelSamples) {
+  Server s;
+  // Greedy text first, then a stop word inside it.
+  auto base = http_call(s.port, "POST", "/v1/completions",
+                        R"({"prompt": "Once upon a time", "max_tokens": 30, "temperature": 0})");
+  ASSERT_TRUE(base);
+  const std::string text = nlohmann::json::parse(base->body)["choices"][0]["text"];
+  const size_t at = text.find(" girl");
+  ASSERT_NE(at, std::string::npos) << text;
+  nlohmann::json body = {{"prompt", "Once upon a time"}, {"max_tokens", 30}, {"temperature", 0},
+                         {"stop", {" girl"}}, {"n", 2}, {"logprobs", 3}};
+  auto r = http_call(s.port, "POST", "/v1/completions", body.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto j = nlohmann::json::parse(r->body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  for (const auto& c : j["choices"]) {
+    EXPECT_EQ(c["text"], text.substr(0, at));
+    EXPECT_EQ(c["finish_reason"], "stop");
+    const auto& lp = c["logprobs"];
+    ASSERT_TRUE(lp.is_object());
+    ASSERT_EQ(lp["tokens"].size(), lp["token_logprobs"].size());
+    ASSERT_EQ(lp["tokens"].size(), lp["top_logprobs"].size());
+    for (size_t k = 0; k < lp["tokens"].size(); ++k) {
+      const double v = lp["token_logprobs"][k];
+      EXPECT_LE(v, 0.0);
+      // Greedy: the sampled token is the most likely one.
+      double best = -1e9;
+      for (const auto& [tok, p] : lp["top_logprobs"][k].items()) best = std::max(best, p.get<double>());
+      EXPECT_DOUBLE_EQ(v, best);
+      EXPECT_GE(lp["top_logprobs"][k].size(), 1u);
+    }
+  }
+  // Completion tokens count what was returned (up to the stop), per choice.
+  EXPECT_EQ(j["usage"]["completion_tokens"].get<int>(),
+            2 * static_cast<int>(j["choices"][0]["logprobs"]["tokens"].size()));
+  EXPECT_TRUE(s.wait_idle());
+  // Chat logprobs shape.
+  auto chat = http_call(s.port, "POST", "/v1/chat/completions",
+                        R"({"messages": [{"role": "user", "content": "Once"}], "max_tokens": 3,
+                            "temperature": 0, "logprobs": true, "top_logprobs": 2})");
+  ASSERT_TRUE(chat);
+  const auto cj = nlohmann::json::parse(chat->body);
+  const auto& content = cj["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u) << chat->body;
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_TRUE(content[0]["bytes"].is_array());
 }
 
 // Streams one long request for `user`, returns the connection once its first token arrived.

@@ -536,9 +536,9 @@ TEST(ServerOpenaiResponse, ChatStreamOneChoiceWithUsage) {
   ResponseHeader h{"chatcmpl-s1", 1700000002, "tiny", true};
   RequestId id{};
   std::vector<RequestDelta> deltas(3);
-  deltas[0] = {id, 0, {10, 11}, "Hel", FinishReason::kNone, {5, 0, 2}};
-  deltas[1] = {id, 0, {12}, "lo", FinishReason::kNone, {5, 0, 3}};
-  deltas[2] = {id, 0, {}, "", FinishReason::kStop, {5, 0, 3}};
+  deltas[0] = {id, 0, {10, 11}, "Hel", FinishReason::kNone, {5, 0, 2}, {}};
+  deltas[1] = {id, 0, {12}, "lo", FinishReason::kNone, {5, 0, 3}, {}};
+  deltas[2] = {id, 0, {}, "", FinishReason::kStop, {5, 0, 3}, {}};
   std::string out;
   for (size_t i = 0; i < deltas.size(); ++i)
     append_delta_events(h, Endpoint::kChatCompletions, deltas[i], i == 0, &out);
@@ -573,14 +573,14 @@ TEST(ServerOpenaiResponse, StreamWithoutUsageAndCompletionChunks) {
   OJson c = chat_chunk_content(h, 1, "x");
   EXPECT_FALSE(c.contains("usage"));
   EXPECT_EQ(c["choices"][0]["index"], 1);
-  RequestDelta d{RequestId{}, 1, {3}, "ab", FinishReason::kLength, {2, 1, 1}};
+  RequestDelta d{RequestId{}, 1, {3}, "ab", FinishReason::kLength, {2, 1, 1}, {}};
   std::string out;
   append_delta_events(h, Endpoint::kCompletions, d, true, &out);
   EXPECT_EQ(out, data(R"({"id": "cmpl-s2", "object": "text_completion", "created": 7,
       "model": "m", "choices": [{"text": "ab", "index": 1, "logprobs": null,
       "finish_reason": "length"}]})"));
   // Nothing to say: no event.
-  RequestDelta quiet{RequestId{}, 0, {}, "", FinishReason::kNone, {}};
+  RequestDelta quiet{RequestId{}, 0, {}, "", FinishReason::kNone, {}, {}};
   std::string none;
   append_delta_events(h, Endpoint::kCompletions, quiet, false, &none);
   append_delta_events(h, Endpoint::kChatCompletions, quiet, false, &none);

@@ -54,6 +54,9 @@ struct EngineConfig {
   int32_t max_model_len = 0;               // 0: the model's context length
   bool enable_prefix_cache = true;         // false: --no-prefix-cache
   bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
+  // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a
+  // sample) — the server detokenizes and matches stop strings on its own threads.
+  bool detokenize = true;
 
   Status validate() const;
 };
@@ -63,6 +66,9 @@ struct GenerateRequest {
   SamplingParams sampling;
   int32_t max_new_tokens = 256;
   int32_t n = 1;                           // parallel samples sharing the prompt's KV blocks
+  // Log-probabilities of each sampled token (log-softmax of the model's raw logits) and of the
+  // `logprobs` most likely tokens at that position; -1: none, 0: the sampled token's only.
+  int32_t logprobs = -1;
   Priority priority = Priority::kInteractive;
   CacheNamespace cache_namespace{};        // prefix cache sharing scope (tenant)
 };
@@ -73,6 +79,17 @@ struct RequestUsage {
   int32_t completion_tokens = 0;  // of this sample
 };
 
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// Log-probabilities at one generated position.
+struct PositionLogprobs {
+  TokenLogprob sampled;
+  std::vector<TokenLogprob> top;  // most likely first (GenerateRequest::logprobs of them)
+};
+
 // What one step produced for one sample of one request.
 struct RequestDelta {
   RequestId id;
@@ -81,6 +98,7 @@ struct RequestDelta {
   std::string text;                  // new text safe to show (complete UTF-8, no stop string)
   FinishReason finish_reason = FinishReason::kNone;  // kNone while the sample continues
   RequestUsage usage;                // cumulative for this sample
+  std::vector<PositionLogprobs> logprobs;  // one per token_ids entry when requested
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 
@@ -123,6 +141,10 @@ class Engine {
   // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
   // returned by the next step(). False when the id is unknown or already finished.
   virtual bool abort(RequestId id) = 0;
+  // Finishes one sample (index in [0, n)) of a live request with kAborted; the others go on.
+  // False when unknown, already finished, or before the request forked into its samples (its
+  // prompt is still being computed: use abort()).
+  virtual bool abort_sample(RequestId id, int32_t index) = 0;
   // Runs one step; `deltas` is cleared, then receives one entry per (request, sample) that got
   // tokens or finished this step.
   virtual Status step(std::vector<RequestDelta>* deltas) = 0;

@@ -97,7 +97,9 @@ int serve_command(const ServeArgs& args) {
   const std::unique_ptr<LoadedModel> loaded = std::move(m).value();
   auto tok = Tokenizer::create(loaded->vocab);
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
-  auto engine = Engine::create(*loaded, tok->get(), *config);
+  EngineConfig engine_config = *config;
+  engine_config.detokenize = false;  // the server detokenizes on its I/O threads
+  auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
   const EngineConfig ec = (*engine)->config();
   const int64_t kv_bytes = (*engine)->stats().kv_bytes_total;

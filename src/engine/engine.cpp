@@ -3,6 +3,7 @@
 #include "hinge/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <unordered_map>
@@ -54,13 +55,13 @@ struct SampleState {
   bool stop_seen = false;  // EOS or stop string: finish after update()
 
   SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
-              const Tokenizer* tok)
+              const Tokenizer* tok, bool detokenize)
       : group(g),
         index(i),
         params(&p),
         sampler(sample_params(p.sampling, i), n_vocab),
         stops(p.sampling.stop) {
-    if (tok) {
+    if (tok && detokenize) {
       detok.emplace(*tok);
       for (int32_t id : p.prompt_token_ids) detok->push_context(id);
     }
@@ -114,6 +115,8 @@ class EngineImpl final : public Engine {
                             req.max_new_tokens, max_model_len_);
     if (req.n < 1 || req.n > config_.max_num_seqs)
       return Status::Errorf("n must be in [1, {}], got {}", config_.max_num_seqs, req.n);
+    if (req.logprobs < -1 || req.logprobs > 20)
+      return Status::Errorf("logprobs must be in [-1, 20], got {}", req.logprobs);
     return req.sampling.validate();
   }
 
@@ -148,7 +151,8 @@ class EngineImpl final : public Engine {
     for (int32_t i = 0; i < group->params.n; ++i) {
       const RequestId sid(id.value + static_cast<uint64_t>(i));
       group->ids.push_back(sid);
-      samples_.try_emplace(sid, id, i, group->params, model_.config.n_vocab, tok_);
+      samples_.try_emplace(sid, id, i, group->params, model_.config.n_vocab, tok_,
+                           config_.detokenize);
     }
     groups_.emplace(id, std::move(group));
     return id;
@@ -169,6 +173,18 @@ class EngineImpl final : public Engine {
       }
     }
     return any;
+  }
+
+  bool abort_sample(RequestId id, int32_t index) override {
+    auto g = groups_.find(id);
+    if (g == groups_.end() || index < 0 || index >= static_cast<int32_t>(g->second->ids.size()))
+      return false;
+    const RequestId sid = g->second->ids[static_cast<size_t>(index)];
+    if (!samples_.contains(sid)) return false;
+    // Before the fork the samples are one scheduler request: only abort() can stop it.
+    const sched::Request* first = sched_.find(g->second->ids[0]);
+    if (first && first->fork_pending()) return false;
+    return sched_.abort_request(sid);
   }
 
   bool has_unfinished() const override { return !samples_.empty(); }
@@ -308,6 +324,10 @@ class EngineImpl final : public Engine {
           continue;
         }
         d.token_ids.push_back(token);
+        if (st.params->logprobs >= 0) {
+          d.logprobs.emplace_back();
+          fill_logprobs(logits, token, st.params->logprobs, &d.logprobs.back());
+        }
         ++st.usage.completion_tokens;
         if (st.detok) {
           d.text += st.stops.push(st.detok->push(token));
@@ -315,6 +335,37 @@ class EngineImpl final : public Engine {
         }
       }
     }
+  }
+
+  // Log-softmax of the raw logits at the sampled token, and the k most likely tokens (ties:
+  // lower id first).
+  void fill_logprobs(const float* logits, int32_t token, int32_t k, PositionLogprobs* out) const {
+    const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
+    const float mx = *std::max_element(logits, logits + vocab);
+    double sum = 0;
+    for (size_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    out->sampled = {token, logits[token] - lse};
+    auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
+      return a.logprob != b.logprob ? a.logprob > b.logprob : a.token < b.token;
+    };
+    std::vector<TokenLogprob>& top = out->top;
+    top.clear();
+    const size_t kk = std::min(static_cast<size_t>(std::max(0, k)), vocab);
+    top.reserve(kk);
+    for (size_t i = 0; i < vocab && kk > 0; ++i) {
+      const TokenLogprob c{static_cast<int32_t>(i), logits[i]};
+      if (top.size() < kk) {
+        top.push_back(c);
+        std::push_heap(top.begin(), top.end(), better);  // front: the worst kept
+      } else if (better(c, top.front())) {
+        std::pop_heap(top.begin(), top.end(), better);
+        top.back() = c;
+        std::push_heap(top.begin(), top.end(), better);
+      }
+    }
+    std::sort(top.begin(), top.end(), better);
+    for (TokenLogprob& t : top) t.logprob -= lse;
   }
 
   void finish_sample(RequestId sid, FinishReason reason, std::vector<RequestDelta>* deltas) {

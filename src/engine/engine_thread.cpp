@@ -33,6 +33,7 @@ EngineThread::EngineThread(std::unique_ptr<Engine> engine,
   const EngineStats s = engine_->stats();
   max_model_len_ = engine_->max_model_len();
   block_size_ = engine_->config().block_size;
+  detokenizes_ = engine_->config().detokenize;
   num_blocks_ = s.kv_blocks_total;
   if (admission) {
     admission->num_blocks = num_blocks_;
@@ -80,6 +81,15 @@ void EngineThread::cancel(uint64_t ticket) {
     std::lock_guard lock(mu_);
     if (stopping_) return;
     queue_.emplace_back(Cancel{ticket});
+  }
+  cv_.notify_one();
+}
+
+void EngineThread::cancel_sample(uint64_t ticket, int32_t index) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    queue_.emplace_back(Cancel{ticket, index});
   }
   cv_.notify_one();
 }
@@ -261,8 +271,10 @@ void EngineThread::loop() {
     for (Command& c : commands) {
       if (auto* add = std::get_if<Add>(&c))
         handle_add(*add, stopping);
-      else
-        handle_cancel(std::get<Cancel>(c).ticket);
+      else if (const Cancel& cc = std::get<Cancel>(c); cc.sample < 0)
+        handle_cancel(cc.ticket);
+      else if (auto it = running_.find(cc.ticket); it != running_.end())
+        engine_->abort_sample(it->second, cc.sample);
     }
     commands.clear();
     if (stopping) {

@@ -91,6 +91,9 @@ class EngineThread {
   // Asynchronous; unknown or finished tickets are ignored. A queued request gets kCancelled, a
   // running one its final kAborted deltas.
   void cancel(uint64_t ticket);
+  // Asynchronous: ends one sample (index in [0, n)) of a running request with kAborted (a stop
+  // string matched it); ignored when unknown, finished, or not forked yet.
+  void cancel_sample(uint64_t ticket, int32_t index);
 
   // Blocking convenience: enqueue and wait for the decision. The id is the ticket.
   StatusOr<RequestId> submit(GenerateRequest request, Sink sink);
@@ -102,6 +105,7 @@ class EngineThread {
   // The engine's settings (immutable after construction).
   int32_t max_model_len() const { return max_model_len_; }
   int32_t block_size() const { return block_size_; }
+  bool detokenizes() const { return detokenizes_; }  // EngineConfig::detokenize
   int32_t num_blocks() const { return num_blocks_; }
   // Worst case over which admission answers kTooLarge (blocks); INT32_MAX without admission.
   int32_t max_request_blocks() const { return max_request_blocks_; }
@@ -124,6 +128,7 @@ class EngineThread {
   };
   struct Cancel {
     uint64_t ticket;
+    int32_t sample = -1;  // -1: the whole request
   };
   using Command = std::variant<Add, Cancel>;
   struct Pending {  // queued in admission
@@ -155,6 +160,7 @@ class EngineThread {
   int32_t block_size_ = 0;
   int32_t num_blocks_ = 0;
   int32_t max_request_blocks_ = INT32_MAX;
+  bool detokenizes_ = true;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -26,6 +26,9 @@ StatusOr<std::unique_ptr<ApiServer>> ApiServer::create(const ApiServerConfig& co
                                                        const Tokenizer& tokenizer,
                                                        const std::string& chat_template,
                                                        EngineThread& engine) {
+  if (engine.detokenizes())
+    return Status::Error("the server needs an engine with EngineConfig::detokenize = false (it "
+                         "detokenizes and matches stop strings itself)");
   std::optional<ChatTemplate> tmpl;
   if (!chat_template.empty()) {
     auto t = ChatTemplate::parse(chat_template);

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "engine/stop_matcher.h"
 #include "server/openai_response.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hinge::server {
 
@@ -37,8 +39,21 @@ std::string user_key(const HttpRequest& r, const OpenAiRequest& req) {
   return {};
 }
 
-// Per-request state shared by the engine-thread callbacks (on_result, sink run there, one at a
-// time) and the I/O thread's on_close (which only reads `ticket`).
+// Output state of one choice, on the connection's strand.
+struct ChoiceState {
+  std::optional<StreamingDetokenizer> detok;
+  std::optional<StopMatcher> stops;
+  bool started = false;   // a chunk was sent (chat: the role chunk)
+  bool finished = false;  // from the client's view (a stop string ends it before the engine)
+  bool stopped = false;   // a stop string matched: later tokens are dropped
+  int32_t completion_tokens = 0;
+  int64_t text_bytes = 0;  // text sent so far (completions logprobs text_offset)
+  std::vector<LogprobEntry> logprobs;  // non-streaming: all of them
+};
+
+// Per-request state. The engine thread only posts each delta to the connection's strand
+// (on_delta); detokenization, stop strings, logprobs text and the SSE/JSON building run there
+// (process), one delta at a time in order. on_close (an I/O thread) only reads `ticket`.
 struct Job {
   ApiServer* api = nullptr;
   ExchangePtr ex;
@@ -47,57 +62,110 @@ struct Job {
   ResponseHeader header;
   int32_t n = 1;
   int32_t prompt_tokens = 0;
+  int32_t last_prompt_token = -1;
+  int32_t top_logprobs = -1;  // -1: no logprobs
+  std::vector<std::string> stop;
   Clock::time_point arrival;
   uint64_t ticket = 0;
 
-  // Engine thread only.
+  // The connection's strand only.
   std::vector<ChoiceOutput> choices;
+  std::vector<ChoiceState> state;
   std::vector<RequestUsage> usages;
-  std::vector<bool> started;      // a chunk was sent for this choice (chat: the role chunk)
-  std::vector<bool> finished;
   int32_t num_finished = 0;
   bool any_token = false;
+  bool done = false;
   Clock::time_point last_token;
-  std::string scratch;
 
-  void on_delta(const RequestDelta& d);
+  void init_choices() {
+    choices.resize(static_cast<size_t>(n));
+    usages.resize(static_cast<size_t>(n));
+    state.resize(static_cast<size_t>(n));
+    for (ChoiceState& c : state) {
+      c.detok.emplace(api->tokenizer());
+      c.detok->push_context(last_prompt_token);
+      c.stops.emplace(stop);
+    }
+  }
+  void process(const RequestDelta& d);
   void finish();
 };
 
-void Job::on_delta(const RequestDelta& d) {
-  const auto now = Clock::now();
+void Job::process(const RequestDelta& d) {
   const auto i = static_cast<size_t>(d.index);
-  if (i >= choices.size()) return;
+  if (done || i >= state.size() || state[i].finished) return;
+  ChoiceState& c = state[i];
+  const Tokenizer& tok = api->tokenizer();
+  const auto now = Clock::now();
   Metrics& m = api->metrics();
-  const int64_t k = static_cast<int64_t>(d.token_ids.size());
-  if (k > 0) {
+  ChoicePiece piece;
+  piece.index = d.index;
+  std::vector<LogprobEntry> lps;
+  int64_t taken = 0;
+  for (size_t k = 0; k < d.token_ids.size() && !c.stopped; ++k) {
+    const int32_t id = d.token_ids[k];
+    piece.text += c.stops->push(c.detok->push(id));
+    ++c.completion_tokens;
+    ++taken;
+    if (top_logprobs >= 0 && k < d.logprobs.size()) {
+      LogprobEntry e;
+      e.token = tok.token_to_piece(id);
+      e.logprob = d.logprobs[k].sampled.logprob;
+      for (const TokenLogprob& t : d.logprobs[k].top)
+        e.top.emplace_back(tok.token_to_piece(t.token), t.logprob);
+      lps.push_back(std::move(e));
+    }
+    if (c.stops->stopped()) {
+      c.stopped = true;
+      api->engine().cancel_sample(ticket, d.index);
+    }
+  }
+  if (taken > 0) {
     if (!any_token) {
       m.first_token(std::chrono::duration<double>(now - arrival).count());
       any_token = true;
-      if (k > 1) m.inter_token(0, k - 1);
+      if (taken > 1) m.inter_token(0, taken - 1);
     } else {
-      m.inter_token(std::chrono::duration<double>(now - last_token).count(), k);
+      m.inter_token(std::chrono::duration<double>(now - last_token).count(), taken);
     }
     last_token = now;
-    m.tokens_generated(k);
+    m.tokens_generated(taken);
+  }
+  if ((d.finished() || c.stopped) && !c.finished) {
+    if (!c.stopped) {
+      piece.text += c.stops->push(c.detok->flush());
+      piece.text += c.stops->flush();
+    }
+    c.finished = true;
+    piece.finish_reason = c.stopped ? FinishReason::kStop : d.finish_reason;
+    choices[i].finish_reason = piece.finish_reason;
   }
   usages[i] = d.usage;
+  usages[i].completion_tokens = c.completion_tokens;
   if (stream) {
-    scratch.clear();
-    append_delta_events(header, endpoint, d, !started[i], &scratch);
-    started[i] = true;
-    if (!scratch.empty()) ex->write(std::move(scratch));
+    if (!lps.empty())
+      piece.logprobs = endpoint == Endpoint::kChatCompletions
+                           ? chat_logprobs_json(lps)
+                           : completion_logprobs_json(lps, c.text_bytes);
+    std::string out;
+    append_piece_events(header, endpoint, piece, !c.started, &out);
+    c.started = true;
+    if (!out.empty()) ex->write(std::move(out));
   } else {
-    choices[i].text += d.text;
+    choices[i].text += piece.text;
+    for (auto& e : lps) c.logprobs.push_back(std::move(e));
   }
-  if (d.finished() && !finished[i]) {
-    finished[i] = true;
-    choices[i].finish_reason = d.finish_reason;
-    if (++num_finished == n) finish();
-  }
+  c.text_bytes += static_cast<int64_t>(piece.text.size());
+  if (c.finished && ++num_finished == n) finish();
 }
 
 void Job::finish() {
+  done = true;
+  if (top_logprobs >= 0 && !stream)
+    for (size_t i = 0; i < choices.size(); ++i)
+      choices[i].logprobs = endpoint == Endpoint::kChatCompletions
+                                ? chat_logprobs_json(state[i].logprobs)
+                                : completion_logprobs_json(state[i].logprobs, 0);
   const RequestUsage usage = total_usage(usages);
   FinishReason last = FinishReason::kStop;
   for (const auto& c : choices) last = c.finish_reason;
@@ -197,9 +265,6 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     return fail(ApiError::not_found(
         fmt::format("The model `{}` does not exist; this server serves `{}`", req.model, served),
         "model"));
-  if (req.logprobs)
-    return fail(ApiError::invalid_request(
-        "logprobs", "logprobs are not supported by this server yet; omit logprobs"));
   if (req.tools.is_array() && !req.tools.empty() && endpoint == Endpoint::kChatCompletions &&
       !api.chat_template())
     return fail(ApiError::invalid_request("tools", "this model has no chat template for tools"));
@@ -261,7 +326,11 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   g.sampling.seed = req.seed ? *req.seed : random_seed();
   g.max_new_tokens = static_cast<int32_t>(max_tokens);
   g.n = req.n;
+  g.logprobs = req.logprobs ? req.top_logprobs : -1;
   g.priority = req.priority;
+  // Stop strings are matched here, on the connection's strand (the engine only sees EOS).
+  std::vector<std::string> stop = std::move(g.sampling.stop);
+  g.sampling.stop.clear();
   g.cache_namespace = api.config().cache_namespace;
 
   auto job = std::make_shared<Job>();
@@ -271,15 +340,15 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   job->stream = req.stream;
   job->n = req.n;
   job->prompt_tokens = static_cast<int32_t>(n_prompt);
+  job->last_prompt_token = g.prompt_token_ids.back();
+  job->top_logprobs = g.logprobs;
+  job->stop = std::move(stop);
   job->arrival = arrival;
   job->header.id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + random_hex(24);
   job->header.created = static_cast<int64_t>(std::time(nullptr));
   job->header.model = served;
   job->header.include_usage = req.stream && req.include_usage;
-  job->choices.resize(static_cast<size_t>(req.n));
-  job->usages.resize(static_cast<size_t>(req.n));
-  job->started.assign(static_cast<size_t>(req.n), false);
-  job->finished.assign(static_cast<size_t>(req.n), false);
+  job->init_choices();
 
   SubmitOptions opts;
   opts.user = user_key(request, req);
@@ -304,7 +373,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     }
   };
   auto sink = [job](const RequestDelta& d) {
-    if (job->ex) job->on_delta(d);
+    if (job->ex) job->ex->post([job, d] { job->process(d); });
   };
   job->ticket = et.enqueue(std::move(g), std::move(opts), std::move(on_result), std::move(sink));
   exchange->on_close([&et, ticket = job->ticket] { et.cancel(ticket); });

@@ -49,6 +49,9 @@ class Exchange {
   virtual void write(std::string data) = 0;
   virtual void end_stream() = 0;
   virtual void on_close(std::function<void()> callback) = 0;
+  // Runs `fn` on the transport's thread for this connection, after everything posted before
+  // (one at a time, in order): per-request output work stays off the engine thread.
+  virtual void post(std::function<void()> fn) = 0;
 };
 
 using ExchangePtr = std::shared_ptr<Exchange>;

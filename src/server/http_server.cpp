@@ -364,6 +364,7 @@ class BeastExchange final : public Exchange {
   void end_stream() override {
     s_->post([s = s_, g = gen_] { s->do_end_stream(g); });
   }
+  void post(std::function<void()> fn) override { s_->post(std::move(fn)); }
   void on_close(std::function<void()> fn) override {
     s_->post([s = s_, g = gen_, fn = std::move(fn)]() mutable { s->do_on_close(g, std::move(fn)); });
   }

@@ -1,5 +1,6 @@
 #include "server/openai_response.h"
 
+#include <cmath>
 #include <utility>
 
 namespace hinge::server {
@@ -18,11 +19,12 @@ OJson head(const ResponseHeader& h, const char* object) {
   return j;
 }
 
-OJson chat_chunk(const ResponseHeader& h, int32_t index, OJson delta, FinishReason reason) {
+OJson chat_chunk(const ResponseHeader& h, int32_t index, OJson delta, FinishReason reason,
+                 OJson logprobs = nullptr) {
   OJson choice = OJson::object();
   choice["index"] = index;
   choice["delta"] = std::move(delta);
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = finish_reason_json(reason);
   OJson j = head(h, kObjectChatChunk);
   j["choices"] = OJson::array({std::move(choice)});
@@ -75,7 +77,7 @@ OJson chat_completion_response(const ResponseHeader& h, std::span<const ChoiceOu
     OJson c = OJson::object();
     c["index"] = i;
     c["message"] = std::move(message);
-    c["logprobs"] = nullptr;
+    c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
     arr.push_back(std::move(c));
   }
@@ -92,7 +94,7 @@ OJson completion_response(const ResponseHeader& h, std::span<const ChoiceOutput>
     OJson c = OJson::object();
     c["text"] = choices[i].text;
     c["index"] = i;
-    c["logprobs"] = nullptr;
+    c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
     arr.push_back(std::move(c));
   }
@@ -139,16 +141,88 @@ OJson usage_chunk(const ResponseHeader& h, Endpoint endpoint, const RequestUsage
   return j;
 }
 
-void append_delta_events(const ResponseHeader& h, Endpoint endpoint, const RequestDelta& delta,
+namespace {
+double finite_logprob(float v) { return std::isfinite(v) ? static_cast<double>(v) : -9999.0; }
+OJson bytes_json(const std::string& s) {
+  OJson a = OJson::array();
+  for (unsigned char c : s) a.push_back(static_cast<int>(c));
+  return a;
+}
+}  // namespace
+
+OJson chat_logprobs_json(std::span<const LogprobEntry> entries) {
+  OJson content = OJson::array();
+  for (const LogprobEntry& e : entries) {
+    OJson top = OJson::array();
+    for (const auto& [tok, lp] : e.top) {
+      OJson t = OJson::object();
+      t["token"] = tok;
+      t["logprob"] = finite_logprob(lp);
+      t["bytes"] = bytes_json(tok);
+      top.push_back(std::move(t));
+    }
+    OJson j = OJson::object();
+    j["token"] = e.token;
+    j["logprob"] = finite_logprob(e.logprob);
+    j["bytes"] = bytes_json(e.token);
+    j["top_logprobs"] = std::move(top);
+    content.push_back(std::move(j));
+  }
+  OJson j = OJson::object();
+  j["content"] = std::move(content);
+  return j;
+}
+
+OJson completion_logprobs_json(std::span<const LogprobEntry> entries, int64_t text_offset0) {
+  OJson tokens = OJson::array(), lps = OJson::array(), tops = OJson::array(),
+        offsets = OJson::array();
+  int64_t off = text_offset0;
+  for (const LogprobEntry& e : entries) {
+    tokens.push_back(e.token);
+    lps.push_back(finite_logprob(e.logprob));
+    OJson top = OJson::object();
+    for (const auto& [tok, lp] : e.top)
+      if (!top.contains(tok)) top[tok] = finite_logprob(lp);
+    if (!top.contains(e.token)) top[e.token] = finite_logprob(e.logprob);
+    tops.push_back(std::move(top));
+    offsets.push_back(off);
+    off += static_cast<int64_t>(e.token.size());
+  }
+  OJson j = OJson::object();
+  j["tokens"] = std::move(tokens);
+  j["token_logprobs"] = std::move(lps);
+  j["top_logprobs"] = std::move(tops);
+  j["text_offset"] = std::move(offsets);
+  return j;
+}
+
+void append_piece_events(const ResponseHeader& h, Endpoint endpoint, const ChoicePiece& p,
                          bool first_for_choice, std::string* out) {
+  const bool finished = p.finish_reason != FinishReason::kNone;
   if (endpoint == Endpoint::kCompletions) {
-    if (!delta.text.empty() || delta.finished())
-      *out += sse_event(completion_chunk(h, delta.index, delta.text, delta.finish_reason));
+    if (!p.text.empty() || finished || !p.logprobs.is_null()) {
+      OJson j = completion_chunk(h, p.index, p.text, p.finish_reason);
+      j["choices"][0]["logprobs"] = p.logprobs;
+      *out += sse_event(j);
+    }
     return;
   }
-  if (first_for_choice) *out += sse_event(chat_chunk_role(h, delta.index));
-  if (!delta.text.empty()) *out += sse_event(chat_chunk_content(h, delta.index, delta.text));
-  if (delta.finished()) *out += sse_event(chat_chunk_finish(h, delta.index, delta.finish_reason));
+  if (first_for_choice) *out += sse_event(chat_chunk_role(h, p.index));
+  if (!p.text.empty() || !p.logprobs.is_null()) {
+    OJson delta = OJson::object();
+    delta["content"] = p.text;
+    *out += sse_event(chat_chunk(h, p.index, std::move(delta), FinishReason::kNone, p.logprobs));
+  }
+  if (finished) *out += sse_event(chat_chunk_finish(h, p.index, p.finish_reason));
+}
+
+void append_delta_events(const ResponseHeader& h, Endpoint endpoint, const RequestDelta& delta,
+                         bool first_for_choice, std::string* out) {
+  ChoicePiece p;
+  p.index = delta.index;
+  p.text = delta.text;
+  p.finish_reason = delta.finish_reason;
+  append_piece_events(h, endpoint, p, first_for_choice, out);
 }
 
 OJson tokenize_response(std::span<const int32_t> tokens) {

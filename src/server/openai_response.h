@@ -45,6 +45,22 @@ struct ResponseHeader {
 struct ChoiceOutput {
   std::string text;
   FinishReason finish_reason = FinishReason::kStop;
+  nlohmann::ordered_json logprobs = nullptr;  // chat_logprobs_json / completion_logprobs_json
+};
+
+// One generated token with its log-probability and the most likely alternatives, as text.
+struct LogprobEntry {
+  std::string token;  // the token's piece (may be part of a UTF-8 character)
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+// What a stream sends for one choice at once: new text (and its tokens' logprobs), maybe the end.
+struct ChoicePiece {
+  int32_t index = 0;
+  std::string text;
+  nlohmann::ordered_json logprobs = nullptr;
+  FinishReason finish_reason = FinishReason::kNone;
 };
 
 using OJson = nlohmann::ordered_json;  // key order kept, as OpenAI emits it
@@ -71,6 +87,20 @@ OJson completion_chunk(const ResponseHeader& h, int32_t index, std::string_view 
                        FinishReason reason);
 // The last chunk with include_usage: "choices": [] and the usage.
 OJson usage_chunk(const ResponseHeader& h, Endpoint endpoint, const RequestUsage& usage);
+
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+// "bytes"}]}]}. Completions (legacy): {"tokens", "token_logprobs", "top_logprobs": [{token:
+// logprob}], "text_offset"} with offsets counted from text_offset0 (bytes of text before).
+// Non-finite log-probabilities (-inf) become -9999.0, as OpenAI reports them.
+nlohmann::ordered_json chat_logprobs_json(std::span<const LogprobEntry> entries);
+nlohmann::ordered_json completion_logprobs_json(std::span<const LogprobEntry> entries,
+                                                int64_t text_offset0);
+
+// Appends the SSE events of one piece: chat -> the role chunk when `first_for_choice`, a
+// content chunk when it has text (or logprobs), the finish chunk when it finished;
+// completions -> one chunk when it has text or finished.
+void append_piece_events(const ResponseHeader& h, Endpoint endpoint, const ChoicePiece& piece,
+                         bool first_for_choice, std::string* out);
 
 // Appends the SSE events one engine delta produces: chat -> the role chunk when
 // `first_for_choice`, a content chunk when the delta has text, the finish chunk when it
