@@ -133,7 +133,7 @@ int serve_command(const ServeArgs& args) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "hinge: %s: stopping (grace %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+  std::fprintf(stderr, "hinge: %s: stopping (grace %.1f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                args.shutdown_grace);
   (*api)->begin_shutdown();
   et->drain();
@@ -143,14 +143,16 @@ int serve_command(const ServeArgs& args) {
                             std::chrono::duration<double>(args.shutdown_grace));
   while (et->num_active() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const int32_t aborted = et->num_active();
+  const int32_t left = et->num_active();  // still queued or running at the deadline
   et->stop();  // aborts what is left; their streams get a final chunk
   for (int i = 0; i < 250 && (*http)->pending_answers() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   (*http)->stop();
   api_ptr.store(nullptr);
-  std::fprintf(stderr, "hinge: stopped: %lld requests accepted, %d aborted at shutdown\n",
-               static_cast<long long>((*api)->metrics().accepted()), aborted);
+  std::fprintf(stderr,
+               "hinge: stopped: %lld requests accepted, %d ended at shutdown (running: aborted, "
+               "queued: 503)\n",
+               static_cast<long long>((*api)->metrics().accepted()), left);
   return 0;
 }
 

@@ -360,9 +360,11 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
         std::fprintf(stderr, "hinge: %s rejected: %s (prompt=%d, waited %.3fs, retry-after %ds)\n",
                      job->header.id.c_str(), submit_result_name(r.kind), job->prompt_tokens,
                      r.queue_seconds, r.retry_after_s);
-      HttpHeaders h;
-      const ApiError e = rejection_error(r, &h);
-      reply_error(*job->api, job->ex, e, h);
+      if (r.kind != SubmitResult::Kind::kCancelled) {  // else nobody is there to read it
+        HttpHeaders h;
+        const ApiError e = rejection_error(r, &h);
+        reply_error(*job->api, job->ex, e, h);
+      }
       job->ex.reset();
       return;
     }

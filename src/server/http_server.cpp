@@ -39,19 +39,21 @@ std::chrono::steady_clock::duration seconds(double s) {
 
 class Session;
 
+// Member order matters: the io_context is destroyed before everything its pending handlers
+// (sessions) may still touch on destruction, and after the objects that use it.
 struct HttpServer::Impl {
   HttpServerConfig config;
   HttpHandler handler;
-  net::io_context ioc;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
-  std::optional<tcp::acceptor> acceptor;
-  std::vector<std::thread> threads;
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> exchanges{0};  // requests handed to the handler, not yet answered
   std::atomic<bool> stopping{false};
   std::mutex sessions_mu;
   std::vector<std::weak_ptr<Session>> sessions;
   uint16_t port = 0;
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
 
   void do_accept();
 };

@@ -63,6 +63,11 @@ export function startServer(extra = [], { readyTimeoutMs = 20000 } = {}) {
   const exited = new Promise((resolve) => {
     child.on('exit', (code, signal) => {
       live.delete(child);
+      // A grandchild holding the pipes must not keep this process alive.
+      setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, 200).unref();
       resolve({ code, signal });
     });
   });
