@@ -297,7 +297,8 @@ void EngineThread::loop() {
       dispatch(deltas);
     }
     const auto now = Clock::now();
-    if (now - last_map_ >= kMapRefresh) {
+    // <= 4 Hz while busy, and once more before going idle (the loop then blocks on cv_).
+    if (now - last_map_ >= kMapRefresh || !engine_->has_unfinished()) {
       block_map_ = engine_->kv_block_map();
       last_map_ = now;
     }

@@ -9,7 +9,7 @@
 # body data-ready="1", digits in the tiles, a non-zero prefix hit rate, no error text) and
 # --screenshot (saved as BUILD_DIR/dashboard.png, checked to be a non-trivial 1280x900 PNG).
 # Finally SIGTERM must stop the server with exit code 0. All traffic goes to 127.0.0.1.
-# Exits 77 (skip) when chromium or curl is missing. Bounded: about 10 s, hard limit ~50 s.
+# Fails when chromium or curl is missing (scripts/install-deps installs both). Bounded: about 10 s, hard limit ~50 s.
 set -uo pipefail
 
 if [ $# -ne 3 ]; then
@@ -24,8 +24,8 @@ png=$build_dir/dashboard.png
 
 chromium_bin=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$chromium_bin" ] || ! command -v curl >/dev/null; then
-  echo "SKIP: needs chromium and curl (apt-get install -y chromium curl)" >&2
-  exit 77
+  echo "FAIL: needs chromium and curl (scripts/install-deps installs them)" >&2
+  exit 1
 fi
 [ -x "$hinge" ] || { echo "FAIL: $hinge is not executable" >&2; exit 1; }
 [ -f "$model" ] || { echo "FAIL: missing model $model" >&2; exit 1; }

@@ -5,6 +5,7 @@
 #   ServeJs.OpenAiConformance the openai client against a live server (chat, completions,
 #                             streaming, n, stop, seed, usage, prefix cache, errors, SIGTERM)
 #   ServeJs.Overload          300 adversarial requests from 100 clients against a tiny KV pool
+#   ServeJs.Dashboard         the dashboard in headless chromium, screenshot in the build dir
 #
 # Run: ctest -R ServeJs --output-on-failure. Needs node and npm on PATH and network access to
 # the npm registry for the first install; a missing node/npm or a failing npm fails the tests.
@@ -48,3 +49,10 @@ add_test(NAME ServeJs.Overload
 set_tests_properties(ServeJs.Overload PROPERTIES
   FIXTURES_REQUIRED serve_js TIMEOUT 200 RUN_SERIAL TRUE LABELS "js"
   ENVIRONMENT "${_hinge_js_env}")
+
+# The dashboard in headless Chromium: live numbers in the DOM, a screenshot saved to
+# ${CMAKE_BINARY_DIR}/dashboard.png.
+add_test(NAME ServeJs.Dashboard
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/dashboard_test.sh ${CMAKE_BINARY_DIR} $<TARGET_FILE:hinge>
+    ${HINGE_SHARED_DIR})
+set_tests_properties(ServeJs.Dashboard PROPERTIES TIMEOUT 60 LABELS "js")
