@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 
 #include <array>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -209,7 +210,16 @@ class Session : public std::enable_shared_from_this<Session> {
     answer_complete_ = false;
     impl_.exchanges.fetch_add(1);
     start_watch();
-    impl_.handler(std::move(r), make_exchange());
+    // Handlers report errors as responses; anything that still escapes (an allocation
+    // failure) must not take the I/O thread down: answer 500 and go on.
+    try {
+      impl_.handler(std::move(r), make_exchange());
+    } catch (const std::exception& e) {
+      HttpResponse resp;
+      resp.status = 500;
+      resp.body = api_error_body(ApiError::server_error(std::string("internal error: ") + e.what()));
+      do_respond(generation_, std::move(resp));
+    }
   }
 
   // Reads while the handler works: EOF or an error means the client went away; bytes are kept
@@ -366,7 +376,15 @@ class BeastExchange final : public Exchange {
   void end_stream() override {
     s_->post([s = s_, g = gen_] { s->do_end_stream(g); });
   }
-  void post(std::function<void()> fn) override { s_->post(std::move(fn)); }
+  void post(std::function<void()> fn) override {
+    s_->post([fn = std::move(fn)] {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "hinge: internal error in a response: %s\n", e.what());
+      }
+    });
+  }
   void on_close(std::function<void()> fn) override {
     s_->post([s = s_, g = gen_, fn = std::move(fn)]() mutable { s->do_on_close(g, std::move(fn)); });
   }

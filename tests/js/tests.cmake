@@ -32,10 +32,15 @@ set_tests_properties(ServeJs.NpmInstall PROPERTIES
   FIXTURES_SETUP serve_js TIMEOUT 360 LABELS "js")
 
 set(_hinge_js_env
+  "ASAN_OPTIONS=quarantine_size_mb=32:detect_leaks=1"
   "HINGE_BIN=$<TARGET_FILE:hinge>"
   "HINGE_MODEL=${HINGE_JS_MODEL}"
   "HINGE_JS_PREFIX=${HINGE_JS_PREFIX}"
   "HINGE_OPENAI_VERSION=${HINGE_OPENAI_NPM_VERSION}")
+
+if(CMAKE_CXX_FLAGS MATCHES "sanitize")
+  list(APPEND _hinge_js_env "HINGE_SANITIZED=1")
+endif()
 
 add_test(NAME ServeJs.OpenAiConformance
   COMMAND ${_hinge_node} ${CMAKE_CURRENT_LIST_DIR}/openai_conformance.mjs)
