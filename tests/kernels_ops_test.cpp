@@ -79,3 +79,39 @@ TEST(KernelsOps, Llama3FrequencyFactors) {
 
 }  // namespace
 }  // namespace hinge::kernels
+
+namespace hinge::kernels {
+namespace {
+
+TEST(KernelsOps, HadamardIsOrthonormalAndPreservesDotProducts) {
+  for (int64_t d : {1, 2, 8, 64, 128}) {
+    std::vector<float> q(static_cast<size_t>(2 * d)), k(static_cast<size_t>(2 * d));
+    for (int64_t i = 0; i < 2 * d; ++i) {
+      q[static_cast<size_t>(i)] = std::sin(0.7f * static_cast<float>(i)) + 0.1f;
+      k[static_cast<size_t>(i)] = (i % 7 == 0 ? 5.0f : 0.0f) + std::cos(1.3f * static_cast<float>(i));
+    }
+    const std::vector<float> q0 = q, k0 = k;
+    hadamard_inplace(q.data(), 2, d);
+    hadamard_inplace(k.data(), 2, d);
+    for (int v = 0; v < 2; ++v) {
+      const float before = dot_f32(&q0[static_cast<size_t>(v * d)], &k0[static_cast<size_t>(v * d)], d);
+      const float after = dot_f32(&q[static_cast<size_t>(v * d)], &k[static_cast<size_t>(v * d)], d);
+      EXPECT_NEAR(after, before, 1e-4f * (1 + std::fabs(before))) << "d " << d;
+    }
+    hadamard_inplace(q.data(), 2, d);  // H^-1 = H
+    for (size_t i = 0; i < q.size(); ++i) EXPECT_NEAR(q[i], q0[i], 1e-5f) << "d " << d;
+  }
+  // d = 4: the known matrix [[1,1,1,1],[1,-1,1,-1],[1,1,-1,-1],[1,-1,-1,1]] / 2.
+  float e[4] = {1, 0, 0, 0};
+  hadamard_inplace(e, 1, 4);
+  for (float x : e) EXPECT_FLOAT_EQ(x, 0.5f);
+  float f[4] = {0, 1, 0, 0};
+  hadamard_inplace(f, 1, 4);
+  EXPECT_FLOAT_EQ(f[0], 0.5f);
+  EXPECT_FLOAT_EQ(f[1], -0.5f);
+  EXPECT_FLOAT_EQ(f[2], 0.5f);
+  EXPECT_FLOAT_EQ(f[3], -0.5f);
+}
+
+}  // namespace
+}  // namespace hinge::kernels

@@ -104,4 +104,19 @@ void axpy_f32(float* y, float a, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void hadamard_inplace(float* x, int64_t count, int64_t d) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (int64_t v = 0; v < count; ++v) {
+    float* p = x + v * d;
+    for (int64_t h = 1; h < d; h *= 2)
+      for (int64_t i = 0; i < d; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          const float a = p[j], b = p[j + h];
+          p[j] = a + b;
+          p[j + h] = a - b;
+        }
+    for (int64_t i = 0; i < d; ++i) p[i] *= scale;
+  }
+}
+
 }  // namespace hinge::kernels

@@ -40,6 +40,12 @@ void rope_inv_freq(float* inv_freq, int64_t head_dim, float theta, const float* 
 void llama3_freq_factors(float* factors, int64_t head_dim, float theta, float factor,
                          float low_freq_factor, float high_freq_factor, float original_context);
 
+// Orthonormal Walsh-Hadamard transform of `count` vectors of d values each, in place (d a power
+// of two; H = H^T = H^-1 after the 1/sqrt(d) scaling). Rotating both queries and keys leaves
+// every score q . k unchanged while spreading a key's energy evenly over its channels, so a
+// quantizer sees no outlier channel.
+void hadamard_inplace(float* x, int64_t count, int64_t d);
+
 // Index of the largest value (the first on ties), as llama2.c's argmax.
 int64_t argmax(const float* x, int64_t n);
 

@@ -135,6 +135,7 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
                     c.rope_style);
     }
     // Quantized K: store k - mean (see KvArena::k_shift), calibrated from the first K written.
+    // q_ is read by nothing but this layer's attention, so rotating it in place is safe.
     if (k_shift) {
       float* mu = arena.k_shift(l);
       if (!arena.k_shift_ready(l)) {
@@ -146,6 +147,12 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       }
       for (int64_t t = 0; t < n; ++t)
         for (int64_t i = 0; i < kv_dim; ++i) k_[t * kv_dim + i] -= mu[i];
+      // And rotate keys and queries alike (an orthonormal Hadamard per head): scores are
+      // unchanged, the quantizer sees energy spread over all channels (docs/kv-dtypes.md).
+      if ((c.head_dim & (c.head_dim - 1)) == 0) {
+        kernels::hadamard_inplace(k_.data(), n * c.n_kv_heads, c.head_dim);
+        kernels::hadamard_inplace(q_.data(), n * c.n_heads, c.head_dim);
+      }
     }
     // fp8: calibrate this layer's scales from the first K/V ever written.
     const size_t count = static_cast<size_t>(n * kv_dim);
