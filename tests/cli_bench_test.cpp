@@ -113,3 +113,26 @@ TEST(CliBench, BadFlagsGiveOneLineErrorNamingTheFlag) {
 
 }  // namespace
 }  // namespace hinge
+
+namespace hinge {
+namespace {
+
+TEST(CliBench, MembwMeasuresABandwidthWithoutAModel) {
+  auto r = testing::run_command(testing::hinge_binary() +
+                                " bench --membw --membw-size 64MiB --membw-reps 2 -t 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_GT(j["membw_gb_per_s"].get<double>(), 0.1);  // any real machine streams > 100 MB/s
+  EXPECT_GE(j["membw_gb_per_s_best"].get<double>(), j["membw_gb_per_s"].get<double>());
+  EXPECT_EQ(j["buffer_bytes"].get<int64_t>(), 64 << 20);
+  auto bad = testing::run_command(testing::hinge_binary() + " bench --membw --membw-size 1MiB 2>&1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("at least 64 MiB"), std::string::npos) << bad.out;
+  auto none = testing::run_command(testing::hinge_binary() + " bench 2>&1");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.out.find("-m MODEL is required"), std::string::npos) << none.out;
+}
+
+}  // namespace
+}  // namespace hinge

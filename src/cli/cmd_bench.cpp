@@ -26,6 +26,8 @@
 
 #include "cli/commands.h"
 #include "cli/progress_bar.h"
+#include "common/membw.h"
+#include "common/thread_pool.h"
 #include "common/units.h"
 #include "hinge/engine.h"
 #include "model/loaded_model.h"
@@ -79,7 +81,38 @@ std::string dtype_label(KvDtype k, KvDtype v) {
 
 }  // namespace
 
+// --membw: the bandwidth line (or JSON) only.
+int membw_command(const BenchArgs& args) {
+  const auto size = parse_bytes(args.membw_size);
+  if (!size) return fail("--membw-size: '" + args.membw_size + "' is not a size (e.g. 1GiB)");
+  if (args.membw_reps < 1 || args.membw_reps > 1000)
+    return fail(fmt::format("--membw-reps must be in [1, 1000], got {}", args.membw_reps));
+  auto config = make_engine_config(args.engine);
+  if (!config.ok()) return fail(config.status().message());
+  ThreadPool pool(config->threads);
+  auto bw = measure_read_bandwidth(pool, static_cast<int64_t>(*size),
+                                   static_cast<int32_t>(args.membw_reps));
+  if (!bw.ok()) return fail(bw.status().message());
+  if (args.json) {
+    nlohmann::ordered_json j;
+    j["membw_gb_per_s"] = bw->median_bytes_per_s / 1e9;
+    j["membw_gb_per_s_best"] = bw->best_bytes_per_s / 1e9;
+    j["threads"] = bw->threads;
+    j["buffer_bytes"] = bw->buffer_bytes;
+    j["reps"] = bw->reps;
+    std::puts(j.dump().c_str());
+  } else {
+    std::printf("memory read bandwidth: %.2f GB/s median, %.2f GB/s best (%d threads, %s buffer, "
+                "%d passes)\n",
+                bw->median_bytes_per_s / 1e9, bw->best_bytes_per_s / 1e9, bw->threads,
+                format_bytes(static_cast<uint64_t>(bw->buffer_bytes)).c_str(), bw->reps);
+  }
+  return 0;
+}
+
 int bench_command(const BenchArgs& args) {
+  if (args.membw) return membw_command(args);
+  if (args.model.empty()) return fail("bench: -m MODEL is required (or --membw)");
   if (Status st = check_args(args); !st.ok()) return fail(st.message());
   auto config_or = make_engine_config(args.engine);
   if (!config_or.ok()) return fail(config_or.status().message());

@@ -70,6 +70,9 @@ struct BenchArgs {
   uint64_t seed = 1234;
   bool json = false;
   bool mixed_lengths = false;   // own prompt uniform in [1, P], output uniform in [1, G]
+  bool membw = false;           // --membw: measure the memory read bandwidth instead (no model)
+  std::string membw_size = "1GiB";
+  int64_t membw_reps = 7;
   EngineOptionsArgs engine;
 };
 int bench_command(const BenchArgs& args);

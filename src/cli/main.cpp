@@ -92,9 +92,15 @@ int main(int argc, char** argv) {
       "request would need, and its waste\ngiven the tokens in the sequences at the end. "
       "Decode-only throughput: output tokens of the steps\nthat computed no prompt token, over "
       "their time (llama-batched-bench's S_TG).");
-  bench_cmd
-      ->add_option("-m,--model", bench.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
-      ->required();
+  bench_cmd->add_option("-m,--model", bench.model,
+                        "GGUF file, Hugging Face directory, or llama2.c .bin (not with --membw)");
+  bench_cmd->add_flag("--membw", bench.membw,
+                      "Measure this machine's sustained memory read bandwidth with -t threads "
+                      "(the limit of decode) instead of running a model");
+  bench_cmd->add_option("--membw-size", bench.membw_size, "Buffer the bandwidth test streams")
+      ->capture_default_str();
+  bench_cmd->add_option("--membw-reps", bench.membw_reps, "Timed passes (the median is reported)")
+      ->capture_default_str();
   bench_cmd->add_option("--tokenizer", bench.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
   bench_cmd->add_option("--requests", bench.requests, "Requests submitted at once")
       ->capture_default_str();
