@@ -13,6 +13,7 @@
 
 #include "common/ggml_type.h"
 #include "common/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -263,6 +264,50 @@ TEST(KernelsMatmul, ParityEveryCpuTarget) {
     if (HasFatalFailure()) return;
   }
   EXPECT_GE(tested, 2);
+}
+
+// The AVX-512 VNNI path of Q8_0 / Q4_0 (taken when the CPU has it) and the path without it:
+// both match the reference; Q4_0 is bit-identical between them (same exact integer lanes); each
+// is batch invariant (a token's row does not depend on the other tokens in the call).
+TEST(KernelsMatmul, Q8AndQ4WithAndWithoutVnni) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    SCOPED_TRACE(ggml_type_name(t));
+    const int64_t rows = 13, cols = 1024, tokens = 7;
+    const Weights w = make_weights(t, rows, cols, 5);
+    // Integers with a 127 in every block: the on-the-fly Q8_0 activations are exact, so the
+    // reference (f32 activations) is comparable at a tight bound.
+    std::vector<float> x(static_cast<size_t>(tokens * cols));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * 53 % 255) - 127);
+    for (int64_t b = 0; b < tokens * cols; b += 32) x[static_cast<size_t>(b)] = 127.0f;
+    ThreadPool pool(2);
+    MatmulScratch scratch;
+    std::vector<float> ref(static_cast<size_t>(rows * tokens));
+    matmul_ref(w.view(), x.data(), tokens, ref.data());
+    std::vector<float> y[2];
+    for (int vnni = 0; vnni < 2; ++vnni) {
+      set_vnni_allowed_for_test(vnni == 1);
+      y[vnni].resize(ref.size());
+      matmul(w.view(), x.data(), tokens, y[vnni].data(), pool, scratch);
+      for (int64_t tt = 0; tt < tokens; ++tt)
+        for (int64_t r = 0; r < rows; ++r) {
+          const size_t i = static_cast<size_t>(tt * rows + r);
+          EXPECT_NEAR(y[vnni][i], ref[i], 2e-5 * abs_dot(w, x.data() + tt * cols, r))
+              << "vnni " << vnni << " t=" << tt << " r=" << r;
+        }
+      // Batch invariance: each token alone gives the same row, bit for bit.
+      std::vector<float> one(static_cast<size_t>(rows));
+      for (int64_t tt = 0; tt < tokens; ++tt) {
+        matmul(w.view(), x.data() + tt * cols, 1, one.data(), pool, scratch);
+        for (int64_t r = 0; r < rows; ++r)
+          EXPECT_EQ(one[static_cast<size_t>(r)], y[vnni][static_cast<size_t>(tt * rows + r)])
+              << "vnni " << vnni << " t=" << tt << " r=" << r;
+      }
+    }
+    set_vnni_allowed_for_test(true);
+    if (t == GgmlType::Q4_0) {
+      EXPECT_EQ(y[0], y[1]);
+    }
+  }
 }
 
 TEST(KernelsMatmul, ScratchDoesNotReallocate) {

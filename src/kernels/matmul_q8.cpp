@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/quant_block.h"
 #include "kernels/quant_ref.h"
@@ -78,6 +79,46 @@ HWY_INLINE BlockRegs LoadActRegs(const BlockQ4_0* /*tag*/, const BlockQ8_0& x) {
   const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
   return {xq, xq};
 }
+// VNNI (AVX-512 VNNI on 256-bit vectors, chosen at run time on the AVX3 targets): a block's
+// bytes stay i8 and vpdpbusd sums 4 u8 x i8 products per i32 lane. Q8_0 weights keep |w| as u8
+// in `a` and w in `b` (its sign moves onto the activations); Q4_0 weights are the nibbles as
+// before. For Q4_0 the 8 lanes equal the pmaddubsw path's lane for lane (same 4-byte groups,
+// exact integers), so both paths give bit-identical results; for Q8_0 the lanes group the
+// elements differently from the i16 path, so results may differ from it in the last bits (each
+// path is batch invariant on its own).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define HINGE_MATMUL_Q8_VNNI 1
+#else
+#define HINGE_MATMUL_Q8_VNNI 0
+#endif
+
+template <bool kVnni>
+HWY_INLINE BlockRegs LoadWeightRegsV(const BlockQ8_0& w) {
+  if constexpr (kVnni) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.qs));
+    return {_mm256_abs_epi8(q), q};
+  } else {
+    return LoadWeightRegs(w);
+  }
+}
+template <bool kVnni>
+HWY_INLINE BlockRegs LoadWeightRegsV(const BlockQ4_0& w) {
+  return LoadWeightRegs(w);
+}
+template <bool kVnni>
+HWY_INLINE BlockRegs LoadActRegsV(const BlockQ8_0* tag, const BlockQ8_0& x) {
+  if constexpr (kVnni) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.qs));
+    return {xq, xq};
+  } else {
+    return LoadActRegs(tag, x);
+  }
+}
+template <bool kVnni>
+HWY_INLINE BlockRegs LoadActRegsV(const BlockQ4_0* tag, const BlockQ8_0& x) {
+  return LoadActRegs(tag, x);
+}
+
 // <w, x> of one block as 8 i32 lanes whose sum is exact. Q4_0: sum(q x) - 8 sum(x) with q the
 // nibble, the offset spread as sum(x) off each of the 8 lanes (xsum: the block's sum(x)).
 HWY_INLINE __m256i TileDot(const BlockQ8_0* /*tag*/, const BlockRegs& w, const BlockRegs& x,
@@ -87,6 +128,19 @@ HWY_INLINE __m256i TileDot(const BlockQ8_0* /*tag*/, const BlockRegs& w, const B
 HWY_INLINE __m256i TileDot(const BlockQ4_0* /*tag*/, const BlockRegs& w, const BlockRegs& x,
                            const int32_t* xsum) {
   return _mm256_sub_epi32(DotU8I8(w.a, x.a), _mm256_set1_epi32(*xsum));
+}
+template <bool kVnni, typename WB>
+HWY_INLINE __m256i TileDotV(const WB* tag, const BlockRegs& w, const BlockRegs& x,
+                            const int32_t* xsum) {
+#if HINGE_MATMUL_Q8_VNNI
+  if constexpr (kVnni) {
+    if constexpr (std::is_same_v<WB, BlockQ8_0>)
+      return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.a, _mm256_sign_epi8(x.a, w.b));
+    else
+      return _mm256_dpbusd_epi32(_mm256_set1_epi32(-*xsum), w.a, x.a);
+  }
+#endif
+  return TileDot(tag, w, x, xsum);
 }
 
 // RM weight rows (nb blocks each) against NT activation rows: every activation block load is
@@ -100,7 +154,7 @@ HWY_INLINE __m256i TileDot(const BlockQ4_0* /*tag*/, const BlockRegs& w, const B
 // number of tokens in the call; the RM * NT independent accumulators give the FMA chains their
 // parallelism. The scale products are computed up front per chunk of blocks (one vector multiply
 // per 8 blocks) and read back by broadcast loads, keeping the multiply ports for the dots.
-template <int RM, int NT, typename WB>
+template <int RM, int NT, typename WB, bool kVnni>
 HWY_INLINE void DotTile(const WB* const* w, const BlockQ8_0* const* x, const float* const* xd,
                         const int32_t* const* xs, int64_t nb, float* out) {
   __m256 acc[RM][NT];
@@ -129,11 +183,11 @@ HWY_INLINE void DotTile(const WB* const* w, const BlockQ8_0* const* x, const flo
         _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
       }
       BlockRegs wr[RM];
-      for (int i = 0; i < RM; ++i) wr[i] = LoadWeightRegs(w[i][b]);
+      for (int i = 0; i < RM; ++i) wr[i] = LoadWeightRegsV<kVnni>(w[i][b]);
       for (int k = 0; k < NT; ++k) {
-        const BlockRegs xr = LoadActRegs(static_cast<const WB*>(nullptr), x[k][b]);
+        const BlockRegs xr = LoadActRegsV<kVnni>(static_cast<const WB*>(nullptr), x[k][b]);
         for (int i = 0; i < RM; ++i) {
-          const __m256 dot = _mm256_cvtepi32_ps(TileDot(w[i], wr[i], xr, xs[k] + b));
+          const __m256 dot = _mm256_cvtepi32_ps(TileDotV<kVnni>(w[i], wr[i], xr, xs[k] + b));
           acc[i][k] = _mm256_fmadd_ps(_mm256_broadcast_ss(&scale[i][k][j]), dot, acc[i][k]);
         }
       }
@@ -144,7 +198,7 @@ HWY_INLINE void DotTile(const WB* const* w, const BlockQ8_0* const* x, const flo
 }
 
 // Rows [r, r + RM) against tokens [t, t + NT).
-template <int RM, int NT, typename WB>
+template <int RM, int NT, typename WB, bool kVnni>
 HWY_INLINE void RunTile(const MatmulArgs& a, int64_t r, int64_t t) {
   const int64_t nb = a.cols / kQK8_0;
   const auto* xbase = static_cast<const uint8_t*>(a.x);
@@ -160,58 +214,84 @@ HWY_INLINE void RunTile(const MatmulArgs& a, int64_t r, int64_t t) {
     xs[k] = a.x_sums + (t + k) * nb;
   }
   float out[RM * NT];
-  DotTile<RM, NT>(w, x, xd, xs, nb, out);
+  DotTile<RM, NT, WB, kVnni>(w, x, xd, xs, nb, out);
   for (int i = 0; i < RM; ++i)
     for (int k = 0; k < NT; ++k) a.y[(t + k) * a.y_stride + r + i] = out[i * NT + k];
 }
 
 // Rows [r, r + 2 * RM2) against every token: 2 * RM2 rows x 4 tokens as RM2-row tiles, then the
 // 1..3 tokens left (one token: all rows in one tile, for enough independent accumulators).
-template <int RM2, typename WB>
+template <int RM2, typename WB, bool kVnni>
 HWY_INLINE void RunRows(const MatmulArgs& a, int64_t r) {
   int64_t t = 0;
   for (; t + 4 <= a.num_tokens; t += 4) {
-    RunTile<RM2, 4, WB>(a, r, t);
-    RunTile<RM2, 4, WB>(a, r + RM2, t);
+    RunTile<RM2, 4, WB, kVnni>(a, r, t);
+    RunTile<RM2, 4, WB, kVnni>(a, r + RM2, t);
   }
   switch (a.num_tokens - t) {
     case 3:
-      RunTile<RM2, 3, WB>(a, r, t);
-      RunTile<RM2, 3, WB>(a, r + RM2, t);
+      RunTile<RM2, 3, WB, kVnni>(a, r, t);
+      RunTile<RM2, 3, WB, kVnni>(a, r + RM2, t);
       break;
     case 2:
-      RunTile<RM2, 2, WB>(a, r, t);
-      RunTile<RM2, 2, WB>(a, r + RM2, t);
+      RunTile<RM2, 2, WB, kVnni>(a, r, t);
+      RunTile<RM2, 2, WB, kVnni>(a, r + RM2, t);
       break;
     case 1:
-      RunTile<2 * RM2, 1, WB>(a, r, t);
+      RunTile<2 * RM2, 1, WB, kVnni>(a, r, t);
       break;
     default:
       break;
   }
 }
 
-template <typename WB>
-HWY_INLINE void MatmulRowsQ(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+template <typename WB, bool kVnni>
+HWY_INLINE void MatmulRowsQImpl(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   int64_t r = row_begin;
-  for (; r + 4 <= row_end; r += 4) RunRows<2, WB>(a, r);
+  for (; r + 4 <= row_end; r += 4) RunRows<2, WB, kVnni>(a, r);
   for (; r < row_end; ++r) {  // up to 3 rows left: one row at a time
     int64_t t = 0;
-    for (; t + 4 <= a.num_tokens; t += 4) RunTile<1, 4, WB>(a, r, t);
+    for (; t + 4 <= a.num_tokens; t += 4) RunTile<1, 4, WB, kVnni>(a, r, t);
     switch (a.num_tokens - t) {
       case 3:
-        RunTile<1, 3, WB>(a, r, t);
+        RunTile<1, 3, WB, kVnni>(a, r, t);
         break;
       case 2:
-        RunTile<1, 2, WB>(a, r, t);
+        RunTile<1, 2, WB, kVnni>(a, r, t);
         break;
       case 1:
-        RunTile<1, 1, WB>(a, r, t);
+        RunTile<1, 1, WB, kVnni>(a, r, t);
         break;
       default:
         break;
     }
   }
+}
+
+#if HINGE_MATMUL_Q8_VNNI
+// The VNNI instantiations, compiled with AVX-512 VNNI on top of this target's flags; called only
+// when the CPU reports it (the tile functions above are always_inline, so they inline here).
+__attribute__((target("avx512vnni"))) void MatmulRowsQ8_0Vnni(const MatmulArgs& a, int64_t b,
+                                                              int64_t e) {
+  MatmulRowsQImpl<BlockQ8_0, true>(a, b, e);
+}
+__attribute__((target("avx512vnni"))) void MatmulRowsQ4_0Vnni(const MatmulArgs& a, int64_t b,
+                                                              int64_t e) {
+  MatmulRowsQImpl<BlockQ4_0, true>(a, b, e);
+}
+#endif
+
+template <typename WB>
+HWY_INLINE void MatmulRowsQ(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+#if HINGE_MATMUL_Q8_VNNI
+  if (cpu_has_avx512_vnni()) {
+    if constexpr (std::is_same_v<WB, BlockQ8_0>)
+      return MatmulRowsQ8_0Vnni(a, row_begin, row_end);
+    else
+      return MatmulRowsQ4_0Vnni(a, row_begin, row_end);
+  }
+#endif
+  MatmulRowsQImpl<WB, false>(a, row_begin, row_end);
 }
 
 #elif HWY_TARGET == HWY_SCALAR
