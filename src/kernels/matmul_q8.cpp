@@ -86,7 +86,11 @@ HWY_INLINE BlockRegs LoadActRegs(const BlockQ4_0* /*tag*/, const BlockQ8_0& x) {
 // exact integers), so both paths give bit-identical results; for Q8_0 the lanes group the
 // elements differently from the i16 path, so results may differ from it in the last bits (each
 // path is batch invariant on its own).
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// GCC only: GCC checks an intrinsic's target after inlining, so the always_inline tile functions
+// can carry VNNI into the one function compiled with it; clang checks each function on its own
+// (it would need the attribute on the whole template chain), so clang builds (the fuzzers) keep
+// the pmaddubsw / pmaddwd path.
+#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && !defined(__clang__)
 #define HINGE_MATMUL_Q8_VNNI 1
 #else
 #define HINGE_MATMUL_Q8_VNNI 0
@@ -269,16 +273,17 @@ HWY_INLINE void MatmulRowsQImpl(const MatmulArgs& a, int64_t row_begin, int64_t 
 }
 
 #if HINGE_MATMUL_Q8_VNNI
-// The VNNI instantiations, compiled with AVX-512 VNNI on top of this target's flags; called only
+// The VNNI instantiations, compiled with AVX-512 VNNI on top of this target's flags (the full
+// list: clang's target attribute replaces the pragma's rather than adding to it); called only
 // when the CPU reports it (the tile functions above are always_inline, so they inline here).
-__attribute__((target("avx512vnni"))) void MatmulRowsQ8_0Vnni(const MatmulArgs& a, int64_t b,
-                                                              int64_t e) {
+#define HINGE_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+HINGE_VNNI_ATTR void MatmulRowsQ8_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsQImpl<BlockQ8_0, true>(a, b, e);
 }
-__attribute__((target("avx512vnni"))) void MatmulRowsQ4_0Vnni(const MatmulArgs& a, int64_t b,
-                                                              int64_t e) {
+HINGE_VNNI_ATTR void MatmulRowsQ4_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsQImpl<BlockQ4_0, true>(a, b, e);
 }
+#undef HINGE_VNNI_ATTR
 #endif
 
 template <typename WB>
