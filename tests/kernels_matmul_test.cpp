@@ -63,6 +63,15 @@ std::vector<float> make_activations(int64_t num_tokens, int64_t cols, uint32_t s
 }
 
 // sum_c |w[r, c] * x[t, c]|: the scale of an output's rounding error.
+// Integers in [-127, 127] with a 127 in every 32-block: their on-the-fly Q8_0 quantization is
+// exact (scale 1), so results compare with the f32-activation reference at a tight bound.
+std::vector<float> exact_q8_activations(int64_t n, int mul) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * mul % 255) - 127);
+  for (int64_t b = 0; b < n; b += 32) x[static_cast<size_t>(b)] = 127.0f;
+  return x;
+}
+
 double abs_dot(const Weights& w, const float* x, int64_t r) {
   double s = 0.0;
   for (int64_t c = 0; c < w.cols; ++c) s += std::fabs(double(w.dequant[r * w.cols + c]) * x[c]);
@@ -225,9 +234,7 @@ TEST(KernelsMatmul, ExactActivationsMatchF32Product) {
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
     const int64_t rows = 9, cols = 512, tokens = 3;
     const Weights w = make_weights(t, rows, cols, 77);
-    std::vector<float> x(static_cast<size_t>(tokens * cols));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * 37 % 255) - 127);
-    for (int64_t b = 0; b < tokens * cols; b += 32) x[static_cast<size_t>(b)] = 127.0f;
+    const std::vector<float> x = exact_q8_activations(tokens * cols, 37);
     ThreadPool pool(2);
     MatmulScratch scratch;
     std::vector<float> y(static_cast<size_t>(rows * tokens)), yf(y.size());
@@ -274,11 +281,7 @@ TEST(KernelsMatmul, Q8AndQ4WithAndWithoutVnni) {
     SCOPED_TRACE(ggml_type_name(t));
     const int64_t rows = 13, cols = 1024, tokens = 7;
     const Weights w = make_weights(t, rows, cols, 5);
-    // Integers with a 127 in every block: the on-the-fly Q8_0 activations are exact, so the
-    // reference (f32 activations) is comparable at a tight bound.
-    std::vector<float> x(static_cast<size_t>(tokens * cols));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * 53 % 255) - 127);
-    for (int64_t b = 0; b < tokens * cols; b += 32) x[static_cast<size_t>(b)] = 127.0f;
+    const std::vector<float> x = exact_q8_activations(tokens * cols, 53);
     ThreadPool pool(2);
     MatmulScratch scratch;
     std::vector<float> ref(static_cast<size_t>(rows * tokens));

@@ -79,11 +79,8 @@ int serve_command(const ServeArgs& args) {
     if (r.path == "/health") {
       resp.body = R"({"status":"loading"})";
     } else {
-      server::ApiError e;
-      e.http_status = 503;
-      e.type = "server_overloaded";
-      e.code = "loading";
-      e.message = "the model is still loading; retry shortly";
+      const server::ApiError e = server::ApiError::unavailable(
+          "loading", "the model is still loading; retry shortly");
       resp.body = server::api_error_body(e);
     }
     ex->respond(std::move(resp));

@@ -42,6 +42,7 @@ EngineThread::EngineThread(std::unique_ptr<Engine> engine,
     max_request_blocks_ = admission_->config().max_request_blocks();
   }
   stats_.engine = s;
+  stats_.kv_block_map = engine_->kv_block_map();
   if (admission_) stats_.admission = admission_->stats(0);
   thread_ = std::thread([this] { loop(); });
 }
@@ -211,7 +212,7 @@ void EngineThread::handle_cancel(uint64_t ticket) {
 }
 
 void EngineThread::admit_queued() {
-  if (!admission_) return;
+  if (!admission_ || pending_.empty()) return;  // expiry and admission concern queued tickets
   const double now = seconds_since_start();
   for (uint64_t ticket : admission_->expire(now)) {
     auto it = pending_.find(ticket);
@@ -298,15 +299,16 @@ void EngineThread::loop() {
     }
     const auto now = Clock::now();
     // <= 4 Hz while busy, and once more before going idle (the loop then blocks on cv_).
+    std::optional<std::string> map;  // rendered outside the lock, at most 4 Hz while busy
     if (now - last_map_ >= kMapRefresh || !engine_->has_unfinished()) {
-      block_map_ = engine_->kv_block_map();
+      map = engine_->kv_block_map();
       last_map_ = now;
     }
     {
       std::lock_guard lock(mu_);
       stats_.engine = engine_->stats();
       if (admission_) stats_.admission = admission_->stats(seconds_since_start());
-      stats_.kv_block_map = block_map_;
+      if (map) stats_.kv_block_map = std::move(*map);
       stats_.active = num_active_.load();
       stats_.draining = draining_;
       if (stopping_ && queue_.empty() && !engine_->has_unfinished()) break;

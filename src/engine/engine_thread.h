@@ -176,7 +176,6 @@ class EngineThread {
   std::unordered_map<uint64_t, RequestId> running_;      // ticket -> engine id
   std::unordered_map<RequestId, Active> active_;         // engine id -> sink
   Clock::time_point last_map_{};
-  std::string block_map_;
   std::thread thread_;
 };
 

@@ -14,6 +14,10 @@ ApiError ApiError::server_error(std::string message) {
   return ApiError{500, std::move(message), "server_error", "", ""};
 }
 
+ApiError ApiError::unavailable(std::string code, std::string message) {
+  return ApiError{503, std::move(message), "server_overloaded", "", std::move(code)};
+}
+
 nlohmann::ordered_json api_error_json(const ApiError& error) {
   auto or_null = [](const std::string& s) {
     return s.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s);

@@ -28,6 +28,9 @@ struct ApiError {
   static ApiError not_found(std::string message, std::string param = {});
   // 500 server_error.
   static ApiError server_error(std::string message);
+  // 503 server_overloaded with a machine-readable code ("overloaded", "shutting_down",
+  // "loading"); the caller adds Retry-After.
+  static ApiError unavailable(std::string code, std::string message);
 };
 
 // {"error": {"message", "type", "param", "code"}}.

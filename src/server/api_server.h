@@ -64,6 +64,9 @@ class ApiServer {
   ~ApiServer();
 
   void handle(HttpRequest request, ExchangePtr exchange);
+  // Answers and counts the status in the metrics (every response goes through these).
+  void respond(const ExchangePtr& ex, HttpResponse r);
+  void respond_error(const ExchangePtr& ex, const ApiError& e, HttpHeaders headers = {});
   // New generation requests get 503 from now on; /health reports it.
   void begin_shutdown();
 
@@ -82,8 +85,6 @@ class ApiServer {
  private:
   ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
             std::optional<ChatTemplate> tmpl, EngineThread& engine);
-  void respond(const ExchangePtr& ex, HttpResponse r);
-  void respond_error(const ExchangePtr& ex, const ApiError& e, HttpHeaders headers = {});
   void handle_tokenize(const HttpRequest& r, const ExchangePtr& ex);
   void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);
   void handle_models(const HttpRequest& r, const ExchangePtr& ex);

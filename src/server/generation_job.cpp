@@ -189,8 +189,7 @@ void Job::finish() {
   r.body = to_body(endpoint == Endpoint::kChatCompletions
                        ? chat_completion_response(header, choices, usage)
                        : completion_response(header, choices, usage));
-  api->metrics().http_response(200);
-  ex->respond(std::move(r));
+  api->respond(ex, std::move(r));
 }
 
 ApiError rejection_error(const SubmitResult& r, HttpHeaders* headers) {
@@ -214,25 +213,14 @@ ApiError rejection_error(const SubmitResult& r, HttpHeaders* headers) {
     case K::kTimedOut:
     case K::kShuttingDown:
     case K::kCancelled:
-      e.http_status = 503;
-      e.type = "server_overloaded";
-      e.code = r.kind == K::kShuttingDown ? "shutting_down" : "overloaded";
+      e = ApiError::unavailable(r.kind == K::kShuttingDown ? "shutting_down" : "overloaded",
+                                r.message);
       break;
     case K::kAccepted:
       break;
   }
   if (r.retry_after_s > 0) headers->emplace_back("Retry-After", std::to_string(r.retry_after_s));
   return e;
-}
-
-void reply_error(ApiServer& api, const ExchangePtr& ex, const ApiError& e,
-                 const HttpHeaders& headers = {}) {
-  HttpResponse r;
-  r.status = e.http_status;
-  r.body = api_error_body(e);
-  r.headers = headers;
-  api.metrics().http_response(e.http_status);
-  ex->respond(std::move(r));
 }
 
 }  // namespace
@@ -244,16 +232,12 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   const auto arrival = Clock::now();
   auto fail = [&](const ApiError& e, const std::string& reason = "invalid") {
     m.request_rejected(reason);
-    reply_error(api, exchange, e);
+    api.respond_error(exchange, e);
   };
   if (api.shutting_down()) {
-    ApiError e;
-    e.http_status = 503;
-    e.type = "server_overloaded";
-    e.code = "shutting_down";
-    e.message = "the server is shutting down";
     m.request_rejected("shutting_down");
-    reply_error(api, exchange, e, {{"Retry-After", "5"}});
+    api.respond_error(exchange, ApiError::unavailable("shutting_down", "the server is shutting down"),
+                      {{"Retry-After", "5"}});
     return;
   }
   auto parsed = endpoint == Endpoint::kChatCompletions ? parse_chat_request(request.body)
@@ -363,7 +347,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
       if (r.kind != SubmitResult::Kind::kCancelled) {  // else nobody is there to read it
         HttpHeaders h;
         const ApiError e = rejection_error(r, &h);
-        reply_error(*job->api, job->ex, e, h);
+        job->api->respond_error(job->ex, e, std::move(h));
       }
       job->ex.reset();
       return;
