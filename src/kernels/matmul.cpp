@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 
 #include "common/status.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/matmul_packed.h"
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
 
@@ -28,6 +30,87 @@ constexpr int64_t kChunksPerThread = 4;
 
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
+}
+
+// Runs `kernel(b, e)` over [0, rows) in claimed chunks of chunk_rows (or inline when one chunk).
+template <typename K>
+void run_row_chunks(int64_t rows, int64_t cols, ThreadPool& pool, K&& kernel) {
+  const int64_t min_rows = (kMinElemsPerChunk + cols - 1) / cols;
+  const int64_t even_rows =
+      (rows + pool.size() * kChunksPerThread - 1) / (pool.size() * kChunksPerThread);
+  const int64_t chunk_rows =
+      static_cast<int64_t>(round_up(static_cast<size_t>(std::max(min_rows, even_rows)), kRowAlign));
+  if (pool.size() == 1 || chunk_rows >= rows) {
+    kernel(int64_t{0}, rows);
+    return;
+  }
+  std::atomic<int64_t> next_row{0};
+  pool.run([&](int /*tid*/, int /*num_threads*/) {
+    for (;;) {
+      const int64_t b = next_row.fetch_add(chunk_rows, std::memory_order_relaxed);
+      if (b >= rows) break;
+      kernel(b, std::min(b + chunk_rows, rows));
+    }
+  });
+}
+
+// The packed path (matmul_packed.h): activations quantized to Q8_0 as usual, then interleaved
+// into pairs of blocks with their scales and u8-offset corrections.
+void matmul_packed(const MatrixView& w, const float* x, int64_t num_tokens, float* y,
+                   ThreadPool& pool, MatmulScratch& scratch) {
+  const PackedMatrix& p = *w.packed;
+  const int64_t cols = w.cols;
+  const int64_t real_nb = cols / kQK8_0;
+  const int64_t nb = p.nb;
+  const size_t blk_row_bytes = static_cast<size_t>(real_nb) * sizeof(BlockQ8_0);
+  const size_t x_row_bytes = static_cast<size_t>(nb) * kQK8_0;
+  const size_t t = static_cast<size_t>(num_tokens);
+  // scratch: | pad to 64 | packed x [T, x_row_bytes] | Q8_0 blocks [T, blk_row_bytes] |
+  //          | scales [T, nb] | corrections [T, nb] |
+  const size_t xq_bytes = x_row_bytes * t;
+  const size_t blk_bytes = round_up(blk_row_bytes * t, 64);
+  const size_t arr_bytes = round_up(static_cast<size_t>(nb) * t * 4, 64);
+  const size_t need = 64 + xq_bytes + blk_bytes + 2 * arr_bytes;
+  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+  uint8_t* base = scratch.bytes.data();
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  auto* xq = reinterpret_cast<int8_t*>(base);
+  uint8_t* blocks = base + xq_bytes;
+  auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
+  auto* corr = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
+  const int32_t c = p.type == GgmlType::Q8_0 ? 128 : 8;
+  pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
+    for (int64_t tok = b; tok < e; ++tok) {
+      uint8_t* blk = blocks + static_cast<size_t>(tok) * blk_row_bytes;
+      float* sc = scales + tok * nb;
+      int32_t* co = corr + tok * nb;
+      quantize_activation_row(GgmlType::Q8_0, x + tok * cols, blk, cols, sc, co);
+      int8_t* dst = xq + static_cast<size_t>(tok) * x_row_bytes;
+      const auto* qb = reinterpret_cast<const BlockQ8_0*>(blk);
+      for (int64_t bi = 0; bi < nb; ++bi) {
+        int8_t* pair = dst + (bi / 2) * 64 + (bi % 2) * 4;
+        if (bi < real_nb) {
+          for (int g = 0; g < 8; ++g) std::memcpy(pair + g * 8, qb[bi].qs + g * 4, 4);
+          co[bi] *= -c;
+        } else {
+          for (int g = 0; g < 8; ++g) std::memset(pair + g * 8, 0, 4);
+          sc[bi] = 0.0f;
+          co[bi] = 0;
+        }
+      }
+    }
+  });
+  PackedArgs args;
+  args.w = &p;
+  args.x = xq;
+  args.x_row_bytes = x_row_bytes;
+  args.x_scales = scales;
+  args.x_corr = corr;
+  args.num_tokens = num_tokens;
+  args.y = y;
+  args.y_stride = w.rows;
+  run_row_chunks(w.rows, w.cols, pool,
+                 [&](int64_t b, int64_t e) { matmul_rows_packed(args, b, e); });
 }
 
 }  // namespace
@@ -75,6 +158,11 @@ void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, T
   HINGE_CHECK_MSG(
       w.cols % traits->block_elems == 0 && w.row_bytes == ggml_row_bytes(*traits, w.cols),
       "matmul: bad view cols={} row_bytes={}", w.cols, w.row_bytes);
+  if (w.packed != nullptr && packed_matmul_supported(w.type)) {
+    HINGE_CHECK(w.packed->type == w.type && w.packed->rows == w.rows && w.packed->cols == w.cols);
+    matmul_packed(w, x, num_tokens, y, pool, scratch);
+    return;
+  }
 
   MatmulArgs args;
   args.w = static_cast<const uint8_t*>(w.data);
@@ -117,23 +205,7 @@ void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, T
     }
   }
 
-  const int64_t min_rows = (kMinElemsPerChunk + w.cols - 1) / w.cols;
-  const int64_t even_rows =
-      (w.rows + pool.size() * kChunksPerThread - 1) / (pool.size() * kChunksPerThread);
-  const int64_t chunk_rows =
-      static_cast<int64_t>(round_up(static_cast<size_t>(std::max(min_rows, even_rows)), kRowAlign));
-  if (pool.size() == 1 || chunk_rows >= w.rows) {
-    kernel(args, 0, w.rows);
-    return;
-  }
-  std::atomic<int64_t> next_row{0};
-  pool.run([&](int /*tid*/, int /*num_threads*/) {
-    for (;;) {
-      const int64_t b = next_row.fetch_add(chunk_rows, std::memory_order_relaxed);
-      if (b >= w.rows) break;
-      kernel(args, b, std::min(b + chunk_rows, w.rows));
-    }
-  });
+  run_row_chunks(w.rows, w.cols, pool, [&](int64_t b, int64_t e) { kernel(args, b, e); });
 }
 
 }  // namespace hinge::kernels

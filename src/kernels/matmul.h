@@ -20,12 +20,17 @@
 
 namespace hinge::kernels {
 
+struct PackedMatrix;
+
 struct MatrixView {
   GgmlType type = GgmlType::F32;
   const void* data = nullptr;  // rows * row_bytes bytes
   int64_t rows = 0;            // output features
   int64_t cols = 0;            // input features (multiple of the type's block size)
   size_t row_bytes = 0;        // ggml_row_bytes(type, cols)
+  // Optional packed copy of the same weights (matmul_packed.h), used by matmul when the CPU
+  // supports it; `data` stays the GGUF layout for everything else.
+  const PackedMatrix* packed = nullptr;
 };
 
 // Reusable scratch for quantized activations; grows, never shrinks.

@@ -29,6 +29,26 @@ struct MatmulArgs {
   int64_t y_stride = 0;  // = rows
 };
 
+struct PackedMatrix;
+
+// The packed kernel's operands (matmul_packed.h): activations in the packed interleave.
+struct PackedArgs {
+  const PackedMatrix* w = nullptr;
+  const int8_t* x = nullptr;  // [num_tokens, x_row_bytes]: w->nb / 2 pairs of 64 bytes each
+  size_t x_row_bytes = 0;     // = w->nb * 32, a multiple of 64; x is 64-byte aligned
+  // [num_tokens, w->nb] each: block scale (f32) and -c * sum(qs) (c = 128 Q8_0, 8 Q4_0); both
+  // zero for the padding block.
+  const float* x_scales = nullptr;
+  const int32_t* x_corr = nullptr;
+  int64_t num_tokens = 0;
+  float* y = nullptr;  // [num_tokens, y_stride]
+  int64_t y_stride = 0;
+};
+
+// Rows [row_begin, row_end) of a packed Q8_0 / Q4_0 product. Only valid when
+// packed_matmul_supported(w->type).
+void matmul_rows_packed(const PackedArgs& args, int64_t row_begin, int64_t row_end);
+
 using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 
 // The best kernel for `type` on this CPU (Highway runtime dispatch), or nullptr if unsupported.

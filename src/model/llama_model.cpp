@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "kernels/kv_quant.h"
 #include "kernels/ops.h"
@@ -32,6 +34,22 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, T
   positions_.resize(sz(1));
   slots_.resize(sz(1));
   rows_.resize(sz(1));
+  pack_weights();
+}
+
+void LlamaModel::pack_weights() {
+  const char* off = std::getenv("HINGE_DISABLE_PACKING");
+  if (off && std::string_view(off) == "1") return;
+  auto pack = [&](kernels::MatrixView& m) {
+    auto p = kernels::pack_matrix(m, pool_);
+    if (!p) return;
+    m.packed = p.get();
+    packed_.push_back(std::move(p));
+  };
+  for (auto& l : weights_.layers)
+    for (kernels::MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      pack(*m);
+  pack(weights_.output);  // the embedding lookups keep reading token_embd's GGUF rows
 }
 
 kernels::PagedKvLayer LlamaModel::layer_view(kv::KvArena& arena, int32_t layer) const {

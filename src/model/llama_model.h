@@ -14,12 +14,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "common/status.h"
 #include "common/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
 #include "kernels/paged_attention.h"
 #include "kv/kv_arena.h"
 #include "model/kv_cache.h"
@@ -62,10 +64,14 @@ class LlamaModel {
 
  private:
   void run_layers(const ForwardBatch& batch, kv::KvArena& arena);
+  void pack_weights();
   kernels::PagedKvLayer layer_view(kv::KvArena& arena, int32_t layer) const;
 
   LlamaConfig config_;
   LlamaWeights weights_;
+  // Packed copies of the matrices (kernels/matmul_packed.h) the views point to, when the CPU
+  // has the packed kernel.
+  std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   ThreadPool& pool_;
   int64_t max_batch_;
   std::vector<float> inv_freq_;  // [head_dim / 2]

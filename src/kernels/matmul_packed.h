@@ -1,0 +1,69 @@
+// Packed Q8_0 / Q4_0 weights: the layout the 512-bit VNNI kernel streams best, built once at
+// model load (a copy; the GGUF view stays valid for row lookups and export).
+//
+// A GGUF Q8_0/Q4_0 row is 34/18-byte blocks (f16 scale + 32 quants), so no vector load is
+// aligned and every block carries its scale inline. Packed, each row is:
+//   qs: nb / 2 "pairs" of two consecutive blocks, interleaved in 4-byte groups, so one 64-byte
+//       vector holds both blocks and vpdpbusd's 16 i32 lanes alternate between them (lane 2g:
+//       block 2p elements 4g..4g+3, lane 2g + 1: block 2p + 1, same elements). Q8_0 stores
+//       q + 128 as u8 (64 bytes per pair); Q4_0 stores the nibbles (32 bytes per pair: byte j's
+//       low nibble is position j, its high nibble position j + 32).
+//   d:  the f16 scales of the row's nb blocks, in a separate array.
+// nb is the block count rounded up to even (a padding block has zero scale) and the row count
+// is rounded up to a multiple of 8 (padding rows are zero): the kernel's tiles never go out of
+// bounds. Rows are 64-byte aligned.
+//
+// The activations get the same interleave (MatmulScratch), with per-block corrections
+// -c * sum(x) for the u8 offset (c = 128 for Q8_0, 8 for Q4_0) placed in lanes 0 and 1, so the
+// integer lanes sum to the exact block dot products; one f32 FMA then takes two blocks at once
+// with the scales broadcast as an (s0, s1) pair.
+//
+// Used only where the CPU has AVX-512 VNNI (runtime check, GCC builds); elsewhere matmul keeps
+// the GGUF-layout kernels and nothing is packed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/ggml_type.h"
+#include "common/thread_pool.h"
+
+namespace hinge::kernels {
+
+struct MatrixView;
+
+struct PackedMatrix {
+  GgmlType type = GgmlType::Q8_0;  // Q8_0 or Q4_0
+  int64_t rows = 0, cols = 0;
+  int64_t rows_padded = 0;  // multiple of 8
+  int64_t nb = 0;           // blocks per row, even
+  size_t qs_row_bytes = 0;  // nb / 2 * packed_pair_bytes(type), rounded up to 64 bytes
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t[], Free> qs;  // [rows_padded, qs_row_bytes], 64-byte aligned
+  std::unique_ptr<uint16_t[]> d;        // [rows_padded, nb] f16 scales
+
+  size_t bytes() const {
+    return static_cast<size_t>(rows_padded) * (qs_row_bytes + static_cast<size_t>(nb) * 2);
+  }
+};
+
+// Bytes of one interleaved pair of blocks in packed qs.
+constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 32 : 64; }
+
+// True when matmul can run packed matrices of `type` on this CPU now (the dispatched target is
+// AVX3 with AVX-512 VNNI allowed). Checked on every matmul call, so tests can switch it off.
+bool packed_matmul_supported(GgmlType type);
+
+// Packs a Q8_0 / Q4_0 view (multithreaded over rows). Returns null when the type has no packed
+// form or packed_matmul_supported(type) is false.
+std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool);
+
+// Reads back weight (r, c) of a packed matrix as its quantized integer (Q8_0: -128..127, Q4_0:
+// -8..7) and the block scale bits: for tests of the layout.
+int packed_quant(const PackedMatrix& p, int64_t r, int64_t c);
+uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block);
+
+}  // namespace hinge::kernels
