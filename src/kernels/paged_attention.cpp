@@ -34,6 +34,7 @@
 namespace hinge::kernels::paged_detail {
 
 constexpr int kKeyTile = 32;  // keys per online-softmax step
+constexpr int kUnitRows = 4;  // query rows of one sequence sharing the K/V tiles
 
 // What every unit of one paged_attention() call shares (read-only during the call).
 struct Job {
@@ -65,6 +66,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using paged_detail::Job;
 using paged_detail::kKeyTile;
+using paged_detail::kUnitRows;
 using DF = hn::ScalableTag<float>;
 
 HWY_INLINE size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
@@ -90,7 +92,7 @@ struct Layout {
 };
 
 size_t ThreadScratchFloats(int heads, int group, int head_dim) {
-  return Layout(heads, group, head_dim).total;
+  return Layout(heads * kUnitRows, group * kUnitRows, head_dim).total;
 }
 
 template <class D>
@@ -429,16 +431,18 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t tp, size_t hdp, float&
   l += hn::GetLane(hn::SumOfLanes(df, vsum));
 }
 
-// One unit: query row `row` of `seq`, the query heads of KV heads [kvh_begin, kvh_end).
-// `scratch`: Layout(n_heads, group, head_dim) floats.
-void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t kvh_begin,
-                int32_t kvh_end, float* HWY_RESTRICT scratch) {
+// One unit: query rows [row, row + nrows) of `seq` (nrows <= kUnitRows), the query heads of KV
+// heads [kvh_begin, kvh_end). The rows share every K/V tile load (and its conversion to f32);
+// each row stops at its own causal length. A row's result is the same whatever the unit it is
+// computed in (same tiles, same operations). `scratch`: ThreadScratchFloats floats.
+void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nrows,
+                int32_t kvh_begin, int32_t kvh_end, float* HWY_RESTRICT scratch) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const PagedKvLayer& kv = *job.kv;
   const size_t group = static_cast<size_t>(job.group);
   const size_t hd = static_cast<size_t>(job.head_dim);
-  const Layout lay(job.n_heads, job.group, job.head_dim);
+  const Layout lay(job.n_heads * kUnitRows, job.group * kUnitRows, job.head_dim);
   const size_t hdp = lay.hdp, tp = lay.tp;
   float* qp = scratch + lay.q;
   float* acc = scratch + lay.acc;
@@ -447,24 +451,29 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t kv
   float* scores = scratch + lay.scores;
   float* tile = scratch + lay.tile;
 
-  // Query heads [head0, head0 + heads) of row q_row.
+  // Query heads [head0, head0 + heads) of each row; virtual head r * heads + i is row r's head i.
   const size_t heads = static_cast<size_t>(kvh_end - kvh_begin) * group;
   const size_t head0 = static_cast<size_t>(kvh_begin) * group;
-  const int64_t q_row = int64_t{seq.query_begin} + row;
+  const size_t rows = static_cast<size_t>(nrows);
   const size_t row_floats = static_cast<size_t>(job.n_heads) * hd;
-  const float* q = job.q + static_cast<size_t>(q_row) * row_floats + head0 * hd;
-  for (size_t i = 0; i < heads; ++i) {
-    float* qi = qp + i * hdp;
-    std::memcpy(qi, q + i * hd, hd * sizeof(float));
-    std::fill(qi + hd, qi + hdp, 0.0f);
-    std::fill(acc + i * hdp, acc + (i + 1) * hdp, 0.0f);
-    m[i] = -INFINITY;
-    l[i] = 0.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    const int64_t q_row = int64_t{seq.query_begin} + row + static_cast<int64_t>(r);
+    const float* q = job.q + static_cast<size_t>(q_row) * row_floats + head0 * hd;
+    for (size_t i = 0; i < heads; ++i) {
+      const size_t vi = r * heads + i;
+      float* qi = qp + vi * hdp;
+      std::memcpy(qi, q + i * hd, hd * sizeof(float));
+      std::fill(qi + hd, qi + hdp, 0.0f);
+      std::fill(acc + vi * hdp, acc + (vi + 1) * hdp, 0.0f);
+      m[vi] = -INFINITY;
+      l[vi] = 0.0f;
+    }
   }
 
   // Tokens are scattered over blocks: locate and prefetch a tile ahead (the unit's heads of a
   // token are one contiguous span) so the misses overlap instead of stalling row by row.
-  const int64_t len = int64_t{seq.first_position} + row + 1;
+  const int64_t len0 = int64_t{seq.first_position} + row + 1;  // the first row's keys
+  const int64_t len = len0 + nrows - 1;                         // the last row's
   const int64_t k_span0 = kvh_begin * kv.k_row_bytes, k_span1 = kvh_end * kv.k_row_bytes;
   const int64_t v_span0 = kvh_begin * kv.v_row_bytes, v_span1 = kvh_end * kv.v_row_bytes;
   TileTokens tok[2];
@@ -485,30 +494,44 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t kv
       PrefetchSpans(tok[cur ^ 1].k, n1, k_span0, k_span1);
       PrefetchSpans(tok[cur ^ 1].v, n1, v_span0, v_span1);
     }
+    // Keys of this tile row r attends to (rows past their length skip the tile).
+    size_t nr[kUnitRows];
+    for (size_t r = 0; r < rows; ++r)
+      nr[r] = static_cast<size_t>(std::clamp<int64_t>(len0 + static_cast<int64_t>(r) - t0, 0,
+                                                      static_cast<int64_t>(n)));
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const size_t i0 = static_cast<size_t>(kvh - kvh_begin) * group;  // first query head
       LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n, job.k_fp8_table, kv.k_scale, hd,
                hdp, tile, kf);
-      for (size_t g = 0; g < group; ++g) {
-        float* s = scores + g * tp;
-        const size_t i = i0 + g;
-        ScoreTile(qp + i * hdp, kf, n, hdp, tp, job.sqrt_head_dim, s);
-        SoftmaxStep(s, tp, hdp, m[i], l[i], acc + i * hdp);
+      for (size_t r = 0; r < rows; ++r) {
+        if (nr[r] == 0) continue;
+        for (size_t g = 0; g < group; ++g) {
+          float* sc = scores + (r * group + g) * tp;
+          const size_t vi = r * heads + i0 + g;
+          ScoreTile(qp + vi * hdp, kf, nr[r], hdp, tp, job.sqrt_head_dim, sc);
+          SoftmaxStep(sc, tp, hdp, m[vi], l[vi], acc + vi * hdp);
+        }
       }
       LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n, job.v_fp8_table, kv.v_scale, hd,
                hdp, tile, vf);
-      for (size_t g = 0; g < group; ++g) {
-        AccumulateRows(scores + g * tp, vf, n, hdp, acc + (i0 + g) * hdp);
+      for (size_t r = 0; r < rows; ++r) {
+        if (nr[r] == 0) continue;
+        for (size_t g = 0; g < group; ++g)
+          AccumulateRows(scores + (r * group + g) * tp, vf, nr[r], hdp,
+                         acc + (r * heads + i0 + g) * hdp);
       }
     }
   }
 
-  float* out = job.out + static_cast<size_t>(q_row) * row_floats + head0 * hd;
-  for (size_t i = 0; i < heads; ++i) {
-    float* a = acc + i * hdp;
-    const auto vl = hn::Set(df, l[i]);
-    for (size_t j = 0; j < hdp; j += N) hn::StoreU(hn::Div(hn::LoadU(df, a + j), vl), df, a + j);
-    std::memcpy(out + i * hd, a, hd * sizeof(float));
+  for (size_t r = 0; r < rows; ++r) {
+    const int64_t q_row = int64_t{seq.query_begin} + row + static_cast<int64_t>(r);
+    float* out = job.out + static_cast<size_t>(q_row) * row_floats + head0 * hd;
+    for (size_t i = 0; i < heads; ++i) {
+      float* a = acc + (r * heads + i) * hdp;
+      const auto vl = hn::Set(df, l[r * heads + i]);
+      for (size_t j = 0; j < hdp; j += N) hn::StoreU(hn::Div(hn::LoadU(df, a + j), vl), df, a + j);
+      std::memcpy(out + i * hd, a, hd * sizeof(float));
+    }
   }
 }
 
@@ -581,9 +604,10 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   const int64_t work = total_keys * group * shape.head_dim * 2;
   const bool serial = work < kSerialWork || pool.size() == 1;
 
-  // A unit is one query row with all its heads (a token's K/V rows of every head are
-  // contiguous: fewer, longer memory streams), or one KV head of it when there are too few rows to
-  // keep the threads busy. A row's result is the same either way.
+  // A unit is up to kUnitRows consecutive query rows of a sequence with all their heads (a
+  // token's K/V rows of every head are contiguous: fewer, longer memory streams; the rows share
+  // each K/V tile's load and conversion), or one KV head of one row when there are too few rows
+  // to keep the threads busy. A row's result is the same either way.
   int64_t total_rows = 0;
   for (const AttentionSeq& s : seqs) total_rows += s.num_queries;
   const int32_t unit_heads =
@@ -631,13 +655,18 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
         c += cost;
         continue;
       }
-      for (int32_t j = 0; j < s.num_queries && c < end; ++j) {
-        const int64_t len = int64_t{s.first_position} + j + 1;
-        for (int32_t h = 0; h < n_kv; h += unit_heads, c += len * unit_heads) {
+      // Row units take up to kUnitRows rows (they share the K/V tile loads); head units one.
+      const int32_t max_rows = unit_heads == n_kv ? paged_detail::kUnitRows : 1;
+      for (int32_t j = 0; j < s.num_queries && c < end;) {
+        const int32_t rows = std::min(max_rows, s.num_queries - j);
+        // Keys of rows j .. j + rows - 1.
+        const int64_t keys = rows * (int64_t{s.first_position} + j + 1) + rows * (rows - 1) / 2;
+        for (int32_t h = 0; h < n_kv; h += unit_heads, c += keys * unit_heads) {
           if (c >= begin && c < end) {
-            HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, h, h + unit_heads, ts);
+            HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, rows, h, h + unit_heads, ts);
           }
         }
+        j += rows;
       }
     }
   };

@@ -12,6 +12,8 @@
 namespace hinge {
 namespace {
 bool is_fp8(kv::KvDtype d) { return d == kv::KvDtype::kFp8E4m3 || d == kv::KvDtype::kFp8E5m2; }
+// Batches of at least this many tokens split their element-wise work over the pool.
+constexpr int64_t kParallelTokens = 16;
 }  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
@@ -137,21 +139,35 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
                                       .head_dim = static_cast<int32_t>(c.head_dim)};
   const kv::KvSpec& s = arena.spec();
   const bool k_shift = kv::kv_dtype_is_quantized(s.k_dtype);
+  // Per-token element-wise work (norms, RoPE, KV writes, SwiGLU, residual adds) runs on the pool
+  // for prefill-sized batches: on one thread it would leave the others idle between matmuls.
+  // Each token's values are computed by the same code either way.
+  const bool split = n >= kParallelTokens && pool_.size() > 1;
+  auto for_tokens = [&](auto&& fn) {
+    if (split)
+      pool_.parallel_for(n, 1, fn);
+    else
+      fn(int64_t{0}, n);
+  };
 
   for (int32_t l = 0; l < static_cast<int32_t>(c.n_layers); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     // Attention block.
-    for (int64_t t = 0; t < n; ++t)
-      kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.attn_norm, dim, c.rms_eps);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.attn_norm, dim, c.rms_eps);
+    });
     kernels::matmul(w.wq, xb_.data(), n, q_.data(), pool_, mm_scratch_);
     kernels::matmul(w.wk, xb_.data(), n, k_.data(), pool_, mm_scratch_);
     kernels::matmul(w.wv, xb_.data(), n, v_.data(), pool_, mm_scratch_);
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t pos = positions_[static_cast<size_t>(t)];
-      kernels::rope(&q_[t * q_dim], c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
-      kernels::rope(&k_[t * kv_dim], c.n_kv_heads, c.head_dim, pos, inv_freq_.data(),
-                    c.rope_style);
-    }
+    for_tokens([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t pos = positions_[static_cast<size_t>(t)];
+        kernels::rope(&q_[t * q_dim], c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
+        kernels::rope(&k_[t * kv_dim], c.n_kv_heads, c.head_dim, pos, inv_freq_.data(),
+                      c.rope_style);
+      }
+    });
     // Quantized K: store k - mean (see KvArena::k_shift), calibrated from the first K written.
     // q_ is read by nothing but this layer's attention, so rotating it in place is safe.
     if (k_shift) {
@@ -179,19 +195,29 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     if (is_fp8(s.v_dtype) && arena.v_scale(l) == 0)
       arena.set_v_scale(l, kernels::kv_fp8_scale_for(s.v_dtype, v_.data(), count) * kFp8Headroom);
     const kernels::PagedKvLayer view = layer_view(arena, l);
-    kernels::paged_kv_write(view, k_.data(), v_.data(), b.slot_mapping);
+    for_tokens([&](int64_t t0, int64_t t1) {  // distinct tokens write distinct slots
+      kernels::paged_kv_write(view, &k_[t0 * kv_dim], &v_[t0 * kv_dim],
+                              b.slot_mapping.subspan(static_cast<size_t>(t0),
+                                                     static_cast<size_t>(t1 - t0)));
+    });
     kernels::paged_attention(view, b.seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
     kernels::matmul(w.wo, att_out_.data(), n, proj_.data(), pool_, mm_scratch_);
-    kernels::add_inplace(x_.data(), proj_.data(), n * dim);
 
-    // Feed-forward block (SwiGLU).
-    for (int64_t t = 0; t < n; ++t)
-      kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.ffn_norm, dim, c.rms_eps);
+    // Feed-forward block (SwiGLU), after the attention's residual add.
+    for_tokens([&](int64_t t0, int64_t t1) {
+      kernels::add_inplace(&x_[t0 * dim], &proj_[t0 * dim], (t1 - t0) * dim);
+      for (int64_t t = t0; t < t1; ++t)
+        kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.ffn_norm, dim, c.rms_eps);
+    });
     kernels::matmul(w.w_gate, xb_.data(), n, gate_.data(), pool_, mm_scratch_);
     kernels::matmul(w.w_up, xb_.data(), n, up_.data(), pool_, mm_scratch_);
-    kernels::swiglu(gate_.data(), up_.data(), n * ffn);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      kernels::swiglu(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
+    });
     kernels::matmul(w.w_down, gate_.data(), n, proj_.data(), pool_, mm_scratch_);
-    kernels::add_inplace(x_.data(), proj_.data(), n * dim);
+    for_tokens([&](int64_t t0, int64_t t1) {
+      kernels::add_inplace(&x_[t0 * dim], &proj_[t0 * dim], (t1 - t0) * dim);
+    });
   }
 }
 
