@@ -1,6 +1,6 @@
-// Paged attention decode throughput: 16 sequences x 192 tokens of context, one query each,
-// smollm-135m's attention shape (9 query heads, 3 KV heads, head_dim 64), KV in f32 / f16 / int8,
-// 1 and 2 threads. bytes_per_second = K + V bytes read per call (the number to watch: decode
+// Paged attention decode throughput: 16 sequences x 192 tokens of context, and 1 or 4 sequences
+// x 2048 (long context, few sequences), one query each, smollm-135m's attention shape (9 query
+// heads, 3 KV heads, head_dim 64), KV in f32 / f16 / int8, 1 and 2 threads. bytes_per_second = K + V bytes read per call (the number to watch: decode
 // attention is memory-bound).
 //
 // The arena holds as many layers as make >= 128 MiB of KV (one per iteration, round robin), so
@@ -17,6 +17,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/thread_pool.h"
@@ -28,9 +29,8 @@ namespace hinge::kernels {
 namespace {
 
 constexpr KvDtype kDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8};
-constexpr int kSeqs = 16, kContext = 192, kHeads = 9, kKvHeads = 3, kHeadDim = 64;
+constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64;
 constexpr int kBlockSize = 16;
-constexpr int kBlocksPerSeq = (kContext + kBlockSize - 1) / kBlockSize;
 constexpr size_t kDefaultStreamMiB = 128;  // override with HINGE_BENCH_STREAM_MIB (0: in-cache)
 
 size_t stream_bytes() {
@@ -41,21 +41,22 @@ size_t stream_bytes() {
 struct KvSetup {
   std::vector<uint8_t> arena;
   std::vector<PagedKvLayer> layers;  // one view per layer copy
-  std::vector<int32_t> tables;       // [kSeqs][kBlocksPerSeq]
+  std::vector<int32_t> tables;       // [seqs][blocks_per_seq]
   int64_t bytes_per_call = 0;        // K + V bytes one call reads
 };
 
-const KvSetup& setup(KvDtype dtype) {
-  static std::map<KvDtype, std::unique_ptr<KvSetup>> cache;
-  auto& slot = cache[dtype];
+const KvSetup& setup(KvDtype dtype, int num_seqs, int context) {
+  static std::map<std::tuple<KvDtype, int, int>, std::unique_ptr<KvSetup>> cache;
+  auto& slot = cache[{dtype, num_seqs, context}];
   if (slot) return *slot;
+  const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
   slot = std::make_unique<KvSetup>();
   KvSetup& s = *slot;
   const int64_t row = static_cast<int64_t>(kv_row_bytes(dtype, kHeadDim));
   const int64_t token = kKvHeads * row;                 // K (or V) of one token
   const int64_t layer_bytes = 2 * kBlockSize * token;  // K then V region of one block
-  const int num_blocks = kSeqs * kBlocksPerSeq;
-  s.bytes_per_call = int64_t{kSeqs} * kContext * 2 * token;
+  const int num_blocks = num_seqs * blocks_per_seq;
+  s.bytes_per_call = int64_t{num_seqs} * context * 2 * token;
   const int n_layers = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(stream_bytes()) / (layer_bytes * num_blocks) + 1, 1, 256));
   const int64_t block_stride = n_layers * layer_bytes;
@@ -67,8 +68,8 @@ const KvSetup& setup(KvDtype dtype) {
   std::shuffle(s.tables.begin(), s.tables.end(), rng);
 
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(kContext * kKvHeads * kHeadDim)), v(k.size());
-  std::vector<int64_t> slots(kContext);
+  std::vector<float> k(static_cast<size_t>(context * kKvHeads * kHeadDim)), v(k.size());
+  std::vector<int64_t> slots(context);
   for (int l = 0; l < n_layers; ++l) {
     PagedKvLayer layer;
     layer.base = s.arena.data();
@@ -81,11 +82,11 @@ const KvSetup& setup(KvDtype dtype) {
     layer.v_offset = layer.k_offset + kBlockSize * token;
     layer.k_token_stride = layer.v_token_stride = token;
     layer.k_row_bytes = layer.v_row_bytes = row;
-    for (int seq = 0; seq < kSeqs; ++seq) {
+    for (int seq = 0; seq < num_seqs; ++seq) {
       for (auto& x : k) x = dist(rng);
       for (auto& x : v) x = dist(rng);
-      const int32_t* table = &s.tables[static_cast<size_t>(seq * kBlocksPerSeq)];
-      for (int p = 0; p < kContext; ++p) {
+      const int32_t* table = &s.tables[static_cast<size_t>(seq * blocks_per_seq)];
+      for (int p = 0; p < context; ++p) {
         slots[static_cast<size_t>(p)] =
             int64_t{table[p / kBlockSize]} * kBlockSize + p % kBlockSize;
       }
@@ -99,17 +100,19 @@ const KvSetup& setup(KvDtype dtype) {
 void BM_PagedAttentionDecode(benchmark::State& state) {
   const KvDtype dtype = kDtypes[state.range(0)];
   const int threads = static_cast<int>(state.range(1));
-  const KvSetup& s = setup(dtype);
-  std::vector<AttentionSeq> seqs(kSeqs);
-  for (int i = 0; i < kSeqs; ++i) {
+  const int num_seqs = static_cast<int>(state.range(2)), context = static_cast<int>(state.range(3));
+  const int blocks_per_seq = (context + kBlockSize - 1) / kBlockSize;
+  const KvSetup& s = setup(dtype, num_seqs, context);
+  std::vector<AttentionSeq> seqs(num_seqs);
+  for (int i = 0; i < num_seqs; ++i) {
     seqs[static_cast<size_t>(i)].query_begin = i;
     seqs[static_cast<size_t>(i)].num_queries = 1;
-    seqs[static_cast<size_t>(i)].first_position = kContext - 1;
-    seqs[static_cast<size_t>(i)].block_table = &s.tables[static_cast<size_t>(i * kBlocksPerSeq)];
-    seqs[static_cast<size_t>(i)].num_blocks = kBlocksPerSeq;
+    seqs[static_cast<size_t>(i)].first_position = context - 1;
+    seqs[static_cast<size_t>(i)].block_table = &s.tables[static_cast<size_t>(i * blocks_per_seq)];
+    seqs[static_cast<size_t>(i)].num_blocks = blocks_per_seq;
   }
   const AttentionShape shape{kHeads, kKvHeads, kHeadDim};
-  std::vector<float> q(static_cast<size_t>(kSeqs * kHeads * kHeadDim)), out(q.size());
+  std::vector<float> q(static_cast<size_t>(num_seqs * kHeads * kHeadDim)), out(q.size());
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& x : q) x = dist(rng);
@@ -127,9 +130,10 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
 }
 
 void PagedAttentionArgs(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"dtype", "threads"});
-  for (int t = 0; t < static_cast<int>(std::size(kDtypes)); ++t)
-    for (int64_t threads : {1, 2}) b->Args({t, threads});
+  b->ArgNames({"dtype", "threads", "seqs", "context"});
+  for (auto [seqs, context] : {std::pair<int64_t, int64_t>{16, 192}, {1, 2048}, {4, 2048}})
+    for (int t = 0; t < static_cast<int>(std::size(kDtypes)); ++t)
+      for (int64_t threads : {1, 2}) b->Args({t, threads, seqs, context});
 }
 
 BENCHMARK(BM_PagedAttentionDecode)

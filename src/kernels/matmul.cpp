@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <span>
 
 #include "common/status.h"
 #include "kernels/matmul_kernels.h"
@@ -32,36 +33,56 @@ size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
 
-// Runs `kernel(b, e)` over [0, rows) in claimed chunks of chunk_rows (or inline when one chunk).
-template <typename K>
-void run_row_chunks(int64_t rows, int64_t cols, ThreadPool& pool, K&& kernel) {
+// Chunk size (rows) for a matrix of `rows` x `cols` on `pool`.
+int64_t chunk_rows_for(int64_t rows, int64_t cols, const ThreadPool& pool) {
   const int64_t min_rows = (kMinElemsPerChunk + cols - 1) / cols;
   const int64_t even_rows =
       (rows + pool.size() * kChunksPerThread - 1) / (pool.size() * kChunksPerThread);
-  const int64_t chunk_rows =
-      static_cast<int64_t>(round_up(static_cast<size_t>(std::max(min_rows, even_rows)), kRowAlign));
-  if (pool.size() == 1 || chunk_rows >= rows) {
-    kernel(int64_t{0}, rows);
+  return static_cast<int64_t>(
+      round_up(static_cast<size_t>(std::max(min_rows, even_rows)), kRowAlign));
+}
+
+// Runs kernel(m, b, e) over the rows [0, rows[m]) of every matrix m in claimed chunks, all the
+// matrices in one pool dispatch (inline when every matrix is a single chunk: too small to be
+// worth waking the workers).
+template <typename K>
+void run_row_chunks(std::span<const MatmulOut> outs, ThreadPool& pool, K&& kernel) {
+  constexpr size_t kMaxOuts = 8;
+  HINGE_CHECK(outs.size() <= kMaxOuts);
+  int64_t chunk[kMaxOuts], first_item[kMaxOuts + 1];
+  first_item[0] = 0;
+  bool single = pool.size() == 1;
+  for (size_t m = 0; m < outs.size(); ++m) {
+    chunk[m] = chunk_rows_for(outs[m].w->rows, outs[m].w->cols, pool);
+    first_item[m + 1] = first_item[m] + (outs[m].w->rows + chunk[m] - 1) / chunk[m];
+  }
+  const int64_t items = first_item[outs.size()];
+  if (single || items == static_cast<int64_t>(outs.size())) {
+    for (size_t m = 0; m < outs.size(); ++m) kernel(m, int64_t{0}, outs[m].w->rows);
     return;
   }
-  std::atomic<int64_t> next_row{0};
+  std::atomic<int64_t> next{0};
   pool.run([&](int /*tid*/, int /*num_threads*/) {
+    size_t m = 0;
     for (;;) {
-      const int64_t b = next_row.fetch_add(chunk_rows, std::memory_order_relaxed);
-      if (b >= rows) break;
-      kernel(b, std::min(b + chunk_rows, rows));
+      const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
+      if (item >= items) break;
+      while (item >= first_item[m + 1]) ++m;
+      const int64_t b = (item - first_item[m]) * chunk[m];
+      kernel(m, b, std::min(b + chunk[m], outs[m].w->rows));
     }
   });
 }
 
 // The packed path (matmul_packed.h): activations quantized to Q8_0 as usual, then interleaved
-// into pairs of blocks with their scales and u8-offset corrections.
-void matmul_packed(const MatrixView& w, const float* x, int64_t num_tokens, float* y,
+// into pairs of blocks with their scales and u8-offset corrections (those depend on the weight
+// type, so every matrix of one call has the same type).
+void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
                    ThreadPool& pool, MatmulScratch& scratch) {
-  const PackedMatrix& p = *w.packed;
-  const int64_t cols = w.cols;
+  const PackedMatrix& p0 = *outs[0].w->packed;
+  const int64_t cols = p0.cols;
   const int64_t real_nb = cols / kQK8_0;
-  const int64_t nb = p.nb;
+  const int64_t nb = p0.nb;
   const size_t blk_row_bytes = static_cast<size_t>(real_nb) * sizeof(BlockQ8_0);
   const size_t x_row_bytes = static_cast<size_t>(nb) * kQK8_0;
   const size_t t = static_cast<size_t>(num_tokens);
@@ -78,7 +99,7 @@ void matmul_packed(const MatrixView& w, const float* x, int64_t num_tokens, floa
   uint8_t* blocks = base + xq_bytes;
   auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
   auto* corr = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
-  const int32_t c = p.type == GgmlType::Q8_0 ? 128 : 8;
+  const int32_t c = p0.type == GgmlType::Q8_0 ? 128 : 8;
   pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
     for (int64_t tok = b; tok < e; ++tok) {
       uint8_t* blk = blocks + static_cast<size_t>(tok) * blk_row_bytes;
@@ -100,17 +121,89 @@ void matmul_packed(const MatrixView& w, const float* x, int64_t num_tokens, floa
       }
     }
   });
-  PackedArgs args;
-  args.w = &p;
-  args.x = xq;
-  args.x_row_bytes = x_row_bytes;
-  args.x_scales = scales;
-  args.x_corr = corr;
-  args.num_tokens = num_tokens;
-  args.y = y;
-  args.y_stride = w.rows;
-  run_row_chunks(w.rows, w.cols, pool,
-                 [&](int64_t b, int64_t e) { matmul_rows_packed(args, b, e); });
+  PackedArgs args[8];
+  for (size_t m = 0; m < outs.size(); ++m) {
+    args[m].w = outs[m].w->packed;
+    args[m].x = xq;
+    args[m].x_row_bytes = x_row_bytes;
+    args[m].x_scales = scales;
+    args[m].x_corr = corr;
+    args[m].num_tokens = num_tokens;
+    args[m].y = outs[m].y;
+    args[m].y_stride = outs[m].w->rows;
+  }
+  run_row_chunks(outs, pool,
+                 [&](size_t m, int64_t b, int64_t e) { matmul_rows_packed(args[m], b, e); });
+}
+
+void check_view(const MatrixView& w) {
+  HINGE_CHECK_MSG(matmul_rows_kernel(w.type) != nullptr, "matmul: unsupported weight type {}",
+                  ggml_type_name(w.type));
+  const auto traits = ggml_type_traits(w.type);
+  HINGE_CHECK_MSG(
+      w.cols % traits->block_elems == 0 && w.row_bytes == ggml_row_bytes(*traits, w.cols),
+      "matmul: bad view cols={} row_bytes={}", w.cols, w.row_bytes);
+  if (w.packed != nullptr)
+    HINGE_CHECK(w.packed->type == w.type && w.packed->rows == w.rows && w.packed->cols == w.cols);
+}
+
+bool uses_packed(const MatrixView& w) {
+  return w.packed != nullptr && packed_matmul_supported(w.type);
+}
+
+// One call's matrices: same cols, same type, all packed or none (checked by the caller).
+void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
+                      ThreadPool& pool, MatmulScratch& scratch) {
+  const MatrixView& w0 = *outs[0].w;
+  if (uses_packed(w0)) {
+    matmul_packed(outs, x, num_tokens, pool, scratch);
+    return;
+  }
+  MatmulArgs shared;
+  shared.cols = w0.cols;
+  shared.num_tokens = num_tokens;
+  const GgmlType act = matmul_activation_type(w0.type);
+  if (act == GgmlType::F32) {
+    shared.x = x;
+    shared.x_row_bytes = static_cast<size_t>(w0.cols) * sizeof(float);
+  } else {
+    HINGE_CHECK(w0.cols % ggml_type_traits(act)->block_elems == 0);
+    // scratch: | blocks [num_tokens, act_row_bytes] | Q8_0 only: scales, sums [num_tokens, nb] |
+    const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), w0.cols);
+    const size_t blocks_bytes = round_up(act_row_bytes * static_cast<size_t>(num_tokens), 64);
+    const int64_t nb = w0.cols / kQK8_0;
+    const size_t floats_bytes =  // per array; float and int32_t are both 4 bytes
+        act == GgmlType::Q8_0 ? static_cast<size_t>(num_tokens * nb) * sizeof(float) : 0;
+    const size_t need = blocks_bytes + 2 * floats_bytes;
+    if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+    uint8_t* xq = scratch.bytes.data();
+    float* scales = reinterpret_cast<float*>(xq + blocks_bytes);
+    auto* sums = reinterpret_cast<int32_t*>(xq + blocks_bytes + floats_bytes);
+    const int64_t cols = w0.cols;
+    pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const bool q8_0 = act == GgmlType::Q8_0;
+        quantize_activation_row(act, x + t * cols, xq + t * act_row_bytes, cols,
+                                q8_0 ? scales + t * nb : nullptr, q8_0 ? sums + t * nb : nullptr);
+      }
+    });
+    shared.x = xq;
+    shared.x_row_bytes = act_row_bytes;
+    if (act == GgmlType::Q8_0) {
+      shared.x_scales = scales;
+      shared.x_sums = sums;
+    }
+  }
+  const MatmulRowsFn kernel = matmul_rows_kernel(w0.type);
+  MatmulArgs args[8];
+  for (size_t m = 0; m < outs.size(); ++m) {
+    args[m] = shared;
+    args[m].w = static_cast<const uint8_t*>(outs[m].w->data);
+    args[m].w_row_bytes = outs[m].w->row_bytes;
+    args[m].y = outs[m].y;
+    args[m].y_stride = outs[m].w->rows;
+  }
+  run_row_chunks(outs, pool, [&](size_t m, int64_t b, int64_t e) { kernel(args[m], b, e); });
 }
 
 }  // namespace
@@ -151,61 +244,32 @@ MatmulRowsFn matmul_rows_kernel(GgmlType type) {
 
 void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
             MatmulScratch& scratch) {
-  if (num_tokens <= 0 || w.rows <= 0) return;
-  const MatmulRowsFn kernel = matmul_rows_kernel(w.type);
-  HINGE_CHECK_MSG(kernel != nullptr, "matmul: unsupported weight type {}", ggml_type_name(w.type));
-  const auto traits = ggml_type_traits(w.type);
-  HINGE_CHECK_MSG(
-      w.cols % traits->block_elems == 0 && w.row_bytes == ggml_row_bytes(*traits, w.cols),
-      "matmul: bad view cols={} row_bytes={}", w.cols, w.row_bytes);
-  if (w.packed != nullptr && packed_matmul_supported(w.type)) {
-    HINGE_CHECK(w.packed->type == w.type && w.packed->rows == w.rows && w.packed->cols == w.cols);
-    matmul_packed(w, x, num_tokens, y, pool, scratch);
+  const MatmulOut out{&w, y};
+  matmul_shared_input(std::span<const MatmulOut>(&out, 1), x, num_tokens, pool, scratch);
+}
+
+void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
+                         ThreadPool& pool, MatmulScratch& scratch) {
+  if (num_tokens <= 0 || outs.empty()) return;
+  HINGE_CHECK_MSG(outs.size() <= 8, "matmul_shared_input: {} matrices (at most 8)", outs.size());
+  bool same = true;
+  for (const MatmulOut& o : outs) {
+    check_view(*o.w);
+    HINGE_CHECK_MSG(o.w->cols == outs[0].w->cols, "matmul_shared_input: cols {} vs {}",
+                    o.w->cols, outs[0].w->cols);
+    same = same && o.w->type == outs[0].w->type && uses_packed(*o.w) == uses_packed(*outs[0].w);
+  }
+  if (same) {
+    // Skip empty matrices (nothing to compute); they would only cost a chunk.
+    MatmulOut live[8];
+    size_t n = 0;
+    for (const MatmulOut& o : outs)
+      if (o.w->rows > 0) live[n++] = o;
+    if (n > 0) matmul_same_kind(std::span<const MatmulOut>(live, n), x, num_tokens, pool, scratch);
     return;
   }
-
-  MatmulArgs args;
-  args.w = static_cast<const uint8_t*>(w.data);
-  args.w_row_bytes = w.row_bytes;
-  args.cols = w.cols;
-  args.num_tokens = num_tokens;
-  args.y = y;
-  args.y_stride = w.rows;
-
-  const GgmlType act = matmul_activation_type(w.type);
-  if (act == GgmlType::F32) {
-    args.x = x;
-    args.x_row_bytes = static_cast<size_t>(w.cols) * sizeof(float);
-  } else {
-    HINGE_CHECK(w.cols % ggml_type_traits(act)->block_elems == 0);
-    // scratch: | blocks [num_tokens, act_row_bytes] | Q8_0 only: scales, sums [num_tokens, nb] |
-    const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), w.cols);
-    const size_t blocks_bytes = round_up(act_row_bytes * static_cast<size_t>(num_tokens), 64);
-    const int64_t nb = w.cols / kQK8_0;
-    const size_t floats_bytes =  // per array; float and int32_t are both 4 bytes
-        act == GgmlType::Q8_0 ? static_cast<size_t>(num_tokens * nb) * sizeof(float) : 0;
-    const size_t need = blocks_bytes + 2 * floats_bytes;
-    if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-    uint8_t* xq = scratch.bytes.data();
-    float* scales = reinterpret_cast<float*>(xq + blocks_bytes);
-    auto* sums = reinterpret_cast<int32_t*>(xq + blocks_bytes + floats_bytes);
-    const int64_t cols = w.cols;
-    pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        const bool q8_0 = act == GgmlType::Q8_0;
-        quantize_activation_row(act, x + t * cols, xq + t * act_row_bytes, cols,
-                                q8_0 ? scales + t * nb : nullptr, q8_0 ? sums + t * nb : nullptr);
-      }
-    });
-    args.x = xq;
-    args.x_row_bytes = act_row_bytes;
-    if (act == GgmlType::Q8_0) {
-      args.x_scales = scales;
-      args.x_sums = sums;
-    }
-  }
-
-  run_row_chunks(w.rows, w.cols, pool, [&](int64_t b, int64_t e) { kernel(args, b, e); });
+  for (const MatmulOut& o : outs)
+    if (o.w->rows > 0) matmul_same_kind(std::span<const MatmulOut>(&o, 1), x, num_tokens, pool, scratch);
 }
 
 }  // namespace hinge::kernels

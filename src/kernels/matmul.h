@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/ggml_type.h"
@@ -43,6 +44,17 @@ struct MatmulScratch {
 // pool's threads claim dynamically; a matrix that is a single chunk runs on the calling thread.
 void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, ThreadPool& pool,
             MatmulScratch& scratch);
+
+// Several matrices applied to the same input (Q, K and V; gate and up): y_m = W_m x for each.
+// The activations are quantized once and all the matrices' row chunks run in one pool dispatch
+// (when they share a weight type and layout; otherwise one after the other). Every matrix has
+// x's cols; at most 8. Results equal separate matmul calls bit for bit.
+struct MatmulOut {
+  const MatrixView* w = nullptr;
+  float* y = nullptr;  // [num_tokens, w->rows]
+};
+void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
+                         ThreadPool& pool, MatmulScratch& scratch);
 
 // Plain scalar reference (single-threaded) for parity tests: dequantize each row to f32 and
 // accumulate in double.

@@ -119,13 +119,16 @@ HINGE_VNNI_INLINE void PackedTile(const uint8_t* const* w, const uint16_t* const
 }
 
 // Rows [r, r + RM) (padded storage: always readable) x tokens [t, t + NT); stores rows < row_end.
+// wq: row r's quants (packed Q8_0 or Q4_0 as kQ4 says, or Q4_0 unpacked to bytes), rows wstride
+// bytes apart.
 template <int RM, int NT, bool kQ4>
-HINGE_VNNI_INLINE void PackedRunTile(const PackedArgs& a, int64_t r, int64_t row_end, int64_t t) {
+HINGE_VNNI_INLINE void PackedRunTile(const PackedArgs& a, int64_t r, int64_t row_end, int64_t t,
+                                     const uint8_t* wq, size_t wstride) {
   const PackedMatrix& p = *a.w;
   const uint8_t* w[RM];
   const uint16_t* wd[RM];
   for (int i = 0; i < RM; ++i) {
-    w[i] = p.qs.get() + static_cast<size_t>(r + i) * p.qs_row_bytes;
+    w[i] = wq + static_cast<size_t>(i) * wstride;
     wd[i] = p.d.get() + (r + i) * p.nb;
   }
   const int8_t* x[NT];
@@ -137,38 +140,75 @@ HINGE_VNNI_INLINE void PackedRunTile(const PackedArgs& a, int64_t r, int64_t row
     xc[k] = a.x_corr + (t + k) * p.nb;
   }
   // The same pair 4 tiles ahead (a prefetch past the matrix is harmless).
-  const size_t prefetch_stride = 4 * RM * p.qs_row_bytes;
+  const size_t prefetch_stride = 4 * RM * wstride;
   float out[RM * NT];
   PackedTile<RM, NT, kQ4>(w, wd, x, xd, xc, p.nb, prefetch_stride, out);
   for (int i = 0; i < RM && r + i < row_end; ++i)
     for (int k = 0; k < NT; ++k) a.y[(t + k) * a.y_stride + r + i] = out[i * NT + k];
 }
 
+// Rows [r, r + 4) x tokens [t0, t1), 4 tokens at a time, then the 1..3 left.
+template <bool kQ4>
+HINGE_VNNI_INLINE void PackedRowTile(const PackedArgs& a, int64_t r, int64_t row_end, int64_t t0,
+                                     int64_t t1, const uint8_t* wq, size_t wstride) {
+  int64_t t = t0;
+  for (; t + 4 <= t1; t += 4) PackedRunTile<4, 4, kQ4>(a, r, row_end, t, wq, wstride);
+  switch (t1 - t) {
+    case 3:
+      PackedRunTile<4, 3, kQ4>(a, r, row_end, t, wq, wstride);
+      break;
+    case 2:
+      PackedRunTile<4, 2, kQ4>(a, r, row_end, t, wq, wstride);
+      break;
+    case 1:
+      PackedRunTile<4, 1, kQ4>(a, r, row_end, t, wq, wstride);
+      break;
+    default:
+      break;
+  }
+}
+
+// Q4_0 rows to bytes (the Q8_0 kernel's operand), for reuse by many token tiles: the nibble
+// unpacking then costs once per row tile and token block instead of once per token tile. Exact:
+// the same u8 values the Q4_0 tile would compute.
+HINGE_VNNI_INLINE void UnpackQ4Rows(const PackedMatrix& p, int64_t r, int rows, uint8_t* dst) {
+  const size_t pairs = static_cast<size_t>(p.nb / 2);
+  for (int i = 0; i < rows; ++i) {
+    const uint8_t* src = p.qs.get() + static_cast<size_t>(r + i) * p.qs_row_bytes;
+    uint8_t* d = dst + static_cast<size_t>(i) * pairs * 64;
+    for (size_t j = 0; j < pairs; ++j) _mm512_store_si512(d + j * 64, LoadPair<true>(src + j * 32));
+  }
+}
+
+// Token blocks of at least this many tokens unpack their Q4_0 row tiles first.
+constexpr int64_t kUnpackMinTokens = 8;
+// Largest unpacked Q4_0 row tile (4 rows); wider matrices keep the nibble path.
+constexpr size_t kUnpackBytes = size_t{32} << 10;
+
 template <bool kQ4>
 HINGE_VNNI_INLINE void PackedRowsImpl(const PackedArgs& a, int64_t row_begin, int64_t row_end) {
+  const PackedMatrix& p = *a.w;
   if (a.num_tokens == 1) {
-    for (int64_t r = row_begin; r < row_end; r += 8) PackedRunTile<8, 1, kQ4>(a, r, row_end, 0);
+    for (int64_t r = row_begin; r < row_end; r += 8)
+      PackedRunTile<8, 1, kQ4>(a, r, row_end, 0,
+                               p.qs.get() + static_cast<size_t>(r) * p.qs_row_bytes,
+                               p.qs_row_bytes);
     return;
   }
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / a.x_row_bytes) / 4 * 4;
   if (tb < 4) tb = 4;
+  const size_t unpacked_stride = static_cast<size_t>(p.nb / 2) * 64;
+  alignas(64) uint8_t unpacked[kQ4 ? kUnpackBytes : 64];
   for (int64_t t0 = 0; t0 < a.num_tokens; t0 += tb) {
     const int64_t t1 = t0 + tb < a.num_tokens ? t0 + tb : a.num_tokens;
+    const bool unpack = kQ4 && t1 - t0 >= kUnpackMinTokens && 4 * unpacked_stride <= kUnpackBytes;
     for (int64_t r = row_begin; r < row_end; r += 4) {
-      int64_t t = t0;
-      for (; t + 4 <= t1; t += 4) PackedRunTile<4, 4, kQ4>(a, r, row_end, t);
-      switch (t1 - t) {
-        case 3:
-          PackedRunTile<4, 3, kQ4>(a, r, row_end, t);
-          break;
-        case 2:
-          PackedRunTile<4, 2, kQ4>(a, r, row_end, t);
-          break;
-        case 1:
-          PackedRunTile<4, 1, kQ4>(a, r, row_end, t);
-          break;
-        default:
-          break;
+      if (unpack) {
+        UnpackQ4Rows(p, r, 4, unpacked);
+        PackedRowTile<false>(a, r, row_end, t0, t1, unpacked, unpacked_stride);
+      } else {
+        PackedRowTile<kQ4>(a, r, row_end, t0, t1,
+                           p.qs.get() + static_cast<size_t>(r) * p.qs_row_bytes, p.qs_row_bytes);
       }
     }
   }

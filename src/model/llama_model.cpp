@@ -157,9 +157,8 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       for (int64_t t = t0; t < t1; ++t)
         kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.attn_norm, dim, c.rms_eps);
     });
-    kernels::matmul(w.wq, xb_.data(), n, q_.data(), pool_, mm_scratch_);
-    kernels::matmul(w.wk, xb_.data(), n, k_.data(), pool_, mm_scratch_);
-    kernels::matmul(w.wv, xb_.data(), n, v_.data(), pool_, mm_scratch_);
+    const kernels::MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
+    kernels::matmul_shared_input(qkv, xb_.data(), n, pool_, mm_scratch_);
     for_tokens([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t pos = positions_[static_cast<size_t>(t)];
@@ -209,8 +208,8 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       for (int64_t t = t0; t < t1; ++t)
         kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.ffn_norm, dim, c.rms_eps);
     });
-    kernels::matmul(w.w_gate, xb_.data(), n, gate_.data(), pool_, mm_scratch_);
-    kernels::matmul(w.w_up, xb_.data(), n, up_.data(), pool_, mm_scratch_);
+    const kernels::MatmulOut gate_up[] = {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}};
+    kernels::matmul_shared_input(gate_up, xb_.data(), n, pool_, mm_scratch_);
     for_tokens([&](int64_t t0, int64_t t1) {
       kernels::swiglu(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
     });
