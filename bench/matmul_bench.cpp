@@ -154,13 +154,14 @@ BENCHMARK(BM_MatmulQ8Batch)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Q8_0 / Q4_0 at smollm-135m's FFN shape (1536 x 576) for prefill-sized batches, in the GGUF
-// layout and packed (kernels/matmul_packed.h, when the CPU has it). One weight copy: this
-// measures the compute-bound kernel, the weights staying in cache across iterations.
+// Q8_0 / Q4_0 / Q4_K at an FFN shape for prefill-sized batches, in the GGUF layout and (Q8_0,
+// Q4_0) packed (kernels/matmul_packed.h, when the CPU has it). One weight copy: this measures
+// the compute-bound kernel, the weights staying in cache across iterations.
 //
 //   hinge_kernel_bench --benchmark_filter=MatmulPrefill --benchmark_repetitions=5
 void BM_MatmulPrefill(benchmark::State& state) {
-  const GgmlType type = state.range(0) == 0 ? GgmlType::Q8_0 : GgmlType::Q4_0;
+  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K};
+  const GgmlType type = kTypes[state.range(0)];
   const bool packed = state.range(1) != 0;
   const int64_t rows = state.range(2), cols = state.range(3), tokens = state.range(4);
   const int threads = static_cast<int>(state.range(5));
@@ -196,9 +197,19 @@ void BM_MatmulPrefill(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void MatmulPrefillArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "packed", "rows", "cols", "tokens", "threads"});
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1536, 576}, {2048, 8192}})
+    for (int64_t type : {0, 1, 2})
+      for (int64_t packed : {0, 1})
+        for (int64_t tokens : {16, 512})
+          for (int64_t threads : {1, 2})
+            if (!(type == 2 && (packed == 1 || cols % 256 != 0)))
+              b->Args({type, packed, rows, cols, tokens, threads});
+}
+
 BENCHMARK(BM_MatmulPrefill)
-    ->ArgNames({"q4", "packed", "rows", "cols", "tokens", "threads"})
-    ->ArgsProduct({{0, 1}, {0, 1}, {1536}, {576}, {16, 512}, {1, 2}})
+    ->Apply(MatmulPrefillArgs)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

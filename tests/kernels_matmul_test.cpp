@@ -182,6 +182,11 @@ TEST(KernelsMatmul, ParityPrefillBatch) {
     check_matmul({t, 512}, 301, 19, 2, seed++);
     if (HasFatalFailure()) return;
   }
+  // Q4_K rows of 9 super-blocks (two ranges in the prepared path), odd rows, 1..3 threads.
+  for (int threads : {1, 2, 3}) {
+    check_matmul({GgmlType::Q4_K, 2304}, 37, 19, threads, seed++);
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Q8_0 / Q4_0 register tiles (2 rows x 4 tokens, 4 rows x 1 token, 1..3-token and 1..3-row
@@ -214,7 +219,8 @@ TEST(KernelsMatmul, ParityQ8TileShapes) {
 // engine relies on this (a request decoded alone or in a batch gives the same greedy tokens).
 TEST(KernelsMatmul, QuantizedResultsAreBatchInvariant) {
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    const int64_t cols = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 ? 4192 : 768;
+    // k-quants: 9 super-blocks, so the Q4_K prefill path splits rows into two ranges (8 + 1).
+    const int64_t cols = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 ? 4192 : 2304;
     const int64_t rows = 67, tokens = 37;
     SCOPED_TRACE(ggml_type_name(type));
     const Weights w = make_weights(type, rows, cols, 31);
@@ -284,11 +290,11 @@ TEST(KernelsMatmul, ParityEveryCpuTarget) {
   EXPECT_GE(tested, 2);
 }
 
-// The AVX-512 VNNI path of Q8_0 / Q4_0 (taken when the CPU has it) and the path without it:
+// The AVX-512 VNNI path of Q8_0 / Q4_0 / Q4_K (taken when the CPU has it) and the path without it:
 // both match the reference; Q4_0 is bit-identical between them (same exact integer lanes); each
 // is batch invariant (a token's row does not depend on the other tokens in the call).
 TEST(KernelsMatmul, Q8AndQ4WithAndWithoutVnni) {
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
     SCOPED_TRACE(ggml_type_name(t));
     const int64_t rows = 13, cols = 1024, tokens = 7;
     const Weights w = make_weights(t, rows, cols, 5);

@@ -172,26 +172,38 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
     const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), w0.cols);
     const size_t blocks_bytes = round_up(act_row_bytes * static_cast<size_t>(num_tokens), 64);
     const int64_t nb = w0.cols / kQK8_0;
+    // Q8_0: two arrays of nb per token; Q8_K: one of nb (= 8 per super-block) per token.
     const size_t floats_bytes =  // per array; float and int32_t are both 4 bytes
-        act == GgmlType::Q8_0 ? static_cast<size_t>(num_tokens * nb) * sizeof(float) : 0;
+        static_cast<size_t>(num_tokens * nb) * sizeof(float);
     const size_t need = blocks_bytes + 2 * floats_bytes;
     if (scratch.bytes.size() < need) scratch.bytes.resize(need);
     uint8_t* xq = scratch.bytes.data();
     float* scales = reinterpret_cast<float*>(xq + blocks_bytes);
     auto* sums = reinterpret_cast<int32_t*>(xq + blocks_bytes + floats_bytes);
     const int64_t cols = w0.cols;
+    const bool q8_0 = act == GgmlType::Q8_0;
     pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
-        const bool q8_0 = act == GgmlType::Q8_0;
-        quantize_activation_row(act, x + t * cols, xq + t * act_row_bytes, cols,
-                                q8_0 ? scales + t * nb : nullptr, q8_0 ? sums + t * nb : nullptr);
+        uint8_t* row = xq + t * act_row_bytes;
+        quantize_activation_row(act, x + t * cols, row, cols, q8_0 ? scales + t * nb : nullptr,
+                                q8_0 ? sums + t * nb : nullptr);
+        if (!q8_0) {  // Q8_K: the scaled sub-block sums (MatmulArgs::x_min_sums)
+          const auto* blk = reinterpret_cast<const BlockQ8_K*>(row);
+          float* ms = scales + t * nb;
+          for (int64_t sb = 0; sb < cols / kQK_K; ++sb)
+            for (int j = 0; j < 8; ++j)
+              ms[sb * 8 + j] =
+                  blk[sb].d * static_cast<float>(blk[sb].bsums[2 * j] + blk[sb].bsums[2 * j + 1]);
+        }
       }
     });
     shared.x = xq;
     shared.x_row_bytes = act_row_bytes;
-    if (act == GgmlType::Q8_0) {
+    if (q8_0) {
       shared.x_scales = scales;
       shared.x_sums = sums;
+    } else {
+      shared.x_min_sums = scales;
     }
   }
   const MatmulRowsFn kernel = matmul_rows_kernel(w0.type);

@@ -24,6 +24,9 @@ struct MatmulArgs {
   // use its unsigned nibbles: sum((q - 8) x) = sum(q x) - 8 sum(x)).
   const float* x_scales = nullptr;
   const int32_t* x_sums = nullptr;
+  // Q8_K activations only, [num_tokens, cols / 256 * 8]: d * (sum of qs over each 32-element
+  // sub-block), for Q4_K's mins term (bsums[2j] + bsums[2j + 1] scaled).
+  const float* x_min_sums = nullptr;
   int64_t num_tokens = 0;
   float* y = nullptr;    // [num_tokens, y_stride] f32
   int64_t y_stride = 0;  // = rows
