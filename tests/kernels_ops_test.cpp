@@ -29,6 +29,23 @@ TEST(KernelsOps, RmsnormSoftmaxSwiglu) {
   EXPECT_NEAR(g[1], 2.0f / (1.0f + std::exp(-2.0f)) * 0.5f, 1e-6);
 }
 
+// The SIMD SwiGLU against the scalar formula (in double) over a range that overflows a naive
+// exp(-g), with a length that leaves a vector tail.
+TEST(KernelsOps, SwigluMatchesScalarFormula) {
+  std::vector<float> g, u;
+  for (int i = -1000; i <= 1000; i += 7) {
+    g.push_back(static_cast<float>(i) * 0.125f);
+    u.push_back(0.5f + static_cast<float>(i % 13));
+  }
+  std::vector<float> out = g;
+  swiglu(out.data(), u.data(), static_cast<int64_t>(out.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i];
+    const double want = x / (1.0 + std::exp(-x)) * u[i];
+    EXPECT_NEAR(out[i], want, 1e-6 * std::fabs(want) + 1e-30) << "g=" << g[i];
+  }
+}
+
 // Interleaved and rotate-half RoPE rotate the same pairs, only laid out differently.
 TEST(KernelsOps, RopeLayoutsAgreeUpToPermutation) {
   const int64_t d = 8;

@@ -29,6 +29,12 @@ constexpr int64_t kRowAlign = 16;
 constexpr int64_t kMinElemsPerChunk = int64_t{64} << 10;
 constexpr int64_t kChunksPerThread = 4;
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -42,27 +48,34 @@ int64_t chunk_rows_for(int64_t rows, int64_t cols, const ThreadPool& pool) {
       round_up(static_cast<size_t>(std::max(min_rows, even_rows)), kRowAlign));
 }
 
-// Runs kernel(m, b, e) over the rows [0, rows[m]) of every matrix m in claimed chunks, all the
-// matrices in one pool dispatch (inline when every matrix is a single chunk: too small to be
-// worth waking the workers).
-template <typename K>
-void run_row_chunks(std::span<const MatmulOut> outs, ThreadPool& pool, K&& kernel) {
+// Runs prologue(t0, t1) over the tokens [0, num_tokens) (the activation quantization: each
+// thread a contiguous share, then a barrier), then kernel(m, b, e) over the rows [0, rows[m]) of
+// every matrix m in claimed chunks: all of it in one pool dispatch (inline when every matrix is
+// a single chunk: too small to be worth waking the workers).
+template <typename P, typename K>
+void run_row_chunks(std::span<const MatmulOut> outs, int64_t num_tokens, ThreadPool& pool,
+                    P&& prologue, K&& kernel) {
   constexpr size_t kMaxOuts = 8;
   HINGE_CHECK(outs.size() <= kMaxOuts);
   int64_t chunk[kMaxOuts], first_item[kMaxOuts + 1];
   first_item[0] = 0;
-  bool single = pool.size() == 1;
   for (size_t m = 0; m < outs.size(); ++m) {
     chunk[m] = chunk_rows_for(outs[m].w->rows, outs[m].w->cols, pool);
     first_item[m + 1] = first_item[m] + (outs[m].w->rows + chunk[m] - 1) / chunk[m];
   }
   const int64_t items = first_item[outs.size()];
-  if (single || items == static_cast<int64_t>(outs.size())) {
+  if (pool.size() == 1 || items == static_cast<int64_t>(outs.size())) {
+    prologue(int64_t{0}, num_tokens);
     for (size_t m = 0; m < outs.size(); ++m) kernel(m, int64_t{0}, outs[m].w->rows);
     return;
   }
   std::atomic<int64_t> next{0};
-  pool.run([&](int /*tid*/, int /*num_threads*/) {
+  std::atomic<int> quantized{0};
+  pool.run([&](int tid, int nt) {
+    const int64_t t0 = num_tokens * tid / nt, t1 = num_tokens * (tid + 1) / nt;
+    if (t0 < t1) prologue(t0, t1);
+    quantized.fetch_add(1, std::memory_order_acq_rel);
+    while (quantized.load(std::memory_order_acquire) < nt) cpu_relax();
     size_t m = 0;
     for (;;) {
       const int64_t item = next.fetch_add(1, std::memory_order_relaxed);
@@ -100,7 +113,7 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
   auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
   auto* corr = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
   const int32_t c = p0.type == GgmlType::Q8_0 ? 128 : 8;
-  pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
+  auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t tok = b; tok < e; ++tok) {
       uint8_t* blk = blocks + static_cast<size_t>(tok) * blk_row_bytes;
       float* sc = scales + tok * nb;
@@ -120,7 +133,7 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
         }
       }
     }
-  });
+  };
   PackedArgs args[8];
   for (size_t m = 0; m < outs.size(); ++m) {
     args[m].w = outs[m].w->packed;
@@ -132,7 +145,7 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
     args[m].y = outs[m].y;
     args[m].y_stride = outs[m].w->rows;
   }
-  run_row_chunks(outs, pool,
+  run_row_chunks(outs, num_tokens, pool, quantize,
                  [&](size_t m, int64_t b, int64_t e) { matmul_rows_packed(args[m], b, e); });
 }
 
@@ -163,40 +176,28 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
   shared.cols = w0.cols;
   shared.num_tokens = num_tokens;
   const GgmlType act = matmul_activation_type(w0.type);
+  const bool q8_0 = act == GgmlType::Q8_0;
+  const int64_t cols = w0.cols, nb = w0.cols / kQK8_0;
+  // Quantized activations: | blocks [num_tokens, act_row_bytes] | Q8_0: scales, sums; Q8_K:
+  // min sums [num_tokens, nb] |.
+  uint8_t* xq = nullptr;
+  float* scales = nullptr;
+  int32_t* sums = nullptr;
+  size_t act_row_bytes = 0;
   if (act == GgmlType::F32) {
     shared.x = x;
     shared.x_row_bytes = static_cast<size_t>(w0.cols) * sizeof(float);
   } else {
     HINGE_CHECK(w0.cols % ggml_type_traits(act)->block_elems == 0);
-    // scratch: | blocks [num_tokens, act_row_bytes] | Q8_0 only: scales, sums [num_tokens, nb] |
-    const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), w0.cols);
+    act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), w0.cols);
     const size_t blocks_bytes = round_up(act_row_bytes * static_cast<size_t>(num_tokens), 64);
-    const int64_t nb = w0.cols / kQK8_0;
-    // Q8_0: two arrays of nb per token; Q8_K: one of nb (= 8 per super-block) per token.
     const size_t floats_bytes =  // per array; float and int32_t are both 4 bytes
         static_cast<size_t>(num_tokens * nb) * sizeof(float);
     const size_t need = blocks_bytes + 2 * floats_bytes;
     if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-    uint8_t* xq = scratch.bytes.data();
-    float* scales = reinterpret_cast<float*>(xq + blocks_bytes);
-    auto* sums = reinterpret_cast<int32_t*>(xq + blocks_bytes + floats_bytes);
-    const int64_t cols = w0.cols;
-    const bool q8_0 = act == GgmlType::Q8_0;
-    pool.parallel_for(num_tokens, 1, [&](int64_t b, int64_t e) {
-      for (int64_t t = b; t < e; ++t) {
-        uint8_t* row = xq + t * act_row_bytes;
-        quantize_activation_row(act, x + t * cols, row, cols, q8_0 ? scales + t * nb : nullptr,
-                                q8_0 ? sums + t * nb : nullptr);
-        if (!q8_0) {  // Q8_K: the scaled sub-block sums (MatmulArgs::x_min_sums)
-          const auto* blk = reinterpret_cast<const BlockQ8_K*>(row);
-          float* ms = scales + t * nb;
-          for (int64_t sb = 0; sb < cols / kQK_K; ++sb)
-            for (int j = 0; j < 8; ++j)
-              ms[sb * 8 + j] =
-                  blk[sb].d * static_cast<float>(blk[sb].bsums[2 * j] + blk[sb].bsums[2 * j + 1]);
-        }
-      }
-    });
+    xq = scratch.bytes.data();
+    scales = reinterpret_cast<float*>(xq + blocks_bytes);
+    sums = reinterpret_cast<int32_t*>(xq + blocks_bytes + floats_bytes);
     shared.x = xq;
     shared.x_row_bytes = act_row_bytes;
     if (q8_0) {
@@ -206,6 +207,22 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
       shared.x_min_sums = scales;
     }
   }
+  auto quantize = [&](int64_t b, int64_t e) {
+    if (act == GgmlType::F32) return;  // float weights read the activations as they are
+    for (int64_t t = b; t < e; ++t) {
+      uint8_t* row = xq + t * act_row_bytes;
+      quantize_activation_row(act, x + t * cols, row, cols, q8_0 ? scales + t * nb : nullptr,
+                              q8_0 ? sums + t * nb : nullptr);
+      if (!q8_0) {  // Q8_K: the scaled sub-block sums (MatmulArgs::x_min_sums)
+        const auto* blk = reinterpret_cast<const BlockQ8_K*>(row);
+        float* ms = scales + t * nb;
+        for (int64_t sb = 0; sb < cols / kQK_K; ++sb)
+          for (int j = 0; j < 8; ++j)
+            ms[sb * 8 + j] =
+                blk[sb].d * static_cast<float>(blk[sb].bsums[2 * j] + blk[sb].bsums[2 * j + 1]);
+      }
+    }
+  };
   const MatmulRowsFn kernel = matmul_rows_kernel(w0.type);
   MatmulArgs args[8];
   for (size_t m = 0; m < outs.size(); ++m) {
@@ -215,7 +232,8 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
     args[m].y = outs[m].y;
     args[m].y_stride = outs[m].w->rows;
   }
-  run_row_chunks(outs, pool, [&](size_t m, int64_t b, int64_t e) { kernel(args[m], b, e); });
+  run_row_chunks(outs, num_tokens, pool, quantize,
+                 [&](size_t m, int64_t b, int64_t e) { kernel(args[m], b, e); });
 }
 
 }  // namespace
