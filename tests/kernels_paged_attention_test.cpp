@@ -81,7 +81,10 @@ struct SeqSpec {
   int len;          // positions 0 .. len - 1 hold K/V
   int num_queries;  // the last num_queries positions are queried
 };
-constexpr SeqSpec kSeqs[] = {{1, 1}, {15, 15}, {16, 1}, {17, 5}, {100, 1}, {300, 37}};
+// The last two are longer than a key partition (512, flash-decoding): a decode row with three
+// partitions, and prefill rows on both sides of the first partition boundary.
+constexpr SeqSpec kSeqs[] = {{1, 1},   {15, 15}, {16, 1},   {17, 5},
+                             {100, 1}, {300, 37}, {1100, 1}, {530, 23}};
 
 struct Batch {
   int n_heads, n_kv_heads, head_dim;

@@ -35,6 +35,10 @@ namespace hinge::kernels::paged_detail {
 
 constexpr int kKeyTile = 32;  // keys per online-softmax step
 constexpr int kUnitRows = 4;  // query rows of one sequence sharing the K/V tiles
+// Keys per partition (flash-decoding): a row with more keys is computed as independent
+// partitions of this many keys (partial softmax states), merged in order afterwards. A fixed
+// function of the position, so results never depend on the batch or the thread count.
+constexpr int64_t kKeyPartition = 512;
 
 // What every unit of one paged_attention() call shares (read-only during the call).
 struct Job {
@@ -47,6 +51,10 @@ struct Job {
   float* out = nullptr;
   const float* k_fp8_table = nullptr;  // 256 entries: decode(byte) * k_scale (fp8 only)
   const float* v_fp8_table = nullptr;
+  // Rows with more than kKeyPartition keys: partial states [m, l, acc[head_dim]] per
+  // (partition, head) at partials + partial_offset[q_row] + (p * n_heads + head) * (head_dim + 2).
+  float* partials = nullptr;
+  const int64_t* partial_offset = nullptr;
 };
 
 }  // namespace hinge::kernels::paged_detail
@@ -67,6 +75,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 using paged_detail::Job;
 using paged_detail::kKeyTile;
 using paged_detail::kUnitRows;
+using paged_detail::kKeyPartition;
 using DF = hn::ScalableTag<float>;
 
 HWY_INLINE size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
@@ -432,11 +441,14 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t tp, size_t hdp, float&
 }
 
 // One unit: query rows [row, row + nrows) of `seq` (nrows <= kUnitRows), the query heads of KV
-// heads [kvh_begin, kvh_end). The rows share every K/V tile load (and its conversion to f32);
+// heads [kvh_begin, kvh_end), keys [key_begin, key_begin + kKeyPartition) (a partition; rows
+// with fewer keys end earlier, rows with none skip it). A row whose keys all fit one partition
+// gets its output; the others leave their partial state in job.partials. The rows share every K/V tile load (and its conversion to f32);
 // each row stops at its own causal length. A row's result is the same whatever the unit it is
 // computed in (same tiles, same operations). `scratch`: ThreadScratchFloats floats.
 void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nrows,
-                int32_t kvh_begin, int32_t kvh_end, float* HWY_RESTRICT scratch) {
+                int32_t kvh_begin, int32_t kvh_end, int64_t key_begin,
+                float* HWY_RESTRICT scratch) {
   const DF df;
   const size_t N = hn::Lanes(df);
   const PagedKvLayer& kv = *job.kv;
@@ -473,17 +485,18 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
   // Tokens are scattered over blocks: locate and prefetch a tile ahead (the unit's heads of a
   // token are one contiguous span) so the misses overlap instead of stalling row by row.
   const int64_t len0 = int64_t{seq.first_position} + row + 1;  // the first row's keys
-  const int64_t len = len0 + nrows - 1;                         // the last row's
+  const int64_t key_end = key_begin + kKeyPartition;
+  const int64_t len = std::min(len0 + nrows - 1, key_end);  // keys this unit reads
   const int64_t k_span0 = kvh_begin * kv.k_row_bytes, k_span1 = kvh_end * kv.k_row_bytes;
   const int64_t v_span0 = kvh_begin * kv.v_row_bytes, v_span1 = kvh_end * kv.v_row_bytes;
   TileTokens tok[2];
   const float* kf[kKeyTile];  // the tile's rows of one head as f32
   const float* vf[kKeyTile];
   int cur = 0;
-  for (int64_t t0 = 0; t0 < len; t0 += kKeyTile, cur ^= 1) {
+  for (int64_t t0 = key_begin; t0 < len; t0 += kKeyTile, cur ^= 1) {
     const size_t n = static_cast<size_t>(std::min<int64_t>(kKeyTile, len - t0));
-    if (t0 == 0) {
-      LocateTokens(kv, seq.block_table, 0, n, tok[cur]);
+    if (t0 == key_begin) {
+      LocateTokens(kv, seq.block_table, t0, n, tok[cur]);
       PrefetchSpans(tok[cur].k, n, k_span0, k_span1);
       PrefetchSpans(tok[cur].v, n, v_span0, v_span1);
     }
@@ -497,8 +510,8 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
     // Keys of this tile row r attends to (rows past their length skip the tile).
     size_t nr[kUnitRows];
     for (size_t r = 0; r < rows; ++r)
-      nr[r] = static_cast<size_t>(std::clamp<int64_t>(len0 + static_cast<int64_t>(r) - t0, 0,
-                                                      static_cast<int64_t>(n)));
+      nr[r] = static_cast<size_t>(std::clamp<int64_t>(
+          std::min(len0 + static_cast<int64_t>(r), key_end) - t0, 0, static_cast<int64_t>(n)));
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const size_t i0 = static_cast<size_t>(kvh - kvh_begin) * group;  // first query head
       LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n, job.k_fp8_table, kv.k_scale, hd,
@@ -525,6 +538,19 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
 
   for (size_t r = 0; r < rows; ++r) {
     const int64_t q_row = int64_t{seq.query_begin} + row + static_cast<int64_t>(r);
+    const int64_t len_r = len0 + static_cast<int64_t>(r);
+    if (len_r <= key_begin) continue;  // no key of this partition
+    if (len_r > kKeyPartition) {  // a partial state, merged after all units ran
+      float* part = job.partials + job.partial_offset[q_row] +
+                    static_cast<size_t>(key_begin / kKeyPartition) * job.n_heads * (hd + 2);
+      for (size_t i = 0; i < heads; ++i) {
+        float* dst = part + (head0 + i) * (hd + 2);
+        dst[0] = m[r * heads + i];
+        dst[1] = l[r * heads + i];
+        std::memcpy(dst + 2, acc + (r * heads + i) * hdp, hd * sizeof(float));
+      }
+      continue;
+    }
     float* out = job.out + static_cast<size_t>(q_row) * row_floats + head0 * hd;
     for (size_t i = 0; i < heads; ++i) {
       float* a = acc + (r * heads + i) * hdp;
@@ -549,6 +575,8 @@ namespace {
 
 // Below this many multiply-adds a call runs on the calling thread: waking the workers costs
 // microseconds.
+using paged_detail::kKeyPartition;
+
 constexpr int64_t kSerialWork = int64_t{1} << 16;
 // Query rows per thread below which units are split per KV head.
 constexpr int64_t kRowsPerThread = 4;
@@ -613,6 +641,26 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   const int32_t unit_heads =
       serial || total_rows >= kRowsPerThread * pool.size() ? n_kv : 1;
 
+  // Partial-state storage for rows with more than kKeyPartition keys (indexed by batch row).
+  const size_t rec = static_cast<size_t>(shape.head_dim) + 2;  // [m, l, acc[head_dim]]
+  int64_t max_row = 0;
+  for (const AttentionSeq& s : seqs) max_row = std::max<int64_t>(max_row, s.query_begin + s.num_queries);
+  if (scratch.partial_offset.size() < static_cast<size_t>(max_row))
+    scratch.partial_offset.resize(static_cast<size_t>(max_row));
+  size_t partial_floats = 0;
+  bool any_partitioned = false;
+  for (const AttentionSeq& s : seqs)
+    for (int32_t j = 0; j < s.num_queries; ++j) {
+      const int64_t len = int64_t{s.first_position} + j + 1;
+      if (len <= kKeyPartition) continue;
+      any_partitioned = true;
+      scratch.partial_offset[static_cast<size_t>(s.query_begin + j)] =
+          static_cast<int64_t>(partial_floats);
+      partial_floats += static_cast<size_t>((len + kKeyPartition - 1) / kKeyPartition) *
+                        static_cast<size_t>(shape.n_heads) * rec;
+    }
+  if (scratch.partials.size() < partial_floats) scratch.partials.resize(partial_floats);
+
   const size_t per_thread =
       HWY_DYNAMIC_DISPATCH(ThreadScratchFloats)(shape.n_heads, group, shape.head_dim);
   const size_t need =
@@ -632,6 +680,8 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   job.sqrt_head_dim = std::sqrt(static_cast<float>(shape.head_dim));
   job.q = q;
   job.out = out;
+  job.partials = scratch.partials.data();
+  job.partial_offset = scratch.partial_offset.data();
   if (is_fp8(kv.k_dtype)) {
     fill_fp8_table(kv.k_dtype, kv.k_scale, tables);
     job.k_fp8_table = tables;
@@ -659,11 +709,17 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
       const int32_t max_rows = unit_heads == n_kv ? paged_detail::kUnitRows : 1;
       for (int32_t j = 0; j < s.num_queries && c < end;) {
         const int32_t rows = std::min(max_rows, s.num_queries - j);
-        // Keys of rows j .. j + rows - 1.
-        const int64_t keys = rows * (int64_t{s.first_position} + j + 1) + rows * (rows - 1) / 2;
-        for (int32_t h = 0; h < n_kv; h += unit_heads, c += keys * unit_heads) {
-          if (c >= begin && c < end) {
-            HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, rows, h, h + unit_heads, ts);
+        const int64_t len0 = int64_t{s.first_position} + j + 1;  // keys of row j
+        const int64_t parts = (len0 + rows - 1 + kKeyPartition - 1) / kKeyPartition;
+        for (int64_t p = 0; p < parts && c < end; ++p) {
+          int64_t keys = 0;  // of the rows in partition p
+          for (int32_t r = 0; r < rows; ++r)
+            keys += std::clamp<int64_t>(len0 + r - p * kKeyPartition, 0, kKeyPartition);
+          for (int32_t h = 0; h < n_kv; h += unit_heads, c += keys * unit_heads) {
+            if (c >= begin && c < end) {
+              HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, rows, h, h + unit_heads,
+                                               p * kKeyPartition, ts);
+            }
           }
         }
         j += rows;
@@ -675,6 +731,46 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   } else {
     pool.run(body);
   }
+  if (!any_partitioned) return;
+
+  // Merge the partitions of long rows, in partition order: m = max m_p, then
+  // out = sum_p e^(m_p - m) acc_p / sum_p e^(m_p - m) l_p.
+  const int64_t hd = shape.head_dim;
+  auto merge = [&](const AttentionSeq& s, int32_t j) {
+    const int64_t len = int64_t{s.first_position} + j + 1;
+    if (len <= kKeyPartition) return;
+    const int64_t parts = (len + kKeyPartition - 1) / kKeyPartition;
+    const int64_t q_row = int64_t{s.query_begin} + j;
+    const float* part = job.partials + job.partial_offset[q_row];
+    float* o = out + q_row * shape.n_heads * hd;
+    for (int32_t h = 0; h < shape.n_heads; ++h) {
+      float m = -INFINITY;
+      for (int64_t p = 0; p < parts; ++p)
+        m = std::max(m, part[(p * shape.n_heads + h) * static_cast<int64_t>(rec)]);
+      float l = 0.0f;
+      float* oh = o + h * hd;
+      std::fill(oh, oh + hd, 0.0f);
+      for (int64_t p = 0; p < parts; ++p) {
+        const float* st = part + (p * shape.n_heads + h) * static_cast<int64_t>(rec);
+        const float w = std::exp(st[0] - m);
+        l += w * st[1];
+        for (int64_t d = 0; d < hd; ++d) oh[d] += w * st[2 + d];
+      }
+      const float inv = 1.0f / l;
+      for (int64_t d = 0; d < hd; ++d) oh[d] *= inv;
+    }
+  };
+  if (serial) {
+    for (const AttentionSeq& s : seqs)
+      for (int32_t j = 0; j < s.num_queries; ++j) merge(s, j);
+    return;
+  }
+  pool.run([&](int tid, int nt) {  // rows split evenly by index across threads
+    int64_t i = 0;
+    for (const AttentionSeq& s : seqs)
+      for (int32_t j = 0; j < s.num_queries; ++j, ++i)
+        if (i % nt == tid) merge(s, j);
+  });
 }
 
 }  // namespace hinge::kernels

@@ -82,6 +82,8 @@ struct AttentionShape {
 // hot path does not allocate.
 struct AttentionScratch {
   std::vector<float> buf;
+  std::vector<float> partials;          // partial softmax states of rows split by key range
+  std::vector<int64_t> partial_offset;  // per batch row: its first partial state
 };
 
 // Quantizes k, v ([num_tokens, n_kv_heads * head_dim] f32) into slot_mapping[i] of `kv`.
