@@ -278,7 +278,7 @@ HINGE_VNNI_INLINE void RunTileQ4KVnni(const MatmulArgs& a, int64_t r, int64_t t)
     xm[k] = a.x_min_sums + (t + k) * nb * 8;
   }
   float out[RM * NT];
-  DotTileQ4KVnni<RM, NT>(w, x, xm, nb, 4 * RM * a.w_row_bytes, out);
+  DotTileQ4KVnni<RM, NT>(w, x, xm, nb, 1 * RM * a.w_row_bytes, out);
   for (int i = 0; i < RM; ++i)
     for (int k = 0; k < NT; ++k) a.y[(t + k) * a.y_stride + r + i] = out[i * NT + k];
 }

@@ -139,8 +139,9 @@ HINGE_VNNI_INLINE void PackedRunTile(const PackedArgs& a, int64_t r, int64_t row
     xd[k] = a.x_scales + (t + k) * p.nb;
     xc[k] = a.x_corr + (t + k) * p.nb;
   }
-  // The same pair 4 tiles ahead (a prefetch past the matrix is harmless).
-  const size_t prefetch_stride = 4 * RM * wstride;
+  // The same pair in the next tile's rows (a prefetch past the matrix is harmless). Measured on
+  // llama-1b q8_0 decode: 1 tile ahead 25.0 GB/s, 2 tiles 24.1, 4 tiles 23.2, none 22.1.
+  const size_t prefetch_stride = RM * wstride;
   float out[RM * NT];
   PackedTile<RM, NT, kQ4>(w, wd, x, xd, xc, p.nb, prefetch_stride, out);
   for (int i = 0; i < RM && r + i < row_end; ++i)
