@@ -286,101 +286,6 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r
 }
 #endif
 
-// s[r] = dot(q, k + r * hdp) / sqrt_hd for r < 4, over padded rows of hdp floats. Every row gets
-// the same operation sequence (two accumulators over even / odd vectors, then one reduction).
-HWY_INLINE void DotRows4(const float* HWY_RESTRICT q, const float* k0, const float* k1,
-                         const float* k2, const float* k3, size_t hdp, float sqrt_hd, float* s) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-  auto b0 = hn::Zero(df), b1 = hn::Zero(df), b2 = hn::Zero(df), b3 = hn::Zero(df);
-  size_t i = 0;
-  for (; i + 2 * N <= hdp; i += 2 * N) {
-    const auto qa = hn::LoadU(df, q + i), qb = hn::LoadU(df, q + i + N);
-    a0 = hn::MulAdd(qa, hn::LoadU(df, k0 + i), a0);
-    a1 = hn::MulAdd(qa, hn::LoadU(df, k1 + i), a1);
-    a2 = hn::MulAdd(qa, hn::LoadU(df, k2 + i), a2);
-    a3 = hn::MulAdd(qa, hn::LoadU(df, k3 + i), a3);
-    b0 = hn::MulAdd(qb, hn::LoadU(df, k0 + i + N), b0);
-    b1 = hn::MulAdd(qb, hn::LoadU(df, k1 + i + N), b1);
-    b2 = hn::MulAdd(qb, hn::LoadU(df, k2 + i + N), b2);
-    b3 = hn::MulAdd(qb, hn::LoadU(df, k3 + i + N), b3);
-  }
-  if (i < hdp) {
-    const auto qa = hn::LoadU(df, q + i);
-    a0 = hn::MulAdd(qa, hn::LoadU(df, k0 + i), a0);
-    a1 = hn::MulAdd(qa, hn::LoadU(df, k1 + i), a1);
-    a2 = hn::MulAdd(qa, hn::LoadU(df, k2 + i), a2);
-    a3 = hn::MulAdd(qa, hn::LoadU(df, k3 + i), a3);
-  }
-#if HWY_TARGET == HWY_SCALAR
-  s[0] = hn::GetLane(hn::Add(a0, b0)) / sqrt_hd;
-  s[1] = hn::GetLane(hn::Add(a1, b1)) / sqrt_hd;
-  s[2] = hn::GetLane(hn::Add(a2, b2)) / sqrt_hd;
-  s[3] = hn::GetLane(hn::Add(a3, b3)) / sqrt_hd;
-#else
-  const hn::Full128<float> d4;
-  const auto sums = Sum4(df, hn::Add(a0, b0), hn::Add(a1, b1), hn::Add(a2, b2), hn::Add(a3, b3));
-  hn::StoreU(hn::Div(sums, hn::Set(d4, sqrt_hd)), d4, s);
-#endif
-}
-
-// acc[0, hdp) += sum_{t < n} p[t] * rows[t][.], in t order for every element.
-HWY_INLINE void AccumulateRows(const float* HWY_RESTRICT p, const float* const* rows, size_t n,
-                               size_t hdp, float* HWY_RESTRICT acc) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
-  size_t d = 0;
-  // 8 independent FMA chains where the row allows: each chain is latency-bound over t.
-  for (; d + 8 * N <= hdp; d += 8 * N) {
-    auto c0 = hn::LoadU(df, acc + d), c1 = hn::LoadU(df, acc + d + N);
-    auto c2 = hn::LoadU(df, acc + d + 2 * N), c3 = hn::LoadU(df, acc + d + 3 * N);
-    auto c4 = hn::LoadU(df, acc + d + 4 * N), c5 = hn::LoadU(df, acc + d + 5 * N);
-    auto c6 = hn::LoadU(df, acc + d + 6 * N), c7 = hn::LoadU(df, acc + d + 7 * N);
-    for (size_t t = 0; t < n; ++t) {
-      const auto w = hn::Set(df, p[t]);
-      const float* v = rows[t] + d;
-      c0 = hn::MulAdd(w, hn::LoadU(df, v), c0);
-      c1 = hn::MulAdd(w, hn::LoadU(df, v + N), c1);
-      c2 = hn::MulAdd(w, hn::LoadU(df, v + 2 * N), c2);
-      c3 = hn::MulAdd(w, hn::LoadU(df, v + 3 * N), c3);
-      c4 = hn::MulAdd(w, hn::LoadU(df, v + 4 * N), c4);
-      c5 = hn::MulAdd(w, hn::LoadU(df, v + 5 * N), c5);
-      c6 = hn::MulAdd(w, hn::LoadU(df, v + 6 * N), c6);
-      c7 = hn::MulAdd(w, hn::LoadU(df, v + 7 * N), c7);
-    }
-    hn::StoreU(c0, df, acc + d);
-    hn::StoreU(c1, df, acc + d + N);
-    hn::StoreU(c2, df, acc + d + 2 * N);
-    hn::StoreU(c3, df, acc + d + 3 * N);
-    hn::StoreU(c4, df, acc + d + 4 * N);
-    hn::StoreU(c5, df, acc + d + 5 * N);
-    hn::StoreU(c6, df, acc + d + 6 * N);
-    hn::StoreU(c7, df, acc + d + 7 * N);
-  }
-  for (; d + 4 * N <= hdp; d += 4 * N) {
-    auto c0 = hn::LoadU(df, acc + d), c1 = hn::LoadU(df, acc + d + N);
-    auto c2 = hn::LoadU(df, acc + d + 2 * N), c3 = hn::LoadU(df, acc + d + 3 * N);
-    for (size_t t = 0; t < n; ++t) {
-      const auto w = hn::Set(df, p[t]);
-      const float* v = rows[t] + d;
-      c0 = hn::MulAdd(w, hn::LoadU(df, v), c0);
-      c1 = hn::MulAdd(w, hn::LoadU(df, v + N), c1);
-      c2 = hn::MulAdd(w, hn::LoadU(df, v + 2 * N), c2);
-      c3 = hn::MulAdd(w, hn::LoadU(df, v + 3 * N), c3);
-    }
-    hn::StoreU(c0, df, acc + d);
-    hn::StoreU(c1, df, acc + d + N);
-    hn::StoreU(c2, df, acc + d + 2 * N);
-    hn::StoreU(c3, df, acc + d + 3 * N);
-  }
-  for (; d < hdp; d += N) {
-    auto c = hn::LoadU(df, acc + d);
-    for (size_t t = 0; t < n; ++t) c = hn::MulAdd(hn::Set(df, p[t]), hn::LoadU(df, rows[t] + d), c);
-    hn::StoreU(c, df, acc + d);
-  }
-}
-
 // Points rows_f32[t] at the row (tokens[t] + head_off) as f32 with hdp floats: straight into
 // the arena for f32 rows when no padding is needed (head_dim a multiple of the vector) and the
 // row is 4-aligned, else at its dequantized copy in `tile`. Same values either way.
@@ -399,18 +304,134 @@ HWY_INLINE void LoadTile(KvDtype dtype, const uint8_t* const* tokens, int64_t he
   }
 }
 
-// Scores s[0, n) of one query head against the tile's keys, padded with -inf to tp.
-HWY_INLINE void ScoreTile(const float* HWY_RESTRICT q, const float* const* k, size_t n,
-                          size_t hdp, size_t tp, float sqrt_hd, float* HWY_RESTRICT s) {
-  size_t t = 0;
-  for (; t + 4 <= n; t += 4) DotRows4(q, k[t], k[t + 1], k[t + 2], k[t + 3], hdp, sqrt_hd, s + t);
-  if (t < n) {  // the last 1..3 rows; missing ones repeat row t, their scores are dropped
-    float tail[4];
-    DotRows4(q, k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t], k[t], hdp,
-             sqrt_hd, tail);
-    for (size_t r = 0; t + r < n; ++r) s[t + r] = tail[r];
+// Scores of HC query heads (q rows hdp apart) against keys k[t0 .. t0 + 4): each key vector
+// is loaded once for all the heads. One accumulator per (head, key) over the row's vectors,
+// then one transposing reduction per head: the same sequence for every (head, key).
+template <int HC>
+HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const float* const* k, size_t hdp,
+                          float sqrt_hd, float* s, size_t tp) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  hn::Vec<DF> acc[HC][4];
+  for (int h = 0; h < HC; ++h)
+    for (int r = 0; r < 4; ++r) acc[h][r] = hn::Zero(df);
+  for (size_t i = 0; i < hdp; i += N) {
+    const auto k0 = hn::LoadU(df, k[0] + i), k1 = hn::LoadU(df, k[1] + i);
+    const auto k2 = hn::LoadU(df, k[2] + i), k3 = hn::LoadU(df, k[3] + i);
+    for (int h = 0; h < HC; ++h) {
+      const auto qv = hn::LoadU(df, q + h * hdp + i);
+      acc[h][0] = hn::MulAdd(qv, k0, acc[h][0]);
+      acc[h][1] = hn::MulAdd(qv, k1, acc[h][1]);
+      acc[h][2] = hn::MulAdd(qv, k2, acc[h][2]);
+      acc[h][3] = hn::MulAdd(qv, k3, acc[h][3]);
+    }
   }
-  for (size_t i = n; i < tp; ++i) s[i] = -INFINITY;
+  for (int h = 0; h < HC; ++h) {
+#if HWY_TARGET == HWY_SCALAR
+    for (int r = 0; r < 4; ++r) s[h * tp + r] = hn::GetLane(acc[h][r]) / sqrt_hd;
+#else
+    const hn::Full128<float> d4;
+    const auto sums = Sum4(df, acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+    hn::StoreU(hn::Div(sums, hn::Set(d4, sqrt_hd)), d4, s + h * tp);
+#endif
+  }
+}
+
+// Scores of `heads` query heads of one KV head (q rows hdp apart, scores tp apart):
+// s[h * tp + t] for t < n, padded with -inf to tp.
+HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
+                               size_t n, size_t hdp, size_t tp, float sqrt_hd,
+                               float* HWY_RESTRICT s) {
+  for (size_t h0 = 0; h0 < heads; h0 += 4) {
+    const size_t hc = std::min<size_t>(4, heads - h0);
+    const float* qh = q + h0 * hdp;
+    float* sh = s + h0 * tp;
+    for (size_t t = 0; t < n; t += 4) {
+      // The last 1..3 keys: missing ones repeat key t; their scores land in the -inf padding
+      // region (tp >= n rounded up to 4) and are overwritten below.
+      const float* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
+                            t + 3 < n ? k[t + 3] : k[t]};
+      switch (hc) {
+        case 4:
+          DotHeads4<4>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          break;
+        case 3:
+          DotHeads4<3>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          break;
+        case 2:
+          DotHeads4<2>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          break;
+        default:
+          DotHeads4<1>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          break;
+      }
+    }
+    for (size_t h = 0; h < hc; ++h)
+      for (size_t i = n; i < tp; ++i) sh[h * tp + i] = -INFINITY;
+  }
+}
+
+// acc[h][0, hdp) += sum_{t < n} p[h][t] * rows[t][.] for HC heads at once (weights p rows tp
+// apart, acc rows hdp apart): each value vector is loaded once for all the heads; per element one
+// FMA chain in t order.
+template <int HC>
+HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp,
+                                 const float* const* rows, size_t n, size_t hdp,
+                                 float* HWY_RESTRICT acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t d = 0;
+  for (; d + 4 * N <= hdp; d += 4 * N) {
+    hn::Vec<DF> c[HC][4];
+    for (int h = 0; h < HC; ++h)
+      for (int j = 0; j < 4; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
+    for (size_t t = 0; t < n; ++t) {
+      const float* v = rows[t] + d;
+      const auto v0 = hn::LoadU(df, v), v1 = hn::LoadU(df, v + N);
+      const auto v2 = hn::LoadU(df, v + 2 * N), v3 = hn::LoadU(df, v + 3 * N);
+      for (int h = 0; h < HC; ++h) {
+        const auto w = hn::Set(df, p[h * tp + t]);
+        c[h][0] = hn::MulAdd(w, v0, c[h][0]);
+        c[h][1] = hn::MulAdd(w, v1, c[h][1]);
+        c[h][2] = hn::MulAdd(w, v2, c[h][2]);
+        c[h][3] = hn::MulAdd(w, v3, c[h][3]);
+      }
+    }
+    for (int h = 0; h < HC; ++h)
+      for (int j = 0; j < 4; ++j) hn::StoreU(c[h][j], df, acc + h * hdp + d + j * N);
+  }
+  for (; d < hdp; d += N) {
+    hn::Vec<DF> c[HC];
+    for (int h = 0; h < HC; ++h) c[h] = hn::LoadU(df, acc + h * hdp + d);
+    for (size_t t = 0; t < n; ++t) {
+      const auto v = hn::LoadU(df, rows[t] + d);
+      for (int h = 0; h < HC; ++h) c[h] = hn::MulAdd(hn::Set(df, p[h * tp + t]), v, c[h]);
+    }
+    for (int h = 0; h < HC; ++h) hn::StoreU(c[h], df, acc + h * hdp + d);
+  }
+}
+
+HWY_INLINE void AccumulateHeads(const float* HWY_RESTRICT p, size_t tp, size_t heads,
+                                const float* const* rows, size_t n, size_t hdp,
+                                float* HWY_RESTRICT acc) {
+  for (size_t h0 = 0; h0 < heads; h0 += 4) {
+    const float* ph = p + h0 * tp;
+    float* ah = acc + h0 * hdp;
+    switch (std::min<size_t>(4, heads - h0)) {
+      case 4:
+        AccumulateHeadsN<4>(ph, tp, rows, n, hdp, ah);
+        break;
+      case 3:
+        AccumulateHeadsN<3>(ph, tp, rows, n, hdp, ah);
+        break;
+      case 2:
+        AccumulateHeadsN<2>(ph, tp, rows, n, hdp, ah);
+        break;
+      default:
+        AccumulateHeadsN<1>(ph, tp, rows, n, hdp, ah);
+        break;
+    }
+  }
 }
 
 // Online softmax step of one query head: folds the tile's scores into (m, l), rescales acc when
@@ -518,20 +539,19 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
                hdp, tile, kf);
       for (size_t r = 0; r < rows; ++r) {
         if (nr[r] == 0) continue;
-        for (size_t g = 0; g < group; ++g) {
-          float* sc = scores + (r * group + g) * tp;
-          const size_t vi = r * heads + i0 + g;
-          ScoreTile(qp + vi * hdp, kf, nr[r], hdp, tp, job.sqrt_head_dim, sc);
-          SoftmaxStep(sc, tp, hdp, m[vi], l[vi], acc + vi * hdp);
-        }
+        const size_t v0 = r * heads + i0;  // the group's first virtual head
+        ScoreTileHeads(qp + v0 * hdp, group, kf, nr[r], hdp, tp, job.sqrt_head_dim,
+                       scores + r * group * tp);
+        for (size_t g = 0; g < group; ++g)
+          SoftmaxStep(scores + (r * group + g) * tp, tp, hdp, m[v0 + g], l[v0 + g],
+                      acc + (v0 + g) * hdp);
       }
       LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n, job.v_fp8_table, kv.v_scale, hd,
                hdp, tile, vf);
       for (size_t r = 0; r < rows; ++r) {
         if (nr[r] == 0) continue;
-        for (size_t g = 0; g < group; ++g)
-          AccumulateRows(scores + (r * group + g) * tp, vf, nr[r], hdp,
-                         acc + (r * heads + i0 + g) * hdp);
+        AccumulateHeads(scores + r * group * tp, tp, group, vf, nr[r], hdp,
+                        acc + (r * heads + i0) * hdp);
       }
     }
   }
