@@ -200,9 +200,18 @@ struct Q4KRowOps {
 };
 
 HINGE_VNNI_INLINE Q4KRowOps PrepQ4KRow(const BlockQ4_K& b) {
-  alignas(16) uint8_t sm[16];
-  UnpackQ4KScales(b.scales, sm);
-  const __m128i v = _mm_load_si128(reinterpret_cast<const __m128i*>(sm));
+  // UnpackQ4KScales in registers (sc[0..7], m[0..7] as bytes): going through a byte array would
+  // stall on store forwarding (four 4-byte stores read back as one 16-byte load).
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, b.scales, 4);
+  std::memcpy(&u1, b.scales + 4, 4);
+  std::memcpy(&u2, b.scales + 8, 4);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  const uint32_t sc03 = u0 & kLow6, m03 = u1 & kLow6;
+  const uint32_t sc47 = (u2 & kLow4) | (((u0 >> 6) & kLow2) << 4);
+  const uint32_t m47 = ((u2 >> 4) & kLow4) | (((u1 >> 6) & kLow2) << 4);
+  const __m128i v = _mm_set_epi32(static_cast<int>(m47), static_cast<int>(m03),
+                                  static_cast<int>(sc47), static_cast<int>(sc03));
   Q4KRowOps r;
   r.sc16 = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(v));
   const __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)));
