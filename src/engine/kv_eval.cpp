@@ -12,7 +12,7 @@ namespace {
 // All-position logits of `tokens` with a KV cache of the given dtypes.
 Status all_logits(const LoadedModel& m, std::span<const int32_t> tokens, kv::KvDtype k,
                   kv::KvDtype v, ThreadPool& pool, int64_t chunk, std::vector<float>* out) {
-  LlamaModel model(m.config, m.weights, pool, chunk);
+  LlamaModel model(m.config, m.weights, pool, chunk, m.file_mappings);
   KvCache cache(m.config, static_cast<int64_t>(tokens.size()), k, v);
   out->assign(tokens.size() * static_cast<size_t>(m.config.n_vocab), 0.0f);
   return model.forward(tokens, cache, out->data(), /*all_logits=*/true);

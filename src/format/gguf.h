@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,6 +96,11 @@ class GgufFile {
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
+  // The whole file when this object mapped it (open), empty for from_memory: read-only private
+  // pages that can be dropped (madvise) and are read back from the file on the next access.
+  std::span<const uint8_t> file_mapping() const {
+    return owns_mapping_ ? std::span<const uint8_t>(base_, size_) : std::span<const uint8_t>();
+  }
   uint64_t file_size() const { return size_; }
   uint32_t alignment() const { return alignment_; }
   // File offset of the data section (tensor offsets are relative to it); aligned.

@@ -85,6 +85,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_gguf_model(const std::string& path,
     }
     (void)sink;
   }
+  if (!file->file_mapping().empty()) model->file_mappings.push_back(file->file_mapping());
   model->owners.push_back(std::shared_ptr<gguf::GgufFile>(std::move(file)));
   return model;
 }

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "kernels/kv_quant.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -17,7 +20,8 @@ constexpr int64_t kParallelTokens = 16;
 }  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
-                       int64_t max_batch_tokens)
+                       int64_t max_batch_tokens,
+                       std::span<const std::span<const uint8_t>> file_mappings)
     : config_(config), weights_(weights), pool_(pool), max_batch_(std::max<int64_t>(1, max_batch_tokens)) {
   const auto& c = config_;
   inv_freq_.resize(static_cast<size_t>(c.head_dim / 2));
@@ -36,17 +40,29 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, T
   positions_.resize(sz(1));
   slots_.resize(sz(1));
   rows_.resize(sz(1));
-  pack_weights();
+  pack_weights(file_mappings);
 }
 
-void LlamaModel::pack_weights() {
+void LlamaModel::pack_weights(std::span<const std::span<const uint8_t>> file_mappings) {
   const char* off = std::getenv("HINGE_DISABLE_PACKING");
   if (off && std::string_view(off) == "1") return;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   auto pack = [&](kernels::MatrixView& m) {
     auto p = kernels::pack_matrix(m, pool_);
     if (!p) return;
     m.packed = p.get();
     packed_.push_back(std::move(p));
+    // The GGUF copy is no longer read by the matmul: drop its whole pages when it lives in a
+    // file mapping (never for heap buffers, whose pages would come back as zeros).
+    const auto* b = static_cast<const uint8_t*>(m.data);
+    const size_t n = static_cast<size_t>(m.rows) * m.row_bytes;
+    for (const auto& f : file_mappings) {
+      if (b < f.data() || b + n > f.data() + f.size()) continue;
+      const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
+      const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
+      if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+      break;
+    }
   };
   for (auto& l : weights_.layers)
     for (kernels::MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})

@@ -43,8 +43,12 @@ class LlamaModel {
  public:
   static constexpr float kFp8Headroom = 2.0f;
 
+  // file_mappings: read-only private file mappings the weight views may point into
+  // (LoadedModel::file_mappings); the pages of matrices that get a packed copy are dropped from
+  // memory (they stay readable: the kernel re-reads the file if something touches them).
   LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
-             int64_t max_batch_tokens = 64);
+             int64_t max_batch_tokens = 64,
+             std::span<const std::span<const uint8_t>> file_mappings = {});
 
   const LlamaConfig& config() const { return config_; }
   const LlamaWeights& weights() const { return weights_; }
@@ -64,7 +68,7 @@ class LlamaModel {
 
  private:
   void run_layers(const ForwardBatch& batch, kv::KvArena& arena);
-  void pack_weights();
+  void pack_weights(std::span<const std::span<const uint8_t>> file_mappings);
   kernels::PagedKvLayer layer_view(kv::KvArena& arena, int32_t layer) const;
 
   LlamaConfig config_;

@@ -8,6 +8,7 @@
 #include <any>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ struct LoadedModel {
   // `permute_for_gguf` was requested).
   std::vector<NamedTensor> tensors;
 
+  // Read-only private file mappings some views point into (GGUF): their pages can be dropped
+  // once a packed copy exists (LlamaModel), and are read back from the file if touched again.
+  std::vector<std::span<const uint8_t>> file_mappings;
   // Owners of the memory behind the views (mapped files, converted buffers).
   std::vector<std::shared_ptr<void>> owners;
   std::vector<std::vector<uint8_t>> buffers;
