@@ -108,6 +108,25 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Matmul)->Apply(MatmulArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// [tokens, cols] N(0, 1) activations, seeded.
+std::vector<float> random_activations(int64_t tokens, int64_t cols) {
+  std::vector<float> x(static_cast<size_t>(tokens * cols));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+// A view of a rows x cols matrix of `type` (data set by the caller).
+MatrixView view_of(GgmlType type, int64_t rows, int64_t cols) {
+  MatrixView w;
+  w.type = type;
+  w.rows = rows;
+  w.cols = cols;
+  w.row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  return w;
+}
+
 // Q8_0 at the shapes of a smollm-135m layer (576 hidden, 1536 FFN, 49152 vocab) for batched
 // decode / prefill token counts, 1 and 2 threads (the thread count is an argument here, not
 // HINGE_BENCH_THREADS).
@@ -117,18 +136,11 @@ void BM_MatmulQ8Batch(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const WeightSet& ws = weights(GgmlType::Q8_0, rows, cols);
-  std::vector<float> x(static_cast<size_t>(tokens * cols));
-  std::mt19937 rng(7);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (auto& v : x) v = dist(rng);
+  const std::vector<float> x = random_activations(tokens, cols);
   std::vector<float> y(static_cast<size_t>(tokens * rows));
   ThreadPool pool(threads);
   MatmulScratch scratch;
-  MatrixView w;
-  w.type = GgmlType::Q8_0;
-  w.rows = rows;
-  w.cols = cols;
-  w.row_bytes = ggml_row_bytes(*ggml_type_traits(GgmlType::Q8_0), static_cast<uint64_t>(cols));
+  MatrixView w = view_of(GgmlType::Q8_0, rows, cols);
   size_t copy = 0;
   for (auto _ : state) {
     w.data = ws.copies[copy].data();
@@ -170,18 +182,11 @@ void BM_MatmulPrefill(benchmark::State& state) {
     return;
   }
   const WeightSet& ws = weights(type, rows, cols);
-  std::vector<float> x(static_cast<size_t>(tokens * cols));
-  std::mt19937 rng(7);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (auto& v : x) v = dist(rng);
+  const std::vector<float> x = random_activations(tokens, cols);
   std::vector<float> y(static_cast<size_t>(tokens * rows));
   ThreadPool pool(threads);
   MatmulScratch scratch;
-  MatrixView w;
-  w.type = type;
-  w.rows = rows;
-  w.cols = cols;
-  w.row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  MatrixView w = view_of(type, rows, cols);
   w.data = ws.copies[0].data();
   std::unique_ptr<PackedMatrix> pm;
   if (packed) {

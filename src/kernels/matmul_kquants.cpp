@@ -220,6 +220,43 @@ HINGE_VNNI_INLINE Q4KRowOps PrepQ4KRow(const BlockQ4_K& b) {
   return r;
 }
 
+// i32 -> f32 for |v| < 2^22 (a super-block's lane: at most 4 * 2 * 3840 * 63 < 2^21), exactly
+// as vcvtdq2ps: v + 1.5 * 2^23 as float bits minus 1.5 * 2^23. An integer add and a float
+// subtract instead of the conversion, which shares its port with vpmaddubsw / vpdpwssd.
+HINGE_VNNI_INLINE __m512 I32ToF32Small(__m512i v) {
+  const __m512i magic = _mm512_set1_epi32(0x4B400000);
+  return _mm512_sub_ps(_mm512_castsi512_ps(_mm512_add_epi32(v, magic)),
+                       _mm512_castsi512_ps(magic));
+}
+
+// One chunk (64 weights: sub-blocks 2c, 2c + 1) of super-block b: sumi[i][k] += the scaled
+// integer dots of row i's weights wq[i] (bytes) with token k's activations.
+template <int RM, int NT>
+HINGE_VNNI_INLINE void Q4KChunk(const __m512i* wq, const __m512i* sc, const BlockQ8_K* const* x,
+                                int64_t b, int c, __m512i (*sumi)[NT]) {
+  for (int k = 0; k < NT; ++k) {
+    const __m512i xv = _mm512_loadu_si512(x[k][b].qs + 64 * c);
+    for (int i = 0; i < RM; ++i)
+      sumi[i][k] = _mm512_dpwssd_epi32(sumi[i][k], _mm512_maddubs_epi16(wq[i], xv), sc[i]);
+  }
+}
+
+// The end of super-block b: acc += (d_w * d_x) * sumi - (dmin * m) . (d_x * sum(x)).
+template <int RM, int NT>
+HINGE_VNNI_INLINE void Q4KFold(const __m512* dw, const __m512* mins, const BlockQ8_K* const* x,
+                               const float* const* xm, int64_t b, __m512i (*sumi)[NT],
+                               __m512 (*acc)[NT]) {
+  for (int k = 0; k < NT; ++k) {
+    const __m512 dx = _mm512_set1_ps(x[k][b].d);
+    const __m512 xmv = _mm512_zextps256_ps512(_mm256_loadu_ps(xm[k] + 8 * b));
+    for (int i = 0; i < RM; ++i) {
+      acc[i][k] =
+          _mm512_fmadd_ps(I32ToF32Small(sumi[i][k]), _mm512_mul_ps(dw[i], dx), acc[i][k]);
+      acc[i][k] = _mm512_fnmadd_ps(mins[i], xmv, acc[i][k]);
+    }
+  }
+}
+
 // out[i * NT + k] = <row i, token k>. w[i]: row i's blocks; x[k]: token k's Q8_K blocks;
 // xm[k]: its min sums [nb * 8].
 template <int RM, int NT>
@@ -252,21 +289,14 @@ HINGE_VNNI_INLINE void DotTileQ4KVnni(const BlockQ4_K* const* w, const BlockQ8_K
         wq[i] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), m4);
         sc[i] = _mm512_permutexvar_epi16(perm, ro[i].sc16);
       }
-      for (int k = 0; k < NT; ++k) {
-        const __m512i xv = _mm512_loadu_si512(x[k][b].qs + 64 * c);
-        for (int i = 0; i < RM; ++i)
-          sumi[i][k] = _mm512_dpwssd_epi32(sumi[i][k], _mm512_maddubs_epi16(wq[i], xv), sc[i]);
-      }
+      Q4KChunk<RM, NT>(wq, sc, x, b, c, sumi);
     }
-    for (int k = 0; k < NT; ++k) {
-      const __m512 dx = _mm512_set1_ps(x[k][b].d);
-      const __m512 xmv = _mm512_zextps256_ps512(_mm256_loadu_ps(xm[k] + 8 * b));
-      for (int i = 0; i < RM; ++i) {
-        acc[i][k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[i][k]), _mm512_mul_ps(ro[i].dw, dx),
-                                    acc[i][k]);
-        acc[i][k] = _mm512_fnmadd_ps(ro[i].mins, xmv, acc[i][k]);
-      }
+    __m512 dw[RM], mins[RM];
+    for (int i = 0; i < RM; ++i) {
+      dw[i] = ro[i].dw;
+      mins[i] = ro[i].mins;
     }
+    Q4KFold<RM, NT>(dw, mins, x, xm, b, sumi, acc);
   }
   for (int i = 0; i < RM; ++i)
     for (int k = 0; k < NT; ++k) out[i * NT + k] = _mm512_reduce_add_ps(acc[i][k]);
@@ -342,15 +372,6 @@ HINGE_VNNI_INLINE void PrepareQ4KRow(const BlockQ4_K* w, int64_t nb, Q4KPrepared
   }
 }
 
-// i32 -> f32 for |v| < 2^22 (a super-block's lane: at most 4 * 2 * 3840 * 63 < 2^21), exactly
-// as vcvtdq2ps: v + 1.5 * 2^23 as float bits minus 1.5 * 2^23. An integer add and a float
-// subtract instead of the conversion, which shares its port with vpmaddubsw / vpdpwssd.
-HINGE_VNNI_INLINE __m512 I32ToF32Small(__m512i v) {
-  const __m512i magic = _mm512_set1_epi32(0x4B400000);
-  return _mm512_sub_ps(_mm512_castsi512_ps(_mm512_add_epi32(v, magic)),
-                       _mm512_castsi512_ps(magic));
-}
-
 // DotTileQ4KVnni on prepared rows, super-blocks [b0, b1) of the row: the accumulators start at
 // zero (b0 == 0) or from accmem, and end in out (b1 == nb) or back in accmem ([RM][NT][16]
 // floats). Splitting a row into such ranges keeps a range's prepared weights and activations in
@@ -374,21 +395,14 @@ HINGE_VNNI_INLINE void DotTileQ4KPrepared(const Q4KPrepared* const* w, const Blo
         wq[i] = _mm512_load_si512(w[i][b].w[c]);
         sc[i] = _mm512_load_si512(w[i][b].sc[c]);
       }
-      for (int k = 0; k < NT; ++k) {
-        const __m512i xv = _mm512_loadu_si512(x[k][b].qs + 64 * c);
-        for (int i = 0; i < RM; ++i)
-          sumi[i][k] = _mm512_dpwssd_epi32(sumi[i][k], _mm512_maddubs_epi16(wq[i], xv), sc[i]);
-      }
+      Q4KChunk<RM, NT>(wq, sc, x, b, c, sumi);
     }
-    for (int k = 0; k < NT; ++k) {
-      const __m512 dx = _mm512_set1_ps(x[k][b].d);
-      const __m512 xmv = _mm512_zextps256_ps512(_mm256_loadu_ps(xm[k] + 8 * b));
-      for (int i = 0; i < RM; ++i) {
-        acc[i][k] = _mm512_fmadd_ps(I32ToF32Small(sumi[i][k]),
-                                    _mm512_mul_ps(_mm512_set1_ps(w[i][b].dw), dx), acc[i][k]);
-        acc[i][k] = _mm512_fnmadd_ps(_mm512_load_ps(w[i][b].mins), xmv, acc[i][k]);
-      }
+    __m512 dw[RM], mins[RM];
+    for (int i = 0; i < RM; ++i) {
+      dw[i] = _mm512_set1_ps(w[i][b].dw);
+      mins[i] = _mm512_load_ps(w[i][b].mins);
     }
+    Q4KFold<RM, NT>(dw, mins, x, xm, b, sumi, acc);
   }
   for (int i = 0; i < RM; ++i)
     for (int k = 0; k < NT; ++k) {
