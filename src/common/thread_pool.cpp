@@ -1,14 +1,7 @@
 #include "common/thread_pool.h"
 
-#include <immintrin.h>
-
 namespace hinge {
 namespace {
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#endif
-}
 // About 2-3 ms of spinning (pause is ~20-40 ns): a decode step's gaps between kernels are far
 // shorter, so workers stay hot through a step and sleep only when the engine is idle.
 constexpr int kSpinIterations = 1 << 17;

@@ -13,6 +13,13 @@
 
 namespace hinge {
 
+// A spin-wait hint (x86 pause): for loops that poll an atomic another core will change soon.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);

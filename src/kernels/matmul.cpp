@@ -30,12 +30,6 @@ constexpr int64_t kRowAlign = 16;
 constexpr int64_t kMinElemsPerChunk = int64_t{64} << 10;
 constexpr int64_t kChunksPerThread = 2;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }

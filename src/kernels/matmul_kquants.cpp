@@ -163,8 +163,7 @@ HWY_INLINE void DotTile(const WB* w, const BlockQ8_K* const* x, int64_t nb, floa
     DotTileQ6K<NT>(w, x, nb, out);
 }
 
-#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && !defined(__clang__)
-#define HINGE_Q4K_VNNI 1
+#if HINGE_SIMD_VNNI
 // Q4_K with AVX-512 (BW + VNNI, runtime-checked; GCC only, see matmul_q8.cpp), in the GGUF
 // layout: a 32-byte chunk of qs holds sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles),
 // whose activations are the contiguous 64 bytes qs[64c, 64c + 64) of the Q8_K block, so one
@@ -177,8 +176,6 @@ HWY_INLINE void DotTile(const WB* w, const BlockQ8_K* const* x, int64_t nb, floa
 //
 // Tiles: 2 rows x 4 tokens (8 f32 + 8 i32 accumulators), 4 rows x 1 token for decode. Batch
 // invariant: every (row, token) pair runs the same operations in the same order in every tile.
-#define HINGE_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
-#define HINGE_VNNI_INLINE HWY_INLINE HINGE_VNNI_ATTR
 
 // vpermw indices: chunk c takes i16 lane 2c into lanes 0..15 and lane 2c + 1 into 16..31.
 struct Q4KPermTable {
@@ -497,11 +494,7 @@ HINGE_VNNI_ATTR void MatmulRowsQ4KVnni(const MatmulArgs& a, int64_t row_begin, i
     for (; r < row_end; ++r) RunRowsQ4KVnni<1>(a, r, t0, t1);
   }
 }
-#undef HINGE_VNNI_INLINE
-#undef HINGE_VNNI_ATTR
-#else
-#define HINGE_Q4K_VNNI 0
-#endif
+#endif  // HINGE_SIMD_VNNI
 
 template <typename WB>
 HWY_INLINE void MatmulRowsK(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
@@ -633,7 +626,7 @@ HWY_INLINE void MatmulRowsK(const MatmulArgs& a, int64_t row_begin, int64_t row_
 #endif
 
 void MatmulRowsQ4K(const MatmulArgs& a, int64_t b, int64_t e) {
-#if HINGE_SIMD_AVX2_PLUS && HINGE_Q4K_VNNI
+#if HINGE_SIMD_AVX2_PLUS && HINGE_SIMD_VNNI
   if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr) return MatmulRowsQ4KVnni(a, b, e);
 #endif
   MatmulRowsK<BlockQ4_K>(a, b, e);

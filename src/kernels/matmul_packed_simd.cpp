@@ -38,12 +38,9 @@ HWY_BEFORE_NAMESPACE();
 namespace hinge::kernels {
 namespace HWY_NAMESPACE {
 
-#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && !defined(__clang__)
+#if HINGE_SIMD_VNNI
 
-// Every function here is compiled with AVX-512 VNNI on top of the target's flags (the full list:
-// a target attribute replaces the pragma's); they are only reached after the CPU check.
-#define HINGE_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
-#define HINGE_VNNI_INLINE HWY_INLINE HINGE_VNNI_ATTR
+// Every function here carries HINGE_VNNI_ATTR (simd_util-inl.h).
 
 // Blocks per scale chunk (even): the tile's d_w * d_x products for this many blocks are computed
 // into a stack buffer (RM * NT * kChunk floats) before the dot loop over them.
@@ -221,8 +218,6 @@ HINGE_VNNI_ATTR void PackedRowsQ8(const PackedArgs& a, int64_t b, int64_t e) {
 HINGE_VNNI_ATTR void PackedRowsQ4(const PackedArgs& a, int64_t b, int64_t e) {
   PackedRowsImpl<true>(a, b, e);
 }
-#undef HINGE_VNNI_INLINE
-#undef HINGE_VNNI_ATTR
 
 void MatmulRowsPacked(const PackedArgs& a, int64_t b, int64_t e) {
   if (a.w->type == GgmlType::Q4_0)

@@ -90,11 +90,6 @@ HWY_INLINE BlockRegs LoadActRegs(const BlockQ4_0* /*tag*/, const BlockQ8_0& x) {
 // can carry VNNI into the one function compiled with it; clang checks each function on its own
 // (it would need the attribute on the whole template chain), so clang builds (the fuzzers) keep
 // the pmaddubsw / pmaddwd path.
-#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && !defined(__clang__)
-#define HINGE_MATMUL_Q8_VNNI 1
-#else
-#define HINGE_MATMUL_Q8_VNNI 0
-#endif
 
 template <bool kVnni>
 HWY_INLINE BlockRegs LoadWeightRegsV(const BlockQ8_0& w) {
@@ -136,7 +131,7 @@ HWY_INLINE __m256i TileDot(const BlockQ4_0* /*tag*/, const BlockRegs& w, const B
 template <bool kVnni, typename WB>
 HWY_INLINE __m256i TileDotV(const WB* tag, const BlockRegs& w, const BlockRegs& x,
                             const int32_t* xsum) {
-#if HINGE_MATMUL_Q8_VNNI
+#if HINGE_SIMD_VNNI
   if constexpr (kVnni) {
     if constexpr (std::is_same_v<WB, BlockQ8_0>)
       return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.a, _mm256_sign_epi8(x.a, w.b));
@@ -272,23 +267,21 @@ HWY_INLINE void MatmulRowsQImpl(const MatmulArgs& a, int64_t row_begin, int64_t 
   }
 }
 
-#if HINGE_MATMUL_Q8_VNNI
+#if HINGE_SIMD_VNNI
 // The VNNI instantiations, compiled with AVX-512 VNNI on top of this target's flags (the full
 // list: clang's target attribute replaces the pragma's rather than adding to it); called only
 // when the CPU reports it (the tile functions above are always_inline, so they inline here).
-#define HINGE_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
 HINGE_VNNI_ATTR void MatmulRowsQ8_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsQImpl<BlockQ8_0, true>(a, b, e);
 }
 HINGE_VNNI_ATTR void MatmulRowsQ4_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsQImpl<BlockQ4_0, true>(a, b, e);
 }
-#undef HINGE_VNNI_ATTR
 #endif
 
 template <typename WB>
 HWY_INLINE void MatmulRowsQ(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-#if HINGE_MATMUL_Q8_VNNI
+#if HINGE_SIMD_VNNI
   if (cpu_has_avx512_vnni()) {
     if constexpr (std::is_same_v<WB, BlockQ8_0>)
       return MatmulRowsQ8_0Vnni(a, row_begin, row_end);

@@ -25,6 +25,23 @@
 #define HINGE_SIMD_AVX2_PLUS 0
 #endif
 
+// HINGE_SIMD_VNNI is 1 on the AVX3 targets with GCC: there, functions marked HINGE_VNNI_ATTR
+// (or HINGE_VNNI_INLINE) are compiled with AVX-512 VNNI on top of the target's flags (the full
+// list: a target attribute replaces the pragma's), and may only run after cpu_has_avx512_vnni().
+// GCC checks an intrinsic's target after inlining, so always-inline helpers can carry VNNI into
+// such a function; clang checks every function on its own, so clang builds (the fuzzers) keep
+// the pre-VNNI paths.
+#undef HINGE_SIMD_VNNI
+#undef HINGE_VNNI_ATTR
+#undef HINGE_VNNI_INLINE
+#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && !defined(__clang__)
+#define HINGE_SIMD_VNNI 1
+#define HINGE_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#define HINGE_VNNI_INLINE HWY_INLINE HINGE_VNNI_ATTR
+#else
+#define HINGE_SIMD_VNNI 0
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace hinge::kernels {
 namespace HWY_NAMESPACE {
