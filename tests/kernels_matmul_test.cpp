@@ -102,11 +102,13 @@ struct Case {
 };
 
 // packed: run the packed kernel (matmul_packed.h) on a packed copy of the weights.
+// packed: run on a packed copy in `layout` (which must run on this CPU).
 void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int threads, uint32_t seed,
-                  bool packed = false) {
+                  bool packed = false, PackedLayout layout = PackedLayout::kVnniPairs) {
   SCOPED_TRACE(testing::Message() << ggml_type_name(c.type) << " rows=" << rows << " cols="
                                   << c.cols << " tokens=" << num_tokens << " threads=" << threads
-                                  << (packed ? " packed" : ""));
+                                  << (packed ? " packed" : "")
+                                  << (packed && layout == PackedLayout::kAmxTiles ? " amx" : ""));
   const Weights w = make_weights(c.type, rows, c.cols, seed);
   const auto x = make_activations(num_tokens, c.cols, seed + 1);
   ThreadPool pool(threads);
@@ -114,7 +116,7 @@ void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int threads, 
   MatrixView view = w.view();
   std::unique_ptr<PackedMatrix> pm;
   if (packed) {
-    pm = pack_matrix(view, pool);
+    pm = pack_matrix(view, pool, layout);
     ASSERT_NE(pm, nullptr);
     view.packed = pm.get();
   }
@@ -346,114 +348,155 @@ TEST(KernelsMatmul, ScratchDoesNotReallocate) {
   }
 }
 
-// The packed layout (matmul_packed.h) holds every quant and scale of the GGUF rows, for odd
-// block counts (padded to even) and row counts (padded to a multiple of 8).
+// The packed layouts that run on this CPU (matmul_packed.h); the tests below run each.
+std::vector<PackedLayout> runnable_layouts() {
+  std::vector<PackedLayout> out;
+  for (PackedLayout l : {PackedLayout::kVnniPairs, PackedLayout::kAmxTiles})
+    if (packed_layout_supported(GgmlType::Q8_0, l)) out.push_back(l);
+  return out;
+}
+
+const char* layout_name(PackedLayout l) {
+  return l == PackedLayout::kAmxTiles ? "amx-tiles" : "vnni-pairs";
+}
+
+// Each packed layout (matmul_packed.h) holds every quant and scale of the GGUF rows, for odd
+// block counts (VNNI pairs: padded to even) and row counts (padded to a multiple of 8 / 16).
 TEST(KernelsMatmulPacked, LayoutReadsBack) {
-  if (!packed_matmul_supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI here";
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
   ThreadPool pool(2);
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-    SCOPED_TRACE(ggml_type_name(t));
-    const Weights w = make_weights(t, 13, 96, 7);
-    const auto p = pack_matrix(w.view(), pool);
-    ASSERT_NE(p, nullptr);
-    EXPECT_EQ(p->nb, 4);
-    EXPECT_EQ(p->rows_padded, 16);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p->qs.get()) % 64, 0u);
-    EXPECT_EQ(p->qs_row_bytes % 64, 0u);
-    const size_t rb = w.view().row_bytes;
-    for (int64_t r = 0; r < 16; ++r)
-      for (int64_t c = 0; c < 128; ++c) {
-        int want = 0;
-        if (r < 13 && c < 96) {
-          const uint8_t* row = w.bytes.data() + r * rb;
-          if (t == GgmlType::Q8_0) {
-            want = static_cast<int8_t>(row[(c / 32) * 34 + 2 + c % 32]);
-          } else {
-            const uint8_t byte = row[(c / 32) * 18 + 2 + c % 16];
-            want = (c % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
+  for (PackedLayout layout : runnable_layouts()) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + layout_name(layout));
+      const bool amx = layout == PackedLayout::kAmxTiles;
+      const int64_t rows = amx ? 21 : 13;
+      const Weights w = make_weights(t, rows, 96, 7);
+      const auto p = pack_matrix(w.view(), pool, layout);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(p->layout, layout);
+      EXPECT_EQ(p->nb, amx ? 3 : 4);
+      EXPECT_EQ(p->rows_padded, amx ? 32 : 16);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p->qs.get()) % 64, 0u);
+      EXPECT_EQ(p->qs_row_bytes % 64, 0u);
+      const size_t rb = w.view().row_bytes;
+      for (int64_t r = 0; r < p->rows_padded; ++r)
+        for (int64_t c = 0; c < p->nb * 32; ++c) {
+          int want = 0;
+          if (r < rows && c < 96) {
+            const uint8_t* row = w.bytes.data() + r * rb;
+            if (t == GgmlType::Q8_0) {
+              want = static_cast<int8_t>(row[(c / 32) * 34 + 2 + c % 32]);
+            } else {
+              const uint8_t byte = row[(c / 32) * 18 + 2 + c % 16];
+              want = (c % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
+            }
+          }
+          ASSERT_EQ(packed_quant(*p, r, c), want) << "r=" << r << " c=" << c;
+        }
+      for (int64_t r = 0; r < p->rows_padded; ++r)
+        for (int64_t b = 0; b < p->nb; ++b) {
+          uint16_t want = 0;
+          if (r < rows && b < 3) std::memcpy(&want, w.bytes.data() + r * rb + b * (rb / 3), 2);
+          EXPECT_EQ(packed_scale(*p, r, b), want) << "r=" << r << " b=" << b;
+        }
+    }
+  }
+}
+
+// The packed kernels against the references. VNNI pairs: tiles of 4 rows x 1..4 tokens and
+// 8 rows x 1 token, rows not a multiple of 4 or 8, odd block counts, scale chunks. AMX tiles:
+// 1..16-token tiles (<= 4 on the VNNI half), a short last tile zero-padded, odd block counts
+// (the unpaired last block), rows not a multiple of 16; 1/2/3 threads.
+TEST(KernelsMatmulPacked, ParityTileShapes) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  uint32_t seed = 7000;
+  for (PackedLayout layout : runnable_layouts()) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      for (int64_t cols : {32, 96, 576, 4192}) {
+        for (int64_t rows : {1, 3, 5, 8, 13, 37}) {
+          for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9, 16, 17, 33}) {
+            if (cols * rows * tokens > 4192 * 13 * 17) continue;
+            const int threads = 1 + static_cast<int>((rows + tokens) % 3);
+            check_matmul({t, cols}, rows, tokens, threads, seed++, /*packed=*/true, layout);
+            if (HasFatalFailure()) return;
           }
         }
-        ASSERT_EQ(packed_quant(*p, r, c), want) << "r=" << r << " c=" << c;
       }
-    for (int64_t r = 0; r < 16; ++r)
-      for (int64_t b = 0; b < 4; ++b) {
-        uint16_t want = 0;
-        if (r < 13 && b < 3) std::memcpy(&want, w.bytes.data() + r * rb + b * (rb / 3), 2);
-        EXPECT_EQ(packed_scale(*p, r, b), want) << "r=" << r << " b=" << b;
+      for (int threads : {1, 2, 3}) {
+        check_matmul({t, 576}, 301, 67, threads, seed++, /*packed=*/true, layout);
+        if (HasFatalFailure()) return;
       }
+    }
   }
 }
 
-// The packed kernel against the references: its tiles (4 rows x 1..4 tokens, 8 rows x 1 token),
-// rows not a multiple of 4 or 8, odd block counts, scale chunks, 1/2/3 threads.
-TEST(KernelsMatmulPacked, ParityTileShapes) {
-  if (!packed_matmul_supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI here";
-  uint32_t seed = 7000;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-    for (int64_t cols : {32, 96, 576, 4192}) {
-      for (int64_t rows : {1, 3, 5, 8, 13, 37}) {
-        for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9, 16, 33}) {
-          if (cols * rows * tokens > 4192 * 13 * 16) continue;
-          const int threads = 1 + static_cast<int>((rows + tokens) % 3);
-          check_matmul({t, cols}, rows, tokens, threads, seed++, /*packed=*/true);
-          if (HasFatalFailure()) return;
+// A token's result is bit-identical alone and inside a batch, also across the kernels' token
+// blocks (8192 columns: 32 tokens per VNNI block) and for every tile shape; on AMX tiles also
+// between the tile unit (tiles of 5..16 tokens) and the VNNI half (1..4).
+TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  for (PackedLayout layout : runnable_layouts()) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + layout_name(layout));
+      const int64_t rows = 37, cols = 8192, tokens = 70;
+      const Weights w = make_weights(t, rows, cols, 9);
+      const auto x = make_activations(tokens, cols, 10);
+      ThreadPool pool(2);
+      MatmulScratch scratch;
+      MatrixView view = w.view();
+      const auto p = pack_matrix(view, pool, layout);
+      ASSERT_NE(p, nullptr);
+      view.packed = p.get();
+      std::vector<float> y(static_cast<size_t>(rows * tokens));
+      matmul(view, x.data(), tokens, y.data(), pool, scratch);
+      for (int64_t n : {1, 3, 6, 16}) {
+        std::vector<float> part(static_cast<size_t>(rows * n));
+        for (int64_t t0 = 0; t0 + n <= tokens; t0 += 23) {
+          matmul(view, x.data() + t0 * cols, n, part.data(), pool, scratch);
+          for (int64_t tt = 0; tt < n; ++tt)
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(part[static_cast<size_t>(tt * rows + r)],
+                        y[static_cast<size_t>((t0 + tt) * rows + r)])
+                  << "n=" << n << " t=" << t0 + tt << " r=" << r;
         }
       }
     }
-    for (int threads : {1, 2, 3}) {
-      check_matmul({t, 576}, 301, 67, threads, seed++, /*packed=*/true);
-      if (HasFatalFailure()) return;
-    }
   }
 }
 
-// A token's result is bit-identical alone and inside a batch, also across the kernel's token
-// blocks (8192 columns: 32 tokens per block) and for every tile shape.
-TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
-  if (!packed_matmul_supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI here";
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
-    SCOPED_TRACE(ggml_type_name(t));
-    const int64_t rows = 11, cols = 8192, tokens = 70;
-    const Weights w = make_weights(t, rows, cols, 9);
-    const auto x = make_activations(tokens, cols, 10);
-    ThreadPool pool(2);
-    MatmulScratch scratch;
-    MatrixView view = w.view();
-    const auto p = pack_matrix(view, pool);
-    ASSERT_NE(p, nullptr);
-    view.packed = p.get();
-    std::vector<float> y(static_cast<size_t>(rows * tokens));
-    matmul(view, x.data(), tokens, y.data(), pool, scratch);
-    std::vector<float> one(static_cast<size_t>(rows));
-    for (int64_t tt = 0; tt < tokens; ++tt) {
-      matmul(view, x.data() + tt * cols, 1, one.data(), pool, scratch);
-      for (int64_t r = 0; r < rows; ++r)
-        ASSERT_EQ(one[static_cast<size_t>(r)], y[static_cast<size_t>(tt * rows + r)])
-            << "t=" << tt << " r=" << r;
-    }
-  }
-}
-
-// Without VNNI nothing is packed, and a view that carries a packed copy falls back to the GGUF
-// kernels (same results as without the copy, bit for bit).
-TEST(KernelsMatmulPacked, FallsBackWithoutVnni) {
-  if (!packed_matmul_supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI here";
+// Without the layout's kernel (VNNI or AMX switched off), a view that carries a packed copy
+// falls back to the GGUF kernels (same results as without the copy, bit for bit), and nothing
+// new is packed in that layout.
+TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
   ThreadPool pool(2);
   MatmulScratch scratch;
   const Weights w = make_weights(GgmlType::Q4_0, 21, 512, 11);
-  const auto x = make_activations(5, 512, 12);
-  MatrixView view = w.view();
-  const auto p = pack_matrix(view, pool);
-  ASSERT_NE(p, nullptr);
-  set_vnni_allowed_for_test(false);
-  EXPECT_FALSE(packed_matmul_supported(GgmlType::Q4_0));
-  EXPECT_EQ(pack_matrix(view, pool), nullptr);
-  std::vector<float> plain(21 * 5), with_copy(21 * 5);
-  matmul(view, x.data(), 5, plain.data(), pool, scratch);
-  view.packed = p.get();
-  matmul(view, x.data(), 5, with_copy.data(), pool, scratch);
-  set_vnni_allowed_for_test(true);
-  EXPECT_EQ(plain, with_copy);
+  const auto x = make_activations(19, 512, 12);
+  for (PackedLayout layout : runnable_layouts()) {
+    SCOPED_TRACE(layout_name(layout));
+    MatrixView view = w.view();
+    const auto p = pack_matrix(view, pool, layout);
+    ASSERT_NE(p, nullptr);
+    if (layout == PackedLayout::kAmxTiles)
+      set_amx_allowed_for_test(false);
+    else
+      set_vnni_allowed_for_test(false);
+    EXPECT_FALSE(packed_layout_supported(GgmlType::Q4_0, layout));
+    EXPECT_EQ(pack_matrix(view, pool, layout), nullptr);
+    if (layout == PackedLayout::kAmxTiles) {  // VNNI pairs are what pack_matrix picks now
+      EXPECT_EQ(best_packed_layout(), PackedLayout::kVnniPairs);
+    } else {  // no VNNI: no AMX either (its kernel needs both)
+      EXPECT_FALSE(packed_matmul_supported(GgmlType::Q4_0));
+    }
+    std::vector<float> plain(21 * 19), with_copy(21 * 19);
+    matmul(view, x.data(), 19, plain.data(), pool, scratch);
+    view.packed = p.get();
+    matmul(view, x.data(), 19, with_copy.data(), pool, scratch);
+    set_amx_allowed_for_test(true);
+    set_vnni_allowed_for_test(true);
+    EXPECT_EQ(plain, with_copy);
+  }
 }
 
 }  // namespace

@@ -10,4 +10,12 @@ bool cpu_has_avx512_vnni();
 // Tests: run the non-VNNI path on a VNNI machine (false), or restore detection (true).
 void set_vnni_allowed_for_test(bool allowed);
 
+// AMX-INT8 tiles usable by this process: the CPU has AMX-TILE and AMX-INT8 (with AVX-512 VNNI
+// for the kernel's vector half), the OS enables the tile state in XCR0, and the kernel granted
+// this process the XTILEDATA permission (arch_prctl ARCH_REQ_XCOMP_PERM, requested once here;
+// Linux 5.16+). False when HINGE_DISABLE_AMX=1 is set, a test turned it off, or VNNI is off.
+bool cpu_has_amx_int8();
+// Tests: take the VNNI path on an AMX machine (false), or restore detection (true).
+void set_amx_allowed_for_test(bool allowed);
+
 }  // namespace hinge::kernels

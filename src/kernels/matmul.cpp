@@ -144,6 +144,70 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
                  [&](size_t m, int64_t b, int64_t e) { matmul_rows_packed(args[m], b, e); });
 }
 
+// The AMX path (layout kAmxTiles): activations quantized to Q8_0, then their quants laid out as
+// AMX "A" tiles of 16 tokens per block and their scales in the same order (AmxArgs).
+void matmul_amx(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
+                ThreadPool& pool, MatmulScratch& scratch) {
+  const PackedMatrix& p0 = *outs[0].w->packed;
+  const int64_t cols = p0.cols;
+  const int64_t nb = p0.nb;
+  const int64_t tiles = (num_tokens + kAmxTokenTile - 1) / kAmxTokenTile;
+  const size_t blk_row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
+  const size_t t = static_cast<size_t>(num_tokens);
+  // scratch: | pad to 64 | A tiles [tiles, nb, 16, 32] | tile scales [tiles, nb, 16] |
+  //          | Q8_0 blocks [T, blk_row_bytes] | scales [T, nb] | sums [T, nb] |
+  const size_t xa_bytes = static_cast<size_t>(tiles * nb) * 512;
+  const size_t xs_bytes = round_up(static_cast<size_t>(tiles * nb) * 16 * 4, 64);
+  const size_t blk_bytes = round_up(blk_row_bytes * t, 64);
+  const size_t arr_bytes = round_up(static_cast<size_t>(nb) * t * 4, 64);
+  const size_t need = 64 + xa_bytes + xs_bytes + blk_bytes + 2 * arr_bytes;
+  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+  uint8_t* base = scratch.bytes.data();
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  auto* xa = reinterpret_cast<int8_t*>(base);
+  auto* xs = reinterpret_cast<float*>(base + xa_bytes);
+  uint8_t* blocks = base + xa_bytes + xs_bytes;
+  auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
+  auto* sums = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
+  const int64_t pad_from = num_tokens % kAmxTokenTile;
+  auto quantize = [&](int64_t b, int64_t e) {
+    for (int64_t tok = b; tok < e; ++tok) {
+      uint8_t* blk = blocks + static_cast<size_t>(tok) * blk_row_bytes;
+      float* sc = scales + tok * nb;
+      quantize_activation_row(GgmlType::Q8_0, x + tok * cols, blk, cols, sc, sums + tok * nb);
+      const auto* qb = reinterpret_cast<const BlockQ8_0*>(blk);
+      const int64_t tt = tok / kAmxTokenTile, m = tok % kAmxTokenTile;
+      for (int64_t j = 0; j < nb; ++j) {
+        const size_t at = static_cast<size_t>((tt * nb + j) * kAmxTokenTile + m);
+        std::memcpy(xa + at * 32, qb[j].qs, 32);
+        xs[at] = sc[j];
+      }
+    }
+    // The last tile's padding rows (>= 16 tokens: the tiles run 16 rows): zero, from the thread
+    // that quantizes the last token.
+    if (e == num_tokens && pad_from != 0 && num_tokens > kAmxTokenTile) {
+      const int64_t tt = tiles - 1;
+      for (int64_t j = 0; j < nb; ++j) {
+        const size_t at = static_cast<size_t>((tt * nb + j) * kAmxTokenTile + pad_from);
+        std::memset(xa + at * 32, 0, static_cast<size_t>(kAmxTokenTile - pad_from) * 32);
+        std::memset(xs + at, 0, static_cast<size_t>(kAmxTokenTile - pad_from) * 4);
+      }
+    }
+  };
+  AmxArgs args[8];
+  for (size_t m = 0; m < outs.size(); ++m) {
+    args[m].w = outs[m].w->packed;
+    args[m].x = xa;
+    args[m].x_scales = xs;
+    args[m].x_sums = sums;
+    args[m].num_tokens = num_tokens;
+    args[m].y = outs[m].y;
+    args[m].y_stride = outs[m].w->rows;
+  }
+  run_row_chunks(outs, num_tokens, pool, quantize,
+                 [&](size_t m, int64_t b, int64_t e) { matmul_rows_amx(args[m], b, e); });
+}
+
 void check_view(const MatrixView& w) {
   HINGE_CHECK_MSG(matmul_rows_kernel(w.type) != nullptr, "matmul: unsupported weight type {}",
                   ggml_type_name(w.type));
@@ -156,7 +220,7 @@ void check_view(const MatrixView& w) {
 }
 
 bool uses_packed(const MatrixView& w) {
-  return w.packed != nullptr && packed_matmul_supported(w.type);
+  return w.packed != nullptr && packed_layout_supported(w.type, w.packed->layout);
 }
 
 // One call's matrices: same cols, same type, all packed or none (checked by the caller).
@@ -164,7 +228,10 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
                       ThreadPool& pool, MatmulScratch& scratch) {
   const MatrixView& w0 = *outs[0].w;
   if (uses_packed(w0)) {
-    matmul_packed(outs, x, num_tokens, pool, scratch);
+    if (w0.packed->layout == PackedLayout::kAmxTiles)
+      matmul_amx(outs, x, num_tokens, pool, scratch);
+    else
+      matmul_packed(outs, x, num_tokens, pool, scratch);
     return;
   }
   MatmulArgs shared;
@@ -282,7 +349,8 @@ void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_
     check_view(*o.w);
     HINGE_CHECK_MSG(o.w->cols == outs[0].w->cols, "matmul_shared_input: cols {} vs {}",
                     o.w->cols, outs[0].w->cols);
-    same = same && o.w->type == outs[0].w->type && uses_packed(*o.w) == uses_packed(*outs[0].w);
+    same = same && o.w->type == outs[0].w->type && uses_packed(*o.w) == uses_packed(*outs[0].w) &&
+           (!uses_packed(*o.w) || o.w->packed->layout == outs[0].w->packed->layout);
   }
   if (same) {
     // Skip empty matrices (nothing to compute); they would only cost a chunk.

@@ -48,9 +48,30 @@ struct PackedArgs {
   int64_t y_stride = 0;
 };
 
-// Rows [row_begin, row_end) of a packed Q8_0 / Q4_0 product. Only valid when
-// packed_matmul_supported(w->type).
+// Rows [row_begin, row_end) of a packed Q8_0 / Q4_0 product (kVnniPairs layout). Only valid
+// when packed_layout_supported(w->type, PackedLayout::kVnniPairs).
 void matmul_rows_packed(const PackedArgs& args, int64_t row_begin, int64_t row_end);
+
+// The AMX kernel's operands (matmul_amx.cpp, layout kAmxTiles): the Q8_0 activations as AMX "A"
+// tiles, tokens in tiles of 16 (kAmxTokenTile) and per (token tile, block) 16 rows of 32 signed
+// quants, contiguous ([tiles, nb, 16, 32]); the last tile's rows past num_tokens are zero. Their
+// f32 block scales in the same order ([tiles, nb, 16]).
+constexpr int64_t kAmxTokenTile = 16;
+struct AmxArgs {
+  const PackedMatrix* w = nullptr;
+  const int8_t* x = nullptr;  // 64-byte aligned
+  const float* x_scales = nullptr;
+  const int32_t* x_sums = nullptr;  // [num_tokens, nb]: sum(qs) of each block
+  int64_t num_tokens = 0;
+  float* y = nullptr;  // [num_tokens, y_stride]
+  int64_t y_stride = 0;
+};
+
+// Rows [row_begin, row_end) (row_begin a multiple of 16) of a kAmxTiles product. Only valid
+// when cpu_has_amx_int8() and amx_kernel_compiled().
+void matmul_rows_amx(const AmxArgs& args, int64_t row_begin, int64_t row_end);
+// False where the AMX kernel is not compiled (non-x86 or non-GCC builds).
+bool amx_kernel_compiled();
 
 using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 

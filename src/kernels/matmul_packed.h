@@ -1,8 +1,10 @@
-// Packed Q8_0 / Q4_0 weights: the layout the 512-bit VNNI kernel streams best, built once at
-// model load (a copy; the GGUF view stays valid for row lookups and export).
+// Packed Q8_0 / Q4_0 weights: the layouts the 512-bit VNNI kernel and the AMX kernel stream
+// best, built once at model load (a copy; the GGUF view stays valid for row lookups and export).
 //
 // A GGUF Q8_0/Q4_0 row is 34/18-byte blocks (f16 scale + 32 quants), so no vector load is
-// aligned and every block carries its scale inline. Packed, each row is:
+// aligned and every block carries its scale inline.
+//
+// PackedLayout::kVnniPairs (AVX-512 VNNI), each row is:
 //   qs: nb / 2 "pairs" of two consecutive blocks, interleaved in 4-byte groups, so one 64-byte
 //       vector holds both blocks and vpdpbusd's 16 i32 lanes alternate between them (lane 2g:
 //       block 2p elements 4g..4g+3, lane 2g + 1: block 2p + 1, same elements). Q8_0 stores
@@ -12,13 +14,20 @@
 // nb is the block count rounded up to even (a padding block has zero scale) and the row count
 // is rounded up to a multiple of 8 (padding rows are zero): the kernel's tiles never go out of
 // bounds. Rows are 64-byte aligned.
-//
 // The activations get the same interleave (MatmulScratch), with per-block corrections
 // -c * sum(x) for the u8 offset (c = 128 for Q8_0, 8 for Q4_0) placed in lanes 0 and 1, so the
 // integer lanes sum to the exact block dot products; one f32 FMA then takes two blocks at once
 // with the scales broadcast as an (s0, s1) pair.
 //
-// Used only where the CPU has AVX-512 VNNI (runtime check, GCC builds); elsewhere matmul keeps
+// PackedLayout::kAmxTiles (AMX-INT8): rows in groups of 16; per (group, block) one AMX "B" tile
+// of 8 rows x 64 bytes in the VNNI order tdpbssd reads, byte r * 64 + n * 4 + i = element
+// 4r + i of the block in the group's row n. Q8_0 stores those 512 bytes as the signed quants;
+// Q4_0 stores 256 bytes of nibbles q (0..15): byte p's low nibble is tile byte p, its high
+// nibble tile byte p + 256 (the kernel unpacks to q - 8). Tiles of a group follow each other
+// (qs_group_bytes per group, 64-byte aligned), and d holds each (group, block)'s 16 f16 scales
+// contiguous. nb is the real block count; rows are padded to a multiple of 16 with zeros.
+//
+// Used only where the CPU has the kernel (runtime check, GCC builds); elsewhere matmul keeps
 // the GGUF-layout kernels and nothing is packed.
 #pragma once
 
@@ -33,33 +42,49 @@ namespace hinge::kernels {
 
 struct MatrixView;
 
+enum class PackedLayout { kVnniPairs, kAmxTiles };
+
 struct PackedMatrix {
   GgmlType type = GgmlType::Q8_0;  // Q8_0 or Q4_0
+  PackedLayout layout = PackedLayout::kVnniPairs;
   int64_t rows = 0, cols = 0;
-  int64_t rows_padded = 0;  // multiple of 8
-  int64_t nb = 0;           // blocks per row, even
-  size_t qs_row_bytes = 0;  // nb / 2 * packed_pair_bytes(type), rounded up to 64 bytes
+  int64_t rows_padded = 0;  // multiple of 8 (kVnniPairs) or 16 (kAmxTiles)
+  int64_t nb = 0;           // blocks per row (kVnniPairs: rounded up to even)
+  // kVnniPairs: bytes per row, nb / 2 * packed_pair_bytes(type) rounded up to 64.
+  // kAmxTiles: bytes per group of 16 rows, nb * packed_tile_bytes(type) rounded up to 64.
+  size_t qs_row_bytes = 0;
   struct Free {
     void operator()(uint8_t* p) const;
   };
-  std::unique_ptr<uint8_t[], Free> qs;  // [rows_padded, qs_row_bytes], 64-byte aligned
-  std::unique_ptr<uint16_t[]> d;        // [rows_padded, nb] f16 scales
+  std::unique_ptr<uint8_t[], Free> qs;  // 64-byte aligned
+  std::unique_ptr<uint16_t[]> d;        // [rows_padded * nb] f16 scales, in layout order
 
   size_t bytes() const {
-    return static_cast<size_t>(rows_padded) * (qs_row_bytes + static_cast<size_t>(nb) * 2);
+    const size_t units = layout == PackedLayout::kAmxTiles ? static_cast<size_t>(rows_padded / 16)
+                                                           : static_cast<size_t>(rows_padded);
+    return units * qs_row_bytes + static_cast<size_t>(rows_padded * nb) * 2;
   }
 };
 
-// Bytes of one interleaved pair of blocks in packed qs.
+// Bytes of one interleaved pair of blocks in kVnniPairs qs.
 constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 32 : 64; }
+// Bytes of one (16-row group, block) tile in kAmxTiles qs.
+constexpr size_t packed_tile_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 256 : 512; }
 
-// True when matmul can run packed matrices of `type` on this CPU now (the dispatched target is
-// AVX3 with AVX-512 VNNI allowed). Checked on every matmul call, so tests can switch it off.
+// True when matmul can run matrices of `type` packed in `layout` on this CPU now (kVnniPairs:
+// the dispatched target is AVX3 with AVX-512 VNNI allowed; kAmxTiles: cpu_has_amx_int8()).
+// Checked on every matmul call, so tests can switch either off.
+bool packed_layout_supported(GgmlType type, PackedLayout layout);
+// True when some packed layout of `type` runs on this CPU now.
 bool packed_matmul_supported(GgmlType type);
+// The layout pack_matrix picks: AMX tiles where AMX runs, else VNNI pairs.
+PackedLayout best_packed_layout();
 
-// Packs a Q8_0 / Q4_0 view (multithreaded over rows). Returns null when the type has no packed
-// form or packed_matmul_supported(type) is false.
+// Packs a Q8_0 / Q4_0 view (multithreaded over rows) in best_packed_layout(), or in `layout`.
+// Returns null when the type has no packed form or the layout does not run on this CPU.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool);
+std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
+                                          PackedLayout layout);
 
 // Reads back weight (r, c) of a packed matrix as its quantized integer (Q8_0: -128..127, Q4_0:
 // -8..7) and the block scale bits: for tests of the layout.

@@ -244,9 +244,21 @@ namespace hinge::kernels {
 HWY_EXPORT(MatmulRowsPacked);
 HWY_EXPORT(PackedSupported);
 
+bool packed_layout_supported(GgmlType type, PackedLayout layout) {
+  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0) return false;
+  if (layout == PackedLayout::kAmxTiles) return amx_kernel_compiled() && cpu_has_amx_int8();
+  return HWY_DYNAMIC_DISPATCH(PackedSupported)();
+}
+
 bool packed_matmul_supported(GgmlType type) {
-  return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0) &&
-         HWY_DYNAMIC_DISPATCH(PackedSupported)();
+  return packed_layout_supported(type, PackedLayout::kAmxTiles) ||
+         packed_layout_supported(type, PackedLayout::kVnniPairs);
+}
+
+PackedLayout best_packed_layout() {
+  return packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles)
+             ? PackedLayout::kAmxTiles
+             : PackedLayout::kVnniPairs;
 }
 
 void matmul_rows_packed(const PackedArgs& a, int64_t b, int64_t e) {

@@ -1,0 +1,299 @@
+// The AMX-INT8 matmul kernel for packed Q8_0 / Q4_0 weights (layout kAmxTiles, matmul_packed.h).
+//
+// Per (16 tokens, 16 rows, block of 32): one tdpbssd (A: the tokens' signed activation quants,
+// B: the rows' signed weight quants, C: the 16 x 16 exact i32 block dot products), the C tile
+// stored to L1, and per token one i32 -> f32 conversion and one FMA with d_w (16 rows, one
+// vector) * d_x (the token's, broadcast). AMX has no 4-bit operand: Q4_0 tiles are unpacked to
+// q - 8 bytes (vpshufb) into an L1 buffer and loaded from there.
+//
+// Blocks alternate between two sets of tiles (C0/A0/B0, C1/A1/B1) and two C buffers, so the
+// tile unit works on one block while the vector units scale the previous one. The 16 f32
+// accumulators of a (token tile, row group) live in registers for the whole row.
+//
+// Cache blocking: tokens in blocks of ~1 MiB of activations (the L2 holds them while every row
+// group of the chunk streams its weights once per token block); inside a block, each row
+// group's weights (<= nb * 512 bytes) stay in L1/L2 across the token tiles.
+//
+// Batch invariance: every (token, row) output is the same sequence of f32 FMAs over the blocks
+// in order, whatever the token tile, token block or batch size around it.
+//
+// Tile state: the tiles are configured at the start of every call (rows = the token count when
+// it is below 16, else 16: a short last tile is zero-padded in x) and released at its end, so
+// pool threads hold no tile state between matmuls. GCC on x86-64 only (target attributes);
+// elsewhere amx_kernel_compiled() is false and matmul never calls it.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_packed.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HINGE_AMX_COMPILED 1
+#include <immintrin.h>
+#else
+#define HINGE_AMX_COMPILED 0
+#endif
+
+namespace hinge::kernels {
+
+#if HINGE_AMX_COMPILED
+
+#define HINGE_AMX_ATTR \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma,amx-tile,amx-int8")))
+#define HINGE_AMX_INLINE inline __attribute__((always_inline)) HINGE_AMX_ATTR
+
+namespace {
+
+// Tiles: 0, 1: C (i32 results); 2, 3: A (activations); 4, 5: B (weights). Even blocks use
+// 0/2/4, odd blocks 1/3/5.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+HINGE_AMX_INLINE void Configure(int token_rows) {
+  TileConfig cfg;
+  for (int c : {0, 1}) {
+    cfg.rows[c] = static_cast<uint8_t>(token_rows);
+    cfg.colsb[c] = 64;
+  }
+  for (int a : {2, 3}) {
+    cfg.rows[a] = static_cast<uint8_t>(token_rows);
+    cfg.colsb[a] = 32;
+  }
+  for (int b : {4, 5}) {
+    cfg.rows[b] = 8;
+    cfg.colsb[b] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// Activation bytes per token block.
+constexpr size_t kTokenBlockBytes = size_t{1} << 20;
+
+// A Q4_0 tile's 256 bytes of nibbles to its 512 signed bytes (q - 8).
+HINGE_AMX_INLINE void UnpackQ4Tile(const uint8_t* src, int8_t* dst) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7));
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_load_si512(src + c * 64);
+    _mm512_store_si512(dst + c * 64, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low)));
+    _mm512_store_si512(dst + 256 + c * 64,
+                       _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), low)));
+  }
+}
+
+// acc[m] += f32(c[m]) * (d_w * d_x[m]) for the tile's MT tokens.
+template <int MT>
+HINGE_AMX_INLINE void ScaleBlock(const int32_t* c, const uint16_t* wd, const float* xs,
+                                 __m512* acc) {
+  const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wd)));
+  for (int m = 0; m < MT; ++m) {
+    const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xs[m]));
+    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + m * 16)), s, acc[m]);
+  }
+}
+
+// One token tile (MT valid tokens) x one row group (16 rows) over all blocks; out[m * 16 + n].
+template <int MT, bool kQ4>
+HINGE_AMX_INLINE void GroupTile(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                const float* xs, float* out) {
+  constexpr size_t kTile = kQ4 ? 256 : 512;
+  const int64_t nb = p.nb;
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const uint16_t* wd = p.d.get() + g * nb * 16;
+  __m512 acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
+  alignas(64) int32_t c[2][256];
+  alignas(64) int8_t wbuf[kQ4 ? 2 : 1][kQ4 ? 512 : 64];
+  int64_t j = 0;
+  for (; j + 2 <= nb; j += 2) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_loadd(2, xq + j * 512, 32);
+    _tile_loadd(3, xq + (j + 1) * 512, 32);
+    if constexpr (kQ4) {
+      UnpackQ4Tile(wq + j * kTile, wbuf[0]);
+      UnpackQ4Tile(wq + (j + 1) * kTile, wbuf[1]);
+      _tile_loadd(4, wbuf[0], 64);
+      _tile_loadd(5, wbuf[1], 64);
+    } else {
+      _tile_loadd(4, wq + j * kTile, 64);
+      _tile_loadd(5, wq + (j + 1) * kTile, 64);
+    }
+    _tile_dpbssd(0, 2, 4);
+    _tile_dpbssd(1, 3, 5);
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    ScaleBlock<MT>(c[0], wd + j * 16, xs + j * 16, acc);
+    ScaleBlock<MT>(c[1], wd + (j + 1) * 16, xs + (j + 1) * 16, acc);
+  }
+  if (j < nb) {
+    _tile_zero(0);
+    _tile_loadd(2, xq + j * 512, 32);
+    if constexpr (kQ4) {
+      UnpackQ4Tile(wq + j * kTile, wbuf[0]);
+      _tile_loadd(4, wbuf[0], 64);
+    } else {
+      _tile_loadd(4, wq + j * kTile, 64);
+    }
+    _tile_dpbssd(0, 2, 4);
+    _tile_stored(0, c[0], 64);
+    ScaleBlock<MT>(c[0], wd + j * 16, xs + j * 16, acc);
+  }
+  for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
+}
+
+// Token tiles of at most this many tokens run on AVX-512 VNNI instead of the tile unit (decode:
+// memory-bound, and the tile loads there stall on every miss), with the same arithmetic: the
+// exact i32 block dot products of the 16 rows in the 16 lanes, then the same f32 operations as
+// ScaleBlock, so the results are bit-identical to the AMX path's.
+constexpr int kVnniMaxTokens = 4;
+// Weights are prefetched this many blocks ahead on the VNNI path.
+constexpr int64_t kPrefetchBlocks = 8;
+
+// The 8 tile rows of a (group, block) weight tile: Q8_0 as the signed quants, Q4_0 as the
+// nibbles q (0..15) as u8.
+template <bool kQ4>
+HINGE_AMX_INLINE void LoadWeightRows(const uint8_t* t, __m512i* w) {
+  if constexpr (kQ4) {
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_load_si512(t + c * 64);
+      w[c] = _mm512_and_si512(v, low);
+      w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+  } else {
+    for (int r = 0; r < 8; ++r) w[r] = _mm512_load_si512(t + r * 64);
+  }
+}
+
+// One token tile of MT <= kVnniMaxTokens tokens x one row group on VNNI. Lane n of a dot vector
+// accumulates row n: vpdpbusd of tile row r (4 weights per row) with the token's 4 activations
+// of that row broadcast. vpdpbusd's first operand is unsigned: Q4_0 passes the nibbles and
+// subtracts 8 * sum(x); Q8_0 passes x + 128 (x ^ 0x80) and subtracts 128 * sum(w) (one more
+// vpdpbusd per tile row with 128 broadcast, shared by the tokens).
+template <int MT, bool kQ4>
+HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                const float* xs, const int32_t* const* x_sums, float* out) {
+  constexpr size_t kTile = kQ4 ? 256 : 512;
+  const int64_t nb = p.nb;
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const uint16_t* wd = p.d.get() + g * nb * 16;
+  __m512 acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t j = 0; j < nb; ++j) {
+    const char* ahead = reinterpret_cast<const char*>(wq + (j + kPrefetchBlocks) * kTile);
+    for (size_t l = 0; l < kTile; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
+    __m512i w[8];
+    LoadWeightRows<kQ4>(wq + j * kTile, w);
+    __m512i wsum128 = _mm512_setzero_si512();
+    if constexpr (!kQ4)
+      for (int r = 0; r < 8; ++r) wsum128 = _mm512_dpbusd_epi32(wsum128, flip, w[r]);
+    alignas(64) int32_t c[MT][16];
+    for (int m = 0; m < MT; ++m) {
+      const int8_t* xm = xq + (j * 16 + m) * 32;
+      __m512i dot;
+      if constexpr (kQ4) {
+        dot = _mm512_set1_epi32(-8 * x_sums[m][j]);
+      } else {
+        dot = _mm512_sub_epi32(_mm512_setzero_si512(), wsum128);
+      }
+      for (int r = 0; r < 8; ++r) {
+        int32_t x4;
+        std::memcpy(&x4, xm + r * 4, 4);
+        __m512i xv = _mm512_set1_epi32(x4);
+        if constexpr (kQ4) {
+          dot = _mm512_dpbusd_epi32(dot, w[r], xv);
+        } else {
+          dot = _mm512_dpbusd_epi32(dot, _mm512_xor_si512(xv, flip), w[r]);
+        }
+      }
+      _mm512_store_si512(c[m], dot);
+    }
+    ScaleBlock<MT>(&c[0][0], wd + j * 16, xs + j * 16, acc);
+  }
+  for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
+}
+
+template <bool kQ4>
+HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
+                                   int64_t row_end) {
+  const PackedMatrix& p = *a.w;
+  const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb) * 512;
+  const float* xs = a.x_scales + tt * p.nb * 16;
+  alignas(64) float out[16 * 16];
+  const int32_t* sums[kVnniMaxTokens];
+  for (int m = 0; m < kVnniMaxTokens && m < mt; ++m) sums[m] = a.x_sums + (tt * 16 + m) * p.nb;
+  switch (mt) {
+#define HINGE_VNNI_CASE(n)                                \
+  case n:                                                 \
+    GroupVnni<n, kQ4>(p, g, xq, xs, sums, out);           \
+    break;
+    HINGE_VNNI_CASE(1) HINGE_VNNI_CASE(2) HINGE_VNNI_CASE(3) HINGE_VNNI_CASE(4)
+#undef HINGE_VNNI_CASE
+#define HINGE_AMX_CASE(n)                          \
+  case n:                                          \
+    GroupTile<n, kQ4>(p, g, xq, xs, out);          \
+    break;
+    HINGE_AMX_CASE(5) HINGE_AMX_CASE(6) HINGE_AMX_CASE(7) HINGE_AMX_CASE(8)
+    HINGE_AMX_CASE(9) HINGE_AMX_CASE(10) HINGE_AMX_CASE(11) HINGE_AMX_CASE(12)
+    HINGE_AMX_CASE(13) HINGE_AMX_CASE(14) HINGE_AMX_CASE(15) HINGE_AMX_CASE(16)
+#undef HINGE_AMX_CASE
+    default:
+      return;
+  }
+  const int64_t r0 = g * 16;
+  const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
+  const __mmask16 mask = static_cast<__mmask16>((1u << n_valid) - 1);
+  for (int m = 0; m < mt; ++m)
+    _mm512_mask_storeu_ps(a.y + (tt * 16 + m) * a.y_stride + r0, mask,
+                          _mm512_load_ps(out + m * 16));
+}
+
+template <bool kQ4>
+HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
+  const PackedMatrix& p = *a.w;
+  const bool tiles_used = a.num_tokens > kVnniMaxTokens;
+  if (tiles_used) Configure(a.num_tokens < 16 ? static_cast<int>(a.num_tokens) : 16);
+  const int64_t tiles = (a.num_tokens + 15) / 16;
+  const size_t tile_bytes = static_cast<size_t>(p.nb) * 512;
+  int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
+  if (tb < 1) tb = 1;
+  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
+  for (int64_t t0 = 0; t0 < tiles; t0 += tb) {
+    const int64_t t1 = t0 + tb < tiles ? t0 + tb : tiles;
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t tt = t0; tt < t1; ++tt) {
+        const int64_t left = a.num_tokens - tt * 16;
+        RunGroupTile<kQ4>(a, g, tt, static_cast<int>(left < 16 ? left : 16), row_end);
+      }
+  }
+  if (tiles_used) _tile_release();
+}
+
+}  // namespace
+
+void matmul_rows_amx(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.w->type == GgmlType::Q4_0)
+    AmxRows<true>(a, row_begin, row_end);
+  else
+    AmxRows<false>(a, row_begin, row_end);
+}
+
+bool amx_kernel_compiled() { return true; }
+
+#else
+
+void matmul_rows_amx(const AmxArgs& /*a*/, int64_t /*row_begin*/, int64_t /*row_end*/) {}
+bool amx_kernel_compiled() { return false; }
+
+#endif
+
+}  // namespace hinge::kernels
