@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
 #include "kernels/quant.h"
+#include "kernels/quant_block.h"
 
 namespace hinge::kernels {
 namespace {
@@ -403,6 +404,41 @@ TEST(KernelsMatmulPacked, LayoutReadsBack) {
   }
 }
 
+// Packed Q4_K (AMX tiles only) holds every nibble, sub-block scale and min, d and dmin.
+TEST(KernelsMatmulPacked, Q4KLayoutReadsBack) {
+  if (!packed_layout_supported(GgmlType::Q4_K, PackedLayout::kAmxTiles))
+    GTEST_SKIP() << "no AMX here";
+  ThreadPool pool(2);
+  const int64_t rows = 19, cols = 512;
+  const Weights w = make_weights(GgmlType::Q4_K, rows, cols, 5);
+  const auto p = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->nb, 2);
+  EXPECT_EQ(p->rows_padded, 32);
+  EXPECT_EQ(pack_matrix(w.view(), pool, PackedLayout::kVnniPairs), nullptr);
+  const size_t rb = w.view().row_bytes;
+  for (int64_t r = 0; r < p->rows_padded; ++r) {
+    for (int64_t sb = 0; sb < 2; ++sb) {
+      BlockQ4_K blk{};
+      if (r < rows) std::memcpy(&blk, w.bytes.data() + r * rb + sb * sizeof(BlockQ4_K), sizeof blk);
+      const PackedQ4KMeta meta = packed_q4k_meta(*p, r, sb);
+      EXPECT_EQ(meta.d, blk.d) << "r=" << r;
+      EXPECT_EQ(meta.dmin, blk.dmin) << "r=" << r;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc = 0, m = 0;
+        scale_min_k4(j, blk.scales, &sc, &m);
+        EXPECT_EQ(meta.sc[j], sc) << "r=" << r << " j=" << j;
+        EXPECT_EQ(meta.m[j], m) << "r=" << r << " j=" << j;
+        for (int e = 0; e < 32; ++e) {
+          const int want = (blk.qs[(j / 2) * 32 + e] >> (4 * (j % 2))) & 0x0F;
+          ASSERT_EQ(packed_quant(*p, r, sb * 256 + j * 32 + e), want)
+              << "r=" << r << " sb=" << sb << " j=" << j << " e=" << e;
+        }
+      }
+    }
+  }
+}
+
 // The packed kernels against the references. VNNI pairs: tiles of 4 rows x 1..4 tokens and
 // 8 rows x 1 token, rows not a multiple of 4 or 8, odd block counts, scale chunks. AMX tiles:
 // 1..16-token tiles (<= 4 on the VNNI half), a short last tile zero-padded, odd block counts
@@ -428,6 +464,19 @@ TEST(KernelsMatmulPacked, ParityTileShapes) {
       }
     }
   }
+  if (!packed_layout_supported(GgmlType::Q4_K, PackedLayout::kAmxTiles)) return;
+  for (int64_t cols : {256, 768, 2304}) {
+    for (int64_t rows : {1, 5, 16, 37}) {
+      for (int64_t tokens : {1, 2, 4, 5, 16, 17, 33}) {
+        const int threads = 1 + static_cast<int>((rows + tokens) % 3);
+        check_matmul({GgmlType::Q4_K, cols}, rows, tokens, threads, seed++, /*packed=*/true,
+                     PackedLayout::kAmxTiles);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  check_matmul({GgmlType::Q4_K, 512}, 301, 67, 2, seed++, /*packed=*/true,
+               PackedLayout::kAmxTiles);
 }
 
 // A token's result is bit-identical alone and inside a batch, also across the kernels' token
@@ -436,7 +485,8 @@ TEST(KernelsMatmulPacked, ParityTileShapes) {
 TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
   if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
   for (PackedLayout layout : runnable_layouts()) {
-    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+      if (!packed_layout_supported(t, layout)) continue;
       SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + layout_name(layout));
       const int64_t rows = 37, cols = 8192, tokens = 70;
       const Weights w = make_weights(t, rows, cols, 9);

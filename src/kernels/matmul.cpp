@@ -149,49 +149,73 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
 void matmul_amx(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
                 ThreadPool& pool, MatmulScratch& scratch) {
   const PackedMatrix& p0 = *outs[0].w->packed;
+  const bool q4k = p0.type == GgmlType::Q4_K;
+  const GgmlType act = q4k ? GgmlType::Q8_K : GgmlType::Q8_0;
   const int64_t cols = p0.cols;
-  const int64_t nb = p0.nb;
+  const int64_t nsub = cols / 32;                 // 32-element blocks (A tiles per token tile)
+  const int64_t nscale = q4k ? cols / kQK_K : nsub;  // activation scales per token
   const int64_t tiles = (num_tokens + kAmxTokenTile - 1) / kAmxTokenTile;
-  const size_t blk_row_bytes = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
+  const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), static_cast<uint64_t>(cols));
   const size_t t = static_cast<size_t>(num_tokens);
-  // scratch: | pad to 64 | A tiles [tiles, nb, 16, 32] | tile scales [tiles, nb, 16] |
-  //          | Q8_0 blocks [T, blk_row_bytes] | scales [T, nb] | sums [T, nb] |
-  const size_t xa_bytes = static_cast<size_t>(tiles * nb) * 512;
-  const size_t xs_bytes = round_up(static_cast<size_t>(tiles * nb) * 16 * 4, 64);
-  const size_t blk_bytes = round_up(blk_row_bytes * t, 64);
-  const size_t arr_bytes = round_up(static_cast<size_t>(nb) * t * 4, 64);
-  const size_t need = 64 + xa_bytes + xs_bytes + blk_bytes + 2 * arr_bytes;
+  // scratch: | pad to 64 | A tiles [tiles, nsub, 16, 32] | tile scales [tiles, nscale, 16] |
+  //          | Q4_K: tile min sums [tiles, nsub, 16] | blocks [T, act_row_bytes] |
+  //          | Q8_0: scales [T, nsub] | sums [T, nsub] |
+  const size_t xa_bytes = static_cast<size_t>(tiles * nsub) * 512;
+  const size_t xs_bytes = round_up(static_cast<size_t>(tiles * nscale) * 16 * 4, 64);
+  const size_t xms_bytes = q4k ? round_up(static_cast<size_t>(tiles * nsub) * 16 * 4, 64) : 0;
+  const size_t blk_bytes = round_up(act_row_bytes * t, 64);
+  const size_t arr_bytes = round_up(static_cast<size_t>(nsub) * t * 4, 64);
+  const size_t need = 64 + xa_bytes + xs_bytes + xms_bytes + blk_bytes + 2 * arr_bytes;
   if (scratch.bytes.size() < need) scratch.bytes.resize(need);
   uint8_t* base = scratch.bytes.data();
   base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
   auto* xa = reinterpret_cast<int8_t*>(base);
   auto* xs = reinterpret_cast<float*>(base + xa_bytes);
-  uint8_t* blocks = base + xa_bytes + xs_bytes;
+  auto* xms = reinterpret_cast<float*>(base + xa_bytes + xs_bytes);
+  uint8_t* blocks = base + xa_bytes + xs_bytes + xms_bytes;
   auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
   auto* sums = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
   const int64_t pad_from = num_tokens % kAmxTokenTile;
   auto quantize = [&](int64_t b, int64_t e) {
     for (int64_t tok = b; tok < e; ++tok) {
-      uint8_t* blk = blocks + static_cast<size_t>(tok) * blk_row_bytes;
-      float* sc = scales + tok * nb;
-      quantize_activation_row(GgmlType::Q8_0, x + tok * cols, blk, cols, sc, sums + tok * nb);
-      const auto* qb = reinterpret_cast<const BlockQ8_0*>(blk);
+      uint8_t* blk = blocks + static_cast<size_t>(tok) * act_row_bytes;
       const int64_t tt = tok / kAmxTokenTile, m = tok % kAmxTokenTile;
-      for (int64_t j = 0; j < nb; ++j) {
-        const size_t at = static_cast<size_t>((tt * nb + j) * kAmxTokenTile + m);
-        std::memcpy(xa + at * 32, qb[j].qs, 32);
-        xs[at] = sc[j];
+      auto at = [&](int64_t j, int64_t n) {
+        return static_cast<size_t>((tt * n + j) * kAmxTokenTile + m);
+      };
+      if (q4k) {
+        quantize_activation_row(act, x + tok * cols, blk, cols, nullptr, nullptr);
+        const auto* qb = reinterpret_cast<const BlockQ8_K*>(blk);
+        for (int64_t sb = 0; sb < nscale; ++sb) {
+          xs[at(sb, nscale)] = qb[sb].d;
+          for (int64_t j = 0; j < 8; ++j) {
+            std::memcpy(xa + at(sb * 8 + j, nsub) * 32, qb[sb].qs + j * 32, 32);
+            xms[at(sb * 8 + j, nsub)] =
+                static_cast<float>(qb[sb].bsums[2 * j] + qb[sb].bsums[2 * j + 1]);
+          }
+        }
+      } else {
+        float* sc = scales + tok * nsub;
+        quantize_activation_row(act, x + tok * cols, blk, cols, sc, sums + tok * nsub);
+        const auto* qb = reinterpret_cast<const BlockQ8_0*>(blk);
+        for (int64_t j = 0; j < nsub; ++j) {
+          std::memcpy(xa + at(j, nsub) * 32, qb[j].qs, 32);
+          xs[at(j, nsub)] = sc[j];
+        }
       }
     }
     // The last tile's padding rows (>= 16 tokens: the tiles run 16 rows): zero, from the thread
     // that quantizes the last token.
     if (e == num_tokens && pad_from != 0 && num_tokens > kAmxTokenTile) {
       const int64_t tt = tiles - 1;
-      for (int64_t j = 0; j < nb; ++j) {
-        const size_t at = static_cast<size_t>((tt * nb + j) * kAmxTokenTile + pad_from);
-        std::memset(xa + at * 32, 0, static_cast<size_t>(kAmxTokenTile - pad_from) * 32);
-        std::memset(xs + at, 0, static_cast<size_t>(kAmxTokenTile - pad_from) * 4);
+      const size_t pad = static_cast<size_t>(kAmxTokenTile - pad_from);
+      for (int64_t j = 0; j < nsub; ++j) {
+        const size_t at = static_cast<size_t>((tt * nsub + j) * kAmxTokenTile + pad_from);
+        std::memset(xa + at * 32, 0, pad * 32);
+        if (q4k) std::memset(xms + at, 0, pad * 4);
       }
+      for (int64_t j = 0; j < nscale; ++j)
+        std::memset(xs + (tt * nscale + j) * kAmxTokenTile + pad_from, 0, pad * 4);
     }
   };
   AmxArgs args[8];
@@ -200,6 +224,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const float* x, int64_t num_tok
     args[m].x = xa;
     args[m].x_scales = xs;
     args[m].x_sums = sums;
+    args[m].x_min_sums = xms;
     args[m].num_tokens = num_tokens;
     args[m].y = outs[m].y;
     args[m].y_stride = outs[m].w->rows;

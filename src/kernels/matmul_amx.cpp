@@ -222,6 +222,168 @@ HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* 
   for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
 }
 
+// Q4_K: a sub-block tile's 256 bytes of nibbles to its 512 bytes q (0..15).
+HINGE_AMX_INLINE void UnpackNibbleTile(const uint8_t* src, uint8_t* dst) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v = _mm512_load_si512(src + c * 64);
+    _mm512_store_si512(dst + c * 64, _mm512_and_si512(v, low));
+    _mm512_store_si512(dst + 256 + c * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+  }
+}
+
+// A Q4_K super-block's per-row scale vectors for sub-block j: d * sc_j and dmin * m_j.
+HINGE_AMX_INLINE __m512 SubBlockVec(const uint8_t* bytes16, __m512 d) {
+  const __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(bytes16));
+  return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b)));
+}
+
+// Q4_K, the 8 sub-blocks j of one super-block, their i32 tiles in c[j]: per token m,
+//   t = sum over j of f32(c[j][m]) * (d * sc_j) - (dmin * m_j) * bsum_j[m]   (FMAs, j in order)
+//   acc[m] += t * d_x[m]
+// (bsum_j: the token's sum of activation quants over sub-block j, as f32). Rows go in two
+// halves of 8 so the 8 partial sums t stay in registers next to the 16 accumulators; the
+// per-row scale vectors are computed once into dsc / dmv.
+template <int MT>
+HINGE_AMX_INLINE void ScaleSuperBlockQ4K(const int32_t (*c)[256], const uint8_t* meta,
+                                         const float* xs, const float* xbs, __m512* acc) {
+  const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(meta + 256)));
+  const __m512 dmin =
+      _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(meta + 288)));
+  alignas(64) float dsc[8][16], dmv[8][16];
+  for (int j = 0; j < 8; ++j) {
+    _mm512_store_ps(dsc[j], SubBlockVec(meta + j * 16, d));
+    _mm512_store_ps(dmv[j], SubBlockVec(meta + 128 + j * 16, dmin));
+  }
+  constexpr int kHalf = 8;
+  for (int h = 0; h < MT; h += kHalf) {
+    __m512 t[kHalf];
+    for (int i = 0; i < kHalf && h + i < MT; ++i) t[i] = _mm512_setzero_ps();
+    for (int j = 0; j < 8; ++j) {
+      const __m512 sj = _mm512_load_ps(dsc[j]), mj = _mm512_load_ps(dmv[j]);
+      for (int i = 0; i < kHalf && h + i < MT; ++i) {
+        const int m = h + i;
+        t[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[j] + m * 16)), sj, t[i]);
+        t[i] = _mm512_fnmadd_ps(mj, _mm512_set1_ps(xbs[j * 16 + m]), t[i]);
+      }
+    }
+    for (int i = 0; i < kHalf && h + i < MT; ++i)
+      acc[h + i] = _mm512_fmadd_ps(t[i], _mm512_set1_ps(xs[h + i]), acc[h + i]);
+  }
+}
+
+// Q4_K, one token tile x one row group over all super-blocks, on the tile unit (tdpbsud: signed
+// activations, unsigned nibbles). xs: the tile's [nb, 16] super-block scales; xbs: its
+// [nb * 8, 16] sub-block sums.
+template <int MT>
+HINGE_AMX_INLINE void GroupTileQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                   const float* xs, const float* xbs, float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  __m512 acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
+  alignas(64) int32_t c[8][256];
+  alignas(64) uint8_t wbuf[2][512];
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
+    const int8_t* xsb = xq + sb * 8 * 512;
+    for (int j = 0; j < 8; j += 2) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_loadd(2, xsb + j * 512, 32);
+      _tile_loadd(3, xsb + (j + 1) * 512, 32);
+      UnpackNibbleTile(base + j * 256, wbuf[0]);
+      UnpackNibbleTile(base + (j + 1) * 256, wbuf[1]);
+      _tile_loadd(4, wbuf[0], 64);
+      _tile_loadd(5, wbuf[1], 64);
+      _tile_dpbsud(0, 2, 4);
+      _tile_dpbsud(1, 3, 5);
+      _tile_stored(0, c[j], 64);
+      _tile_stored(1, c[j + 1], 64);
+    }
+    ScaleSuperBlockQ4K<MT>(c, base + 8 * 256, xs + sb * 16, xbs + sb * 8 * 16, acc);
+  }
+  for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
+}
+
+constexpr int64_t kQ4KPrefetchSuperBlocks = 1;
+
+// Q4_K on VNNI for MT <= kVnniMaxTokens tokens: vpdpbusd of the nibbles with the activations
+// broadcast, no correction (the mins enter through the sub-block sums); then
+// ScaleSuperBlockQ4K as on the tiles.
+template <int MT>
+HINGE_AMX_INLINE void GroupVnniQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                   const float* xs, const float* xbs, float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  __m512 acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
+  alignas(64) int32_t c[8][256];
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
+    // Prefetch kQ4KPrefetchSuperBlocks ahead, spread over the sub-blocks: 37 lines in one
+    // burst fill the line-fill buffers and stall.
+    const char* ahead =
+        reinterpret_cast<const char*>(base + kQ4KPrefetchSuperBlocks * kPackedQ4KSuperBytes);
+    for (size_t l = 8 * 256; l < kPackedQ4KSuperBytes; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
+    for (int j = 0; j < 8; ++j) {
+      for (int l = 0; l < 4; ++l) _mm_prefetch(ahead + j * 256 + l * 64, _MM_HINT_T0);
+      __m512i w[8];
+      LoadWeightRows<true>(base + j * 256, w);
+      const int64_t s = sb * 8 + j;
+      for (int m = 0; m < MT; ++m) {
+        const int8_t* xm = xq + (s * 16 + m) * 32;
+        __m512i dot = _mm512_setzero_si512();
+        for (int r = 0; r < 8; ++r) {
+          int32_t x4;
+          std::memcpy(&x4, xm + r * 4, 4);
+          dot = _mm512_dpbusd_epi32(dot, w[r], _mm512_set1_epi32(x4));
+        }
+        _mm512_store_si512(c[j] + m * 16, dot);
+      }
+    }
+    ScaleSuperBlockQ4K<MT>(c, base + 8 * 256, xs + sb * 16, xbs + sb * 8 * 16, acc);
+  }
+  for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
+}
+
+// Stores a finished tile's outputs: rows [g * 16, min(g * 16 + 16, row_end)) of tokens
+// [tt * 16, tt * 16 + mt).
+HINGE_AMX_INLINE void StoreTile(const AmxArgs& a, int64_t g, int64_t tt, int mt, int64_t row_end,
+                                const float* out) {
+  const int64_t r0 = g * 16;
+  const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
+  const __mmask16 mask = static_cast<__mmask16>((1u << n_valid) - 1);
+  for (int m = 0; m < mt; ++m)
+    _mm512_mask_storeu_ps(a.y + (tt * 16 + m) * a.y_stride + r0, mask,
+                          _mm512_load_ps(out + m * 16));
+}
+
+HINGE_AMX_INLINE void RunGroupTileQ4K(const AmxArgs& a, int64_t g, int64_t tt, int mt,
+                                      int64_t row_end) {
+  const PackedMatrix& p = *a.w;
+  const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb * 8) * 512;
+  const float* xs = a.x_scales + tt * p.nb * 16;
+  const float* xbs = a.x_min_sums + tt * p.nb * 8 * 16;
+  alignas(64) float out[16 * 16];
+  switch (mt) {
+#define HINGE_Q4K_CASE(n, F)                    \
+  case n:                                       \
+    F<n>(p, g, xq, xs, xbs, out);               \
+    break;
+    HINGE_Q4K_CASE(1, GroupVnniQ4K) HINGE_Q4K_CASE(2, GroupVnniQ4K)
+    HINGE_Q4K_CASE(3, GroupVnniQ4K) HINGE_Q4K_CASE(4, GroupVnniQ4K)
+    HINGE_Q4K_CASE(5, GroupTileQ4K) HINGE_Q4K_CASE(6, GroupTileQ4K)
+    HINGE_Q4K_CASE(7, GroupTileQ4K) HINGE_Q4K_CASE(8, GroupTileQ4K)
+    HINGE_Q4K_CASE(9, GroupTileQ4K) HINGE_Q4K_CASE(10, GroupTileQ4K)
+    HINGE_Q4K_CASE(11, GroupTileQ4K) HINGE_Q4K_CASE(12, GroupTileQ4K)
+    HINGE_Q4K_CASE(13, GroupTileQ4K) HINGE_Q4K_CASE(14, GroupTileQ4K)
+    HINGE_Q4K_CASE(15, GroupTileQ4K) HINGE_Q4K_CASE(16, GroupTileQ4K)
+#undef HINGE_Q4K_CASE
+    default:
+      return;
+  }
+  StoreTile(a, g, tt, mt, row_end, out);
+}
+
 template <bool kQ4>
 HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
                                    int64_t row_end) {
@@ -249,21 +411,17 @@ HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int 
     default:
       return;
   }
-  const int64_t r0 = g * 16;
-  const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
-  const __mmask16 mask = static_cast<__mmask16>((1u << n_valid) - 1);
-  for (int m = 0; m < mt; ++m)
-    _mm512_mask_storeu_ps(a.y + (tt * 16 + m) * a.y_stride + r0, mask,
-                          _mm512_load_ps(out + m * 16));
+  StoreTile(a, g, tt, mt, row_end, out);
 }
 
-template <bool kQ4>
+// kType: 0 Q8_0, 1 Q4_0, 2 Q4_K.
+template <int kType>
 HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
   const PackedMatrix& p = *a.w;
   const bool tiles_used = a.num_tokens > kVnniMaxTokens;
   if (tiles_used) Configure(a.num_tokens < 16 ? static_cast<int>(a.num_tokens) : 16);
   const int64_t tiles = (a.num_tokens + 15) / 16;
-  const size_t tile_bytes = static_cast<size_t>(p.nb) * 512;
+  const size_t tile_bytes = static_cast<size_t>(p.cols / 32) * 512;  // one token tile's A tiles
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
   if (tb < 1) tb = 1;
   const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
@@ -272,7 +430,11 @@ HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t tt = t0; tt < t1; ++tt) {
         const int64_t left = a.num_tokens - tt * 16;
-        RunGroupTile<kQ4>(a, g, tt, static_cast<int>(left < 16 ? left : 16), row_end);
+        const int mt = static_cast<int>(left < 16 ? left : 16);
+        if constexpr (kType == 2)
+          RunGroupTileQ4K(a, g, tt, mt, row_end);
+        else
+          RunGroupTile<kType == 1>(a, g, tt, mt, row_end);
       }
   }
   if (tiles_used) _tile_release();
@@ -281,10 +443,12 @@ HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end
 }  // namespace
 
 void matmul_rows_amx(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.w->type == GgmlType::Q4_0)
-    AmxRows<true>(a, row_begin, row_end);
+  if (a.w->type == GgmlType::Q4_K)
+    AmxRows<2>(a, row_begin, row_end);
+  else if (a.w->type == GgmlType::Q4_0)
+    AmxRows<1>(a, row_begin, row_end);
   else
-    AmxRows<false>(a, row_begin, row_end);
+    AmxRows<0>(a, row_begin, row_end);
 }
 
 bool amx_kernel_compiled() { return true; }

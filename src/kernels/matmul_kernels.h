@@ -52,16 +52,19 @@ struct PackedArgs {
 // when packed_layout_supported(w->type, PackedLayout::kVnniPairs).
 void matmul_rows_packed(const PackedArgs& args, int64_t row_begin, int64_t row_end);
 
-// The AMX kernel's operands (matmul_amx.cpp, layout kAmxTiles): the Q8_0 activations as AMX "A"
-// tiles, tokens in tiles of 16 (kAmxTokenTile) and per (token tile, block) 16 rows of 32 signed
-// quants, contiguous ([tiles, nb, 16, 32]); the last tile's rows past num_tokens are zero. Their
-// f32 block scales in the same order ([tiles, nb, 16]).
+// The AMX kernel's operands (matmul_amx.cpp, layout kAmxTiles): the activations' quants (Q8_0
+// for Q8_0/Q4_0 weights, Q8_K for Q4_K) as AMX "A" tiles, tokens in tiles of 16 (kAmxTokenTile)
+// and per (token tile, 32-element block) 16 rows of 32 signed quants, contiguous
+// ([tiles, cols / 32, 16, 32]); the last tile's rows past num_tokens are zero. Their f32 scales
+// in the same order ([tiles, blocks, 16]; Q8_K: per super-block); Q4_K also the sub-block
+// sums of the quants as f32 ([tiles, cols / 32, 16]).
 constexpr int64_t kAmxTokenTile = 16;
 struct AmxArgs {
   const PackedMatrix* w = nullptr;
   const int8_t* x = nullptr;  // 64-byte aligned
   const float* x_scales = nullptr;
-  const int32_t* x_sums = nullptr;  // [num_tokens, nb]: sum(qs) of each block
+  const int32_t* x_sums = nullptr;     // Q4_0: [num_tokens, nb], sum(qs) of each block
+  const float* x_min_sums = nullptr;  // Q4_K: the sub-block sums
   int64_t num_tokens = 0;
   float* y = nullptr;  // [num_tokens, y_stride]
   int64_t y_stride = 0;

@@ -2,6 +2,8 @@
 // tests. Plain scalar code: it runs once per matrix at load, bandwidth-bound.
 #include "kernels/matmul_packed.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -58,8 +60,12 @@ void pack_row(const MatrixView& w, PackedMatrix& p, int64_t r) {
 // tdpbssd's B operand reads it: tile row e / 4, column n * 4 + e % 4.
 constexpr int tile_pos(int n, int e) { return (e / 4) * 64 + n * 4 + e % 4; }
 
+// Tile byte (r, n, i) for r < 4 (the only bytes Q4 tiles store) holds elements 4r + i (low
+// nibble) and 16 + 4r + i (high) of row n's block: for Q4_0 that is exactly GGUF qs[4r + i], and
+// Q8_0 tile bytes (r, n, 0..3) are GGUF qs[4r .. 4r + 3]. So tiles are built 4 bytes at a time.
 void pack_group_amx(const MatrixView& w, PackedMatrix& p, int64_t g) {
   const size_t tile_bytes = packed_tile_bytes(p.type);
+  const int tile_rows = p.type == GgmlType::Q8_0 ? 8 : 4;
   for (int n = 0; n < 16; ++n) {
     const int64_t r = g * 16 + n;
     if (r >= w.rows) break;  // padding rows stay zero
@@ -68,17 +74,45 @@ void pack_group_amx(const MatrixView& w, PackedMatrix& p, int64_t g) {
       p.d[static_cast<size_t>((g * p.nb + b) * 16 + n)] = gguf_scale(p.type, src, b);
       uint8_t* tile = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes +
                       static_cast<size_t>(b) * tile_bytes;
-      for (int e = 0; e < kQK8_0; ++e) {
-        const int pos = tile_pos(n, e);
-        const int q = gguf_quant(p.type, src, b, e);
-        if (p.type == GgmlType::Q8_0) {
-          tile[pos] = static_cast<uint8_t>(q);
-        } else {
-          uint8_t& byte = tile[pos % 256];
-          byte = pos < 256 ? static_cast<uint8_t>((byte & 0xF0) | q)
-                           : static_cast<uint8_t>((byte & 0x0F) | (q << 4));
+      const uint8_t* qs = p.type == GgmlType::Q8_0
+                              ? reinterpret_cast<const uint8_t*>(
+                                    reinterpret_cast<const BlockQ8_0*>(src)[b].qs)
+                              : reinterpret_cast<const BlockQ4_0*>(src)[b].qs;
+      for (int tr = 0; tr < tile_rows; ++tr) std::memcpy(tile + tr * 64 + n * 4, qs + tr * 4, 4);
+    }
+  }
+}
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Q4_K (kAmxTiles): sub-block j's tile byte (r < 4, n, i) = element 4r + i (low nibble) and
+// 16 + 4r + i (high) of the sub-block, which GGUF keeps in nibble j % 2 of qs[(j / 2) * 32 + e].
+// Super-blocks outer, rows inner: each 2368-byte destination stays in L1 while its 16 rows fill
+// it.
+void pack_group_q4k(const MatrixView& w, PackedMatrix& p, int64_t g) {
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    for (int n = 0; n < 16; ++n) {
+      const int64_t r = g * 16 + n;
+      if (r >= w.rows) break;  // padding rows stay zero
+      const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(
+          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes)[sb];
+      uint8_t* base = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes +
+                      static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
+      uint8_t* meta = base + 8 * 256;
+      for (int j = 0; j < 8; ++j) {
+        scale_min_k4(j, blk.scales, &meta[j * 16 + n], &meta[128 + j * 16 + n]);
+        const uint8_t* q = blk.qs + (j / 2) * 32;
+        const int shift = 4 * (j % 2);
+        for (int tr = 0; tr < 4; ++tr) {
+          uint32_t lo, hi;
+          std::memcpy(&lo, q + tr * 4, 4);
+          std::memcpy(&hi, q + 16 + tr * 4, 4);
+          const uint32_t v = ((lo >> shift) & 0x0F0F0F0Fu) | (((hi >> shift) & 0x0F0F0F0Fu) << 4);
+          std::memcpy(base + j * 256 + tr * 64 + n * 4, &v, 4);
         }
       }
+      std::memcpy(meta + 256 + n * 2, &blk.d, 2);
+      std::memcpy(meta + 288 + n * 2, &blk.dmin, 2);
     }
   }
 }
@@ -91,7 +125,13 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
   p->cols = w.cols;
   size_t qs_bytes = 0;
   uint8_t fill = 0;
-  if (layout == PackedLayout::kAmxTiles) {
+  if (w.type == GgmlType::Q4_K) {
+    p->rows_padded = (w.rows + 15) / 16 * 16;
+    p->nb = w.cols / kQK_K;
+    p->qs_row_bytes = static_cast<size_t>(p->nb) * kPackedQ4KSuperBytes;
+    qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
+    fill = 0;  // padding rows: zero nibbles, scales, mins and d
+  } else if (layout == PackedLayout::kAmxTiles) {
     p->rows_padded = (w.rows + 15) / 16 * 16;
     p->nb = w.cols / kQK8_0;
     p->qs_row_bytes = (static_cast<size_t>(p->nb) * packed_tile_bytes(w.type) + 63) / 64 * 64;
@@ -107,13 +147,24 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
     // Q4_0: nibbles 8), zero scales.
     fill = w.type == GgmlType::Q8_0 ? 0x80 : 0x88;
   }
-  p->qs.reset(static_cast<uint8_t*>(std::aligned_alloc(64, qs_bytes)));
+  // Large matrices on transparent huge pages where the kernel allows it (fewer page faults at
+  // load, fewer TLB misses while decode streams them).
+  const size_t align = qs_bytes >= kHugePage ? kHugePage : 64;
+  const size_t alloc_bytes = (qs_bytes + align - 1) / align * align;
+  p->qs.reset(static_cast<uint8_t*>(std::aligned_alloc(align, alloc_bytes)));
   if (!p->qs) throw std::bad_alloc();
-  std::memset(p->qs.get(), fill, qs_bytes);
-  p->d = std::make_unique<uint16_t[]>(static_cast<size_t>(p->rows_padded * p->nb));
-  std::memset(p->d.get(), 0, static_cast<size_t>(p->rows_padded * p->nb) * sizeof(uint16_t));
+#ifdef MADV_HUGEPAGE
+  if (align == kHugePage) madvise(p->qs.get(), alloc_bytes, MADV_HUGEPAGE);
+#endif
+  p->fill = fill;
+  if (w.type != GgmlType::Q4_K)  // Q4_K keeps its scales inline; make_unique zeroes
+    p->d = std::make_unique<uint16_t[]>(static_cast<size_t>(p->rows_padded * p->nb));
   return p;
 }
+
+// Bytes [b, e) of qs get the padding fill (by the pack workers, each for its own rows, before
+// they write them: no single-threaded pass over the whole copy).
+void fill_qs(PackedMatrix& p, size_t b, size_t e) { std::memset(p.qs.get() + b, p.fill, e - b); }
 
 }  // namespace
 
@@ -125,18 +176,21 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool)
 
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
                                           PackedLayout layout) {
-  if ((w.type != GgmlType::Q8_0 && w.type != GgmlType::Q4_0) ||
-      !packed_layout_supported(w.type, layout))
-    return nullptr;
-  HINGE_CHECK(w.cols % kQK8_0 == 0 && w.rows > 0);
+  if (!packed_layout_supported(w.type, layout)) return nullptr;
+  HINGE_CHECK(w.cols % ggml_type_traits(w.type)->block_elems == 0 && w.rows > 0);
   auto p = alloc_packed(w, layout);
   PackedMatrix& pm = *p;
+  const size_t unit = pm.qs_row_bytes;  // per group of 16 rows (kAmxTiles) or per row
   if (layout == PackedLayout::kAmxTiles) {
+    const bool q4k = w.type == GgmlType::Q4_K;
     pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
-      for (int64_t g = b; g < e; ++g) pack_group_amx(w, pm, g);
+      fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
+      for (int64_t g = b; g < e; ++g) q4k ? pack_group_q4k(w, pm, g) : pack_group_amx(w, pm, g);
     });
   } else {
+    fill_qs(pm, static_cast<size_t>(w.rows) * unit, static_cast<size_t>(pm.rows_padded) * unit);
     pool.parallel_for(w.rows, 8, [&](int64_t b, int64_t e) {
+      fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
       for (int64_t r = b; r < e; ++r) pack_row(w, pm, r);
     });
   }
@@ -145,6 +199,14 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
 
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {
   const int64_t b = c / kQK8_0;
+  if (p.type == GgmlType::Q4_K) {
+    const uint8_t* tile = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                          static_cast<size_t>(c / kQK_K) * kPackedQ4KSuperBytes +
+                          static_cast<size_t>(b % 8) * 256;
+    const int pos = tile_pos(static_cast<int>(r % 16), static_cast<int>(c % kQK8_0));
+    const uint8_t byte = tile[pos % 256];
+    return pos < 256 ? byte & 0x0F : byte >> 4;
+  }
   if (p.layout == PackedLayout::kAmxTiles) {
     const uint8_t* tile = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
                           static_cast<size_t>(b) * packed_tile_bytes(p.type);
@@ -165,6 +227,20 @@ uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block) {
   if (p.layout == PackedLayout::kAmxTiles)
     return p.d[static_cast<size_t>(((r / 16) * p.nb + block) * 16 + r % 16)];
   return p.d[static_cast<size_t>(r * p.nb + block)];
+}
+
+PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t sb) {
+  const uint8_t* meta = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                        static_cast<size_t>(sb) * kPackedQ4KSuperBytes + 8 * 256;
+  const int n = static_cast<int>(r % 16);
+  PackedQ4KMeta out;
+  for (int j = 0; j < 8; ++j) {
+    out.sc[j] = meta[j * 16 + n];
+    out.m[j] = meta[128 + j * 16 + n];
+  }
+  std::memcpy(&out.d, meta + 256 + n * 2, 2);
+  std::memcpy(&out.dmin, meta + 288 + n * 2, 2);
+  return out;
 }
 
 }  // namespace hinge::kernels

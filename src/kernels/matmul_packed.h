@@ -27,6 +27,12 @@
 // (qs_group_bytes per group, 64-byte aligned), and d holds each (group, block)'s 16 f16 scales
 // contiguous. nb is the real block count; rows are padded to a multiple of 16 with zeros.
 //
+// Q4_K has only the kAmxTiles form: per (16-row group, super-block) 2368 bytes, the 8 sub-block
+// tiles' nibbles (256 bytes each, q 0..15, ordered as Q4_0's), then sc[8][16] and m[8][16] (the
+// 6-bit scales and mins, u8, sub-block-major so 16 bytes hold one sub-block's 16 rows), then
+// d[16] and dmin[16] (f16). Super-blocks of a group follow each other; nb is the super-block
+// count and d is unused.
+//
 // Used only where the CPU has the kernel (runtime check, GCC builds); elsewhere matmul keeps
 // the GGUF-layout kernels and nothing is packed.
 #pragma once
@@ -45,11 +51,11 @@ struct MatrixView;
 enum class PackedLayout { kVnniPairs, kAmxTiles };
 
 struct PackedMatrix {
-  GgmlType type = GgmlType::Q8_0;  // Q8_0 or Q4_0
+  GgmlType type = GgmlType::Q8_0;  // Q8_0, Q4_0 or (kAmxTiles only) Q4_K
   PackedLayout layout = PackedLayout::kVnniPairs;
   int64_t rows = 0, cols = 0;
   int64_t rows_padded = 0;  // multiple of 8 (kVnniPairs) or 16 (kAmxTiles)
-  int64_t nb = 0;           // blocks per row (kVnniPairs: rounded up to even)
+  int64_t nb = 0;  // blocks per row (kVnniPairs: rounded up to even; Q4_K: super-blocks)
   // kVnniPairs: bytes per row, nb / 2 * packed_pair_bytes(type) rounded up to 64.
   // kAmxTiles: bytes per group of 16 rows, nb * packed_tile_bytes(type) rounded up to 64.
   size_t qs_row_bytes = 0;
@@ -58,18 +64,21 @@ struct PackedMatrix {
   };
   std::unique_ptr<uint8_t[], Free> qs;  // 64-byte aligned
   std::unique_ptr<uint16_t[]> d;        // [rows_padded * nb] f16 scales, in layout order
+  uint8_t fill = 0;                     // the qs byte of padding (zero weights)
 
   size_t bytes() const {
     const size_t units = layout == PackedLayout::kAmxTiles ? static_cast<size_t>(rows_padded / 16)
                                                            : static_cast<size_t>(rows_padded);
-    return units * qs_row_bytes + static_cast<size_t>(rows_padded * nb) * 2;
+    return units * qs_row_bytes + (d ? static_cast<size_t>(rows_padded * nb) * 2 : 0);
   }
 };
 
 // Bytes of one interleaved pair of blocks in kVnniPairs qs.
 constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 32 : 64; }
-// Bytes of one (16-row group, block) tile in kAmxTiles qs.
+// Bytes of one (16-row group, block) tile in kAmxTiles qs (Q8_0, Q4_0).
 constexpr size_t packed_tile_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 256 : 512; }
+// Bytes of one (16-row group, super-block) of packed Q4_K.
+constexpr size_t kPackedQ4KSuperBytes = 8 * 256 + 2 * 128 + 2 * 32;
 
 // True when matmul can run matrices of `type` packed in `layout` on this CPU now (kVnniPairs:
 // the dispatched target is AVX3 with AVX-512 VNNI allowed; kAmxTiles: cpu_has_amx_int8()).
@@ -80,15 +89,21 @@ bool packed_matmul_supported(GgmlType type);
 // The layout pack_matrix picks: AMX tiles where AMX runs, else VNNI pairs.
 PackedLayout best_packed_layout();
 
-// Packs a Q8_0 / Q4_0 view (multithreaded over rows) in best_packed_layout(), or in `layout`.
+// Packs a Q8_0 / Q4_0 / Q4_K view (multithreaded over rows) in best_packed_layout(), or in `layout`.
 // Returns null when the type has no packed form or the layout does not run on this CPU.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool);
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
                                           PackedLayout layout);
 
 // Reads back weight (r, c) of a packed matrix as its quantized integer (Q8_0: -128..127, Q4_0:
-// -8..7) and the block scale bits: for tests of the layout.
+// -8..7, Q4_K: 0..15) and the block scale bits (Q8_0, Q4_0), or a Q4_K super-block's scales:
+// for tests of the layout.
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c);
 uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block);
+struct PackedQ4KMeta {
+  uint16_t d = 0, dmin = 0;
+  uint8_t sc[8] = {}, m[8] = {};
+};
+PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t super_block);
 
 }  // namespace hinge::kernels

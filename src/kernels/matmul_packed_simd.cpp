@@ -245,8 +245,10 @@ HWY_EXPORT(MatmulRowsPacked);
 HWY_EXPORT(PackedSupported);
 
 bool packed_layout_supported(GgmlType type, PackedLayout layout) {
+  if (layout == PackedLayout::kAmxTiles)
+    return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K) &&
+           amx_kernel_compiled() && cpu_has_amx_int8();
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0) return false;
-  if (layout == PackedLayout::kAmxTiles) return amx_kernel_compiled() && cpu_has_amx_int8();
   return HWY_DYNAMIC_DISPATCH(PackedSupported)();
 }
 
