@@ -477,6 +477,12 @@ TEST(KernelsMatmulPacked, ParityTileShapes) {
   }
   check_matmul({GgmlType::Q4_K, 512}, 301, 67, 2, seed++, /*packed=*/true,
                PackedLayout::kAmxTiles);
+  for (int64_t tokens : {1, 13})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{256, 256}, {512, 256}, {256, 512}}) {
+      check_matmul({GgmlType::Q4_K, cols}, rows, tokens, 2, seed++, /*packed=*/true,
+                   PackedLayout::kAmxTiles);
+      if (HasFatalFailure()) return;
+    }
 }
 
 // A token's result is bit-identical alone and inside a batch, also across the kernels' token

@@ -3,6 +3,7 @@
 // matrices (LoadedModel::file_mappings) changes nothing: the bytes read back from the file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_packed.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
@@ -29,10 +31,26 @@ std::vector<float> logits_of(const LoadedModel& m, ThreadPool& pool,
   return out;
 }
 
+// Each packed layout that runs here: AMX tiles (Q8_0, Q4_0, Q4_K), then with AMX switched off
+// VNNI pairs (Q8_0, Q4_0).
+void check_packed_forward(GgmlType type);
+
 TEST(ModelPacked, PackedForwardMatchesGgufLayoutAndDroppedPagesReadBack) {
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+  if (!kernels::packed_matmul_supported(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI here";
+  for (bool amx : {true, false}) {
+    SCOPED_TRACE(amx ? "default layout" : "AMX off");
+    kernels::set_amx_allowed_for_test(amx);
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+      if (!kernels::packed_matmul_supported(type)) continue;
+      check_packed_forward(type);
+    }
+    kernels::set_amx_allowed_for_test(true);
+  }
+}
+
+void check_packed_forward(GgmlType type) {
+  {
     SCOPED_TRACE(ggml_type_name(type));
-    if (!kernels::packed_matmul_supported(type)) GTEST_SKIP() << "no AVX-512 VNNI here";
     const auto path = std::filesystem::path(::testing::TempDir()) /
                       (std::string("hinge_packed_") + std::string(ggml_type_name(type)) + ".gguf");
     ThreadPool pool(2);
@@ -54,7 +72,20 @@ TEST(ModelPacked, PackedForwardMatchesGgufLayoutAndDroppedPagesReadBack) {
       max_abs = std::max(max_abs, std::fabs(double(plain[i])));
       max_diff = std::max(max_diff, std::fabs(double(plain[i]) - packed[i]));
     }
-    EXPECT_LE(max_diff, 1e-4 * max_abs) << "packed vs GGUF layout";
+    // Q8_0 / Q4_0: both layouts compute the exact block integers and scale them alike, so the
+    // logits agree to rounding. Q4_K applies its sub-block scales in f32 on AMX (in integers in
+    // the GGUF kernel): a 1e-6 difference can flip the rounding of an activation quant of the
+    // next matmul (one Q8_K step), which moves the logits by about 1% on this random model, so
+    // there the bound is 2% and every row's top token must agree.
+    const bool q4k = type == GgmlType::Q4_K;
+    EXPECT_LE(max_diff, (q4k ? 2e-2 : 1e-4) * max_abs) << "packed vs GGUF layout";
+    const size_t vocab = static_cast<size_t>(m.config.n_vocab);
+    for (size_t r = 0; r < plain.size() / vocab; ++r) {
+      const auto top = [&](const std::vector<float>& v) {
+        return std::max_element(v.begin() + r * vocab, v.begin() + (r + 1) * vocab) - v.begin();
+      };
+      EXPECT_EQ(top(plain), top(packed)) << "row " << r;
+    }
     EXPECT_EQ(packed, packed_again);
 
     // The dropped pages read back the file's bytes.
