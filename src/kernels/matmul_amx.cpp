@@ -23,7 +23,9 @@
 // elsewhere amx_kernel_compiled() is false and matmul never calls it.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
@@ -100,32 +102,42 @@ HINGE_AMX_INLINE void ScaleBlock(const int32_t* c, const uint16_t* wd, const flo
 }
 
 // One token tile (MT valid tokens) x one row group (16 rows) over all blocks; out[m * 16 + n].
-template <int MT, bool kQ4>
-HINGE_AMX_INLINE void GroupTile(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                const float* xs, float* out) {
-  constexpr size_t kTile = kQ4 ? 256 : 512;
+// wt: the group's signed weight tiles, 512 bytes per block (Q8_0: the packed copy itself;
+// Q4_0: unpacked by UnpackGroup).
+// kPipe (Q4_0 with a single token tile per group): wt is null and the tiles are unpacked here
+// kUnpackAhead blocks ahead of their use into a ring of L1 buffers, which keeps the stream of
+// nibble loads overlapped with the tile work without a tile load waiting on its own stores.
+constexpr int kRing = 8;
+constexpr int kUnpackAhead = 6;
+
+template <int MT, bool kPipe>
+HINGE_AMX_INLINE void GroupTile(const PackedMatrix& p, int64_t g, const int8_t* wt,
+                                const int8_t* xq, const float* xs, float* out) {
   const int64_t nb = p.nb;
-  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   const uint16_t* wd = p.d.get() + g * nb * 16;
   __m512 acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[2][256];
-  alignas(64) int8_t wbuf[kQ4 ? 2 : 1][kQ4 ? 512 : 64];
+  alignas(64) int8_t ring[kPipe ? kRing : 1][kPipe ? 512 : 64];
+  const uint8_t* nib = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  auto tile = [&](int64_t b) -> const int8_t* {
+    if constexpr (kPipe) return ring[b % kRing];
+    return wt + b * 512;
+  };
+  if constexpr (kPipe)
+    for (int64_t b = 0; b < kUnpackAhead && b < nb; ++b) UnpackQ4Tile(nib + b * 256, ring[b]);
   int64_t j = 0;
   for (; j + 2 <= nb; j += 2) {
+    if constexpr (kPipe) {
+      for (int64_t b = j + kUnpackAhead; b < j + kUnpackAhead + 2 && b < nb; ++b)
+        UnpackQ4Tile(nib + b * 256, ring[b % kRing]);
+    }
     _tile_zero(0);
     _tile_zero(1);
     _tile_loadd(2, xq + j * 512, 32);
     _tile_loadd(3, xq + (j + 1) * 512, 32);
-    if constexpr (kQ4) {
-      UnpackQ4Tile(wq + j * kTile, wbuf[0]);
-      UnpackQ4Tile(wq + (j + 1) * kTile, wbuf[1]);
-      _tile_loadd(4, wbuf[0], 64);
-      _tile_loadd(5, wbuf[1], 64);
-    } else {
-      _tile_loadd(4, wq + j * kTile, 64);
-      _tile_loadd(5, wq + (j + 1) * kTile, 64);
-    }
+    _tile_loadd(4, tile(j), 64);
+    _tile_loadd(5, tile(j + 1), 64);
     _tile_dpbssd(0, 2, 4);
     _tile_dpbssd(1, 3, 5);
     _tile_stored(0, c[0], 64);
@@ -136,12 +148,7 @@ HINGE_AMX_INLINE void GroupTile(const PackedMatrix& p, int64_t g, const int8_t* 
   if (j < nb) {
     _tile_zero(0);
     _tile_loadd(2, xq + j * 512, 32);
-    if constexpr (kQ4) {
-      UnpackQ4Tile(wq + j * kTile, wbuf[0]);
-      _tile_loadd(4, wbuf[0], 64);
-    } else {
-      _tile_loadd(4, wq + j * kTile, 64);
-    }
+    _tile_loadd(4, tile(j), 64);
     _tile_dpbssd(0, 2, 4);
     _tile_stored(0, c[0], 64);
     ScaleBlock<MT>(c[0], wd + j * 16, xs + j * 16, acc);
@@ -275,26 +282,42 @@ HINGE_AMX_INLINE void ScaleSuperBlockQ4K(const int32_t (*c)[256], const uint8_t*
 // Q4_K, one token tile x one row group over all super-blocks, on the tile unit (tdpbsud: signed
 // activations, unsigned nibbles). xs: the tile's [nb, 16] super-block scales; xbs: its
 // [nb * 8, 16] sub-block sums.
-template <int MT>
-HINGE_AMX_INLINE void GroupTileQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                   const float* xs, const float* xbs, float* out) {
+// wt: the group's sub-block tiles unpacked to bytes by UnpackGroup, 512 bytes each.
+// kPipe: wt is null; sub-block tiles are unpacked kUnpackAhead ahead into a ring (GroupTile).
+template <int MT, bool kPipe>
+HINGE_AMX_INLINE void GroupTileQ4K(const PackedMatrix& p, int64_t g, const uint8_t* wt,
+                                   const int8_t* xq, const float* xs, const float* xbs,
+                                   float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   __m512 acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[8][256];
-  alignas(64) uint8_t wbuf[2][512];
+  alignas(64) uint8_t ring[kPipe ? kRing : 1][kPipe ? 512 : 64];
+  const int64_t nsub = p.nb * 8;
+  auto nibbles = [&](int64_t s) {
+    return wq + static_cast<size_t>(s / 8) * kPackedQ4KSuperBytes + (s % 8) * 256;
+  };
+  auto tile = [&](int64_t s) -> const uint8_t* {
+    if constexpr (kPipe) return ring[s % kRing];
+    return wt + s * 512;
+  };
+  if constexpr (kPipe)
+    for (int64_t s = 0; s < kUnpackAhead && s < nsub; ++s) UnpackNibbleTile(nibbles(s), ring[s]);
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
     const int8_t* xsb = xq + sb * 8 * 512;
     for (int j = 0; j < 8; j += 2) {
+      const int64_t s0 = sb * 8 + j;
+      if constexpr (kPipe) {
+        for (int64_t s = s0 + kUnpackAhead; s < s0 + kUnpackAhead + 2 && s < nsub; ++s)
+          UnpackNibbleTile(nibbles(s), ring[s % kRing]);
+      }
       _tile_zero(0);
       _tile_zero(1);
       _tile_loadd(2, xsb + j * 512, 32);
       _tile_loadd(3, xsb + (j + 1) * 512, 32);
-      UnpackNibbleTile(base + j * 256, wbuf[0]);
-      UnpackNibbleTile(base + (j + 1) * 256, wbuf[1]);
-      _tile_loadd(4, wbuf[0], 64);
-      _tile_loadd(5, wbuf[1], 64);
+      _tile_loadd(4, tile(s0), 64);
+      _tile_loadd(5, tile(s0 + 1), 64);
       _tile_dpbsud(0, 2, 4);
       _tile_dpbsud(1, 3, 5);
       _tile_stored(0, c[j], 64);
@@ -358,26 +381,30 @@ HINGE_AMX_INLINE void StoreTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
 }
 
 HINGE_AMX_INLINE void RunGroupTileQ4K(const AmxArgs& a, int64_t g, int64_t tt, int mt,
-                                      int64_t row_end) {
+                                      int64_t row_end, const uint8_t* wt) {
   const PackedMatrix& p = *a.w;
   const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb * 8) * 512;
   const float* xs = a.x_scales + tt * p.nb * 16;
   const float* xbs = a.x_min_sums + tt * p.nb * 8 * 16;
   alignas(64) float out[16 * 16];
   switch (mt) {
-#define HINGE_Q4K_CASE(n, F)                    \
+#define HINGE_Q4K_VNNI_CASE(n)                  \
   case n:                                       \
-    F<n>(p, g, xq, xs, xbs, out);               \
+    GroupVnniQ4K<n>(p, g, xq, xs, xbs, out);    \
     break;
-    HINGE_Q4K_CASE(1, GroupVnniQ4K) HINGE_Q4K_CASE(2, GroupVnniQ4K)
-    HINGE_Q4K_CASE(3, GroupVnniQ4K) HINGE_Q4K_CASE(4, GroupVnniQ4K)
-    HINGE_Q4K_CASE(5, GroupTileQ4K) HINGE_Q4K_CASE(6, GroupTileQ4K)
-    HINGE_Q4K_CASE(7, GroupTileQ4K) HINGE_Q4K_CASE(8, GroupTileQ4K)
-    HINGE_Q4K_CASE(9, GroupTileQ4K) HINGE_Q4K_CASE(10, GroupTileQ4K)
-    HINGE_Q4K_CASE(11, GroupTileQ4K) HINGE_Q4K_CASE(12, GroupTileQ4K)
-    HINGE_Q4K_CASE(13, GroupTileQ4K) HINGE_Q4K_CASE(14, GroupTileQ4K)
-    HINGE_Q4K_CASE(15, GroupTileQ4K) HINGE_Q4K_CASE(16, GroupTileQ4K)
+#define HINGE_Q4K_CASE(n)                                \
+  case n:                                                \
+    if (wt == nullptr)                                   \
+      GroupTileQ4K<n, true>(p, g, wt, xq, xs, xbs, out); \
+    else                                                 \
+      GroupTileQ4K<n, false>(p, g, wt, xq, xs, xbs, out); \
+    break;
+    HINGE_Q4K_VNNI_CASE(1) HINGE_Q4K_VNNI_CASE(2) HINGE_Q4K_VNNI_CASE(3) HINGE_Q4K_VNNI_CASE(4)
+    HINGE_Q4K_CASE(5) HINGE_Q4K_CASE(6) HINGE_Q4K_CASE(7) HINGE_Q4K_CASE(8) HINGE_Q4K_CASE(9)
+    HINGE_Q4K_CASE(10) HINGE_Q4K_CASE(11) HINGE_Q4K_CASE(12) HINGE_Q4K_CASE(13)
+    HINGE_Q4K_CASE(14) HINGE_Q4K_CASE(15) HINGE_Q4K_CASE(16)
 #undef HINGE_Q4K_CASE
+#undef HINGE_Q4K_VNNI_CASE
     default:
       return;
   }
@@ -386,7 +413,8 @@ HINGE_AMX_INLINE void RunGroupTileQ4K(const AmxArgs& a, int64_t g, int64_t tt, i
 
 template <bool kQ4>
 HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
-                                   int64_t row_end) {
+                                   int64_t row_end, const int8_t* wt) {
+  const bool pipe = kQ4 && wt == nullptr;
   const PackedMatrix& p = *a.w;
   const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb) * 512;
   const float* xs = a.x_scales + tt * p.nb * 16;
@@ -402,7 +430,10 @@ HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int 
 #undef HINGE_VNNI_CASE
 #define HINGE_AMX_CASE(n)                          \
   case n:                                          \
-    GroupTile<n, kQ4>(p, g, xq, xs, out);          \
+    if (pipe)                                      \
+      GroupTile<n, kQ4>(p, g, wt, xq, xs, out);    \
+    else                                           \
+      GroupTile<n, false>(p, g, wt, xq, xs, out);  \
     break;
     HINGE_AMX_CASE(5) HINGE_AMX_CASE(6) HINGE_AMX_CASE(7) HINGE_AMX_CASE(8)
     HINGE_AMX_CASE(9) HINGE_AMX_CASE(10) HINGE_AMX_CASE(11) HINGE_AMX_CASE(12)
@@ -412,6 +443,39 @@ HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int 
       return;
   }
   StoreTile(a, g, tt, mt, row_end, out);
+}
+
+// The calling thread's unpack buffer, at least `bytes` (64-byte aligned). Grows on first use
+// (and for a wider matrix), never per call.
+int8_t* UnpackBuffer(size_t bytes) {
+  struct Buf {
+    int8_t* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (buf.cap < bytes) {
+    std::free(buf.p);
+    buf.cap = (bytes + 4095) / 4096 * 4096;
+    buf.p = static_cast<int8_t*>(std::aligned_alloc(64, buf.cap));
+    if (!buf.p) throw std::bad_alloc();
+  }
+  return buf.p;
+}
+
+// All of group g's weight tiles as bytes, 512 per 32-element block: Q4_0 as q - 8 (signed),
+// Q4_K as q.
+template <bool kQ4K>
+HINGE_AMX_INLINE void UnpackGroup(const PackedMatrix& p, int64_t g, int8_t* dst) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  if constexpr (kQ4K) {
+    for (int64_t sb = 0; sb < p.nb; ++sb)
+      for (int j = 0; j < 8; ++j)
+        UnpackNibbleTile(wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes + j * 256,
+                         reinterpret_cast<uint8_t*>(dst) + (sb * 8 + j) * 512);
+  } else {
+    for (int64_t j = 0; j < p.nb; ++j) UnpackQ4Tile(wq + j * 256, dst + j * 512);
+  }
 }
 
 // kType: 0 Q8_0, 1 Q4_0, 2 Q4_K.
@@ -425,17 +489,40 @@ HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
   if (tb < 1) tb = 1;
   const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
+  // Q4_0 / Q4_K: a group's tiles are unpacked to bytes once per token block (when some token
+  // tile of it runs on the tile unit) and every token tile loads them from there: tile loads
+  // right after the unpacking stores stalled on them (a third of Q4_0's time), and the
+  // unpacking is no longer repeated per token tile.
+  int8_t* unpacked = nullptr;
+  if constexpr (kType != 0) {
+    if (tiles_used) unpacked = UnpackBuffer(static_cast<size_t>(p.cols / 32) * 512);
+  }
   for (int64_t t0 = 0; t0 < tiles; t0 += tb) {
     const int64_t t1 = t0 + tb < tiles ? t0 + tb : tiles;
-    for (int64_t g = g0; g < g1; ++g)
+    // Token tiles of this block on the tile unit (only the last tile of the call can be short).
+    const int64_t last_mt = a.num_tokens - (t1 - 1) * 16;
+    const int64_t amx_tiles = (t1 - t0) - (last_mt <= kVnniMaxTokens ? 1 : 0);
+    // One such tile per group (batched decode): unpack in the tile loop, pipelined (wt null).
+    const bool whole = amx_tiles >= 2;
+    for (int64_t g = g0; g < g1; ++g) {
+      if constexpr (kType != 0) {
+        if (whole) UnpackGroup<kType == 2>(p, g, unpacked);
+      }
       for (int64_t tt = t0; tt < t1; ++tt) {
         const int64_t left = a.num_tokens - tt * 16;
         const int mt = static_cast<int>(left < 16 ? left : 16);
-        if constexpr (kType == 2)
-          RunGroupTileQ4K(a, g, tt, mt, row_end);
-        else
-          RunGroupTile<kType == 1>(a, g, tt, mt, row_end);
+        if constexpr (kType == 2) {
+          RunGroupTileQ4K(a, g, tt, mt, row_end,
+                          whole ? reinterpret_cast<const uint8_t*>(unpacked) : nullptr);
+        } else if constexpr (kType == 1) {
+          RunGroupTile<true>(a, g, tt, mt, row_end, whole ? unpacked : nullptr);
+        } else {
+          RunGroupTile<false>(a, g, tt, mt, row_end,
+                              reinterpret_cast<const int8_t*>(p.qs.get() + static_cast<size_t>(g) *
+                                                                               p.qs_row_bytes));
+        }
       }
+    }
   }
   if (tiles_used) _tile_release();
 }
