@@ -296,7 +296,21 @@ TEST(KernelsMatmul, ParityEveryCpuTarget) {
 // The AVX-512 VNNI path of Q8_0 / Q4_0 / Q4_K (taken when the CPU has it) and the path without it:
 // both match the reference; Q4_0 is bit-identical between them (same exact integer lanes); each
 // is batch invariant (a token's row does not depend on the other tokens in the call).
+// On the AVX2 target (forced where AVX3 is the best) the VNNI path is AVX-VNNI's.
+void check_with_and_without_vnni();
+
 TEST(KernelsMatmul, Q8AndQ4WithAndWithoutVnni) {
+  check_with_and_without_vnni();
+  const int64_t supported = hwy::SupportedTargets();
+  if ((supported & HWY_AVX2) && (supported & HWY_AVX3)) {
+    SCOPED_TRACE("AVX2 target");
+    hwy::SetSupportedTargetsForTest(HWY_AVX2);
+    check_with_and_without_vnni();
+    hwy::SetSupportedTargetsForTest(0);
+  }
+}
+
+void check_with_and_without_vnni() {
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
     SCOPED_TRACE(ggml_type_name(t));
     const int64_t rows = 13, cols = 1024, tokens = 7;

@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -28,6 +30,19 @@ bool detect_vnni() {
       !__builtin_cpu_supports("avx512bw"))
     return false;
   return !env_off("HINGE_DISABLE_VNNI");
+#else
+  return false;
+#endif
+}
+
+bool detect_avx_vnni() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (env_off("HINGE_DISABLE_VNNI")) return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 1, a, b, c, d);
+  __builtin_cpu_init();
+  return ((a >> 4) & 1) && __builtin_cpu_supports("avx2");
 #else
   return false;
 #endif
@@ -61,6 +76,11 @@ bool detect_amx() {
 
 bool cpu_has_avx512_vnni() {
   static const bool has = detect_vnni();
+  return has && g_allowed.load(std::memory_order_relaxed);
+}
+
+bool cpu_has_avx_vnni() {
+  static const bool has = detect_avx_vnni();
   return has && g_allowed.load(std::memory_order_relaxed);
 }
 

@@ -131,12 +131,12 @@ HWY_INLINE __m256i TileDot(const BlockQ4_0* /*tag*/, const BlockRegs& w, const B
 template <bool kVnni, typename WB>
 HWY_INLINE __m256i TileDotV(const WB* tag, const BlockRegs& w, const BlockRegs& x,
                             const int32_t* xsum) {
-#if HINGE_SIMD_VNNI
+#if HINGE_SIMD_VNNI256
   if constexpr (kVnni) {
     if constexpr (std::is_same_v<WB, BlockQ8_0>)
-      return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w.a, _mm256_sign_epi8(x.a, w.b));
+      return HINGE_DPBUSD256(_mm256_setzero_si256(), w.a, _mm256_sign_epi8(x.a, w.b));
     else
-      return _mm256_dpbusd_epi32(_mm256_set1_epi32(-*xsum), w.a, x.a);
+      return HINGE_DPBUSD256(_mm256_set1_epi32(-*xsum), w.a, x.a);
   }
 #endif
   return TileDot(tag, w, x, xsum);
@@ -267,22 +267,23 @@ HWY_INLINE void MatmulRowsQImpl(const MatmulArgs& a, int64_t row_begin, int64_t 
   }
 }
 
-#if HINGE_SIMD_VNNI
-// The VNNI instantiations, compiled with AVX-512 VNNI on top of this target's flags (the full
-// list: clang's target attribute replaces the pragma's rather than adding to it); called only
-// when the CPU reports it (the tile functions above are always_inline, so they inline here).
-HINGE_VNNI_ATTR void MatmulRowsQ8_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
+#if HINGE_SIMD_VNNI256
+// The VNNI instantiations, compiled with AVX-512 VNNI (AVX3) or AVX-VNNI (AVX2) on top of this
+// target's flags (the full list: clang's target attribute replaces the pragma's rather than
+// adding to it); called only when the CPU reports it (the tile functions above are
+// always_inline, so they inline here).
+HINGE_VNNI256_ATTR void MatmulRowsQ8_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsQImpl<BlockQ8_0, true>(a, b, e);
 }
-HINGE_VNNI_ATTR void MatmulRowsQ4_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
+HINGE_VNNI256_ATTR void MatmulRowsQ4_0Vnni(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsQImpl<BlockQ4_0, true>(a, b, e);
 }
 #endif
 
 template <typename WB>
 HWY_INLINE void MatmulRowsQ(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-#if HINGE_SIMD_VNNI
-  if (cpu_has_avx512_vnni()) {
+#if HINGE_SIMD_VNNI256
+  if (hinge_vnni256_available()) {
     if constexpr (std::is_same_v<WB, BlockQ8_0>)
       return MatmulRowsQ8_0Vnni(a, row_begin, row_end);
     else

@@ -42,10 +42,44 @@
 #define HINGE_SIMD_VNNI 0
 #endif
 
+// HINGE_SIMD_VNNI256 is 1 where the 256-bit u8 x i8 dot product vpdpbusd exists as a runtime
+// option (GCC): on the AVX3 targets as AVX-512 VNNI (EVEX, needs AVX-512 VL), on the AVX2 target
+// as AVX-VNNI (VEX: Alder Lake and later client cores, Zen 5). HINGE_VNNI256_ATTR adds the
+// feature to a function, HINGE_DPBUSD256(acc, u8, i8) is the instruction in that encoding, and
+// hinge_vnni256_available() the runtime check to pass first.
+#undef HINGE_SIMD_VNNI256
+#undef HINGE_VNNI256_ATTR
+#undef HINGE_DPBUSD256
+#undef hinge_vnni256_available
+#if HINGE_SIMD_VNNI
+#define HINGE_SIMD_VNNI256 1
+#define HINGE_VNNI256_ATTR HINGE_VNNI_ATTR
+#define HINGE_DPBUSD256(acc, a, b) _mm256_dpbusd_epi32(acc, a, b)
+#define hinge_vnni256_available cpu_has_avx512_vnni
+#elif HWY_TARGET == HWY_AVX2 && !defined(__clang__)
+// GCC 12 will not inline _mm256_dpbusd_avx_epi32 through the always-inline helpers the way it
+// does the EVEX form, so the AVX2 target emits the VEX instruction with inline assembly (no
+// target attribute needed; binutils >= 2.38 knows the {vex} prefix).
+#define HINGE_SIMD_VNNI256 1
+#define HINGE_VNNI256_ATTR
+#define HINGE_DPBUSD256(acc, a, b) DpbusdAvxVnni(acc, a, b)
+#define hinge_vnni256_available cpu_has_avx_vnni
+#else
+#define HINGE_SIMD_VNNI256 0
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace hinge::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;  // the same alias the including files declare
+
+#if HWY_TARGET == HWY_AVX2 && !defined(__clang__)
+// AVX-VNNI vpdpbusd (HINGE_DPBUSD256 on the AVX2 target): acc + the u8 x i8 4-byte dot products.
+HWY_INLINE __m256i DpbusdAvxVnni(__m256i acc, __m256i a, __m256i b) {
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(b));
+  return acc;
+}
+#endif
 
 // f16 bits -> f32, exact. F16C on AVX2+ (part of Highway's AVX2 target), bit tricks elsewhere.
 HWY_INLINE float F16ToF32(uint16_t h) {
