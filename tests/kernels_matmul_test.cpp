@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
+#include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
 
@@ -360,6 +362,52 @@ TEST(KernelsMatmul, ScratchDoesNotReallocate) {
     matmul(w.view(), x.data(), tokens, y.data(), pool, scratch);
     EXPECT_EQ(scratch.bytes.data(), data);
     EXPECT_EQ(scratch.bytes.capacity(), cap);
+  }
+}
+
+// A fused RMSNorm (MatmulNorm) gives exactly rmsnorm-then-matmul, on every kernel kind: float
+// weights, the GGUF integer kernels, and each packed layout that runs here; also through
+// matmul_shared_input with two matrices, and with the scratch reused at another batch size.
+TEST(KernelsMatmul, FusedNormEqualsNormThenMatmul) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const int64_t rows = 40, cols = 512;
+  std::vector<float> nw(static_cast<size_t>(cols));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(0.5f, 1.5f);
+  for (float& v : nw) v = u(rng);
+  const MatmulNorm norm{nw.data(), 1e-5f};
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::Q4_K}) {
+    const Weights w1 = make_weights(t, rows, cols, 21), w2 = make_weights(t, rows / 2, cols, 22);
+    std::vector<std::unique_ptr<PackedMatrix>> keep;
+    for (int packed = 0; packed < 2; ++packed) {
+      MatrixView v1 = w1.view(), v2 = w2.view();
+      if (packed == 1) {
+        keep.push_back(pack_matrix(v1, pool));
+        keep.push_back(pack_matrix(v2, pool));
+        if (!keep[keep.size() - 2]) continue;  // no packed form here
+        v1.packed = keep[keep.size() - 2].get();
+        v2.packed = keep.back().get();
+      }
+      for (int64_t tokens : {1, 7, 19}) {
+        SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " packed=" << packed
+                                        << " tokens=" << tokens);
+        const auto x = make_activations(tokens, cols, 30 + static_cast<uint32_t>(tokens));
+        std::vector<float> xn(x.size());
+        for (int64_t tt = 0; tt < tokens; ++tt)
+          rmsnorm(&xn[static_cast<size_t>(tt * cols)], &x[static_cast<size_t>(tt * cols)],
+                  nw.data(), cols, norm.eps);
+        std::vector<float> a1(static_cast<size_t>(rows * tokens)), a2(a1.size() / 2);
+        std::vector<float> b1(a1.size()), b2(a2.size());
+        const MatmulOut fused[] = {{&v1, a1.data()}, {&v2, a2.data()}};
+        matmul_shared_input(fused, x.data(), tokens, pool, scratch, &norm);
+        const MatmulOut plain[] = {{&v1, b1.data()}, {&v2, b2.data()}};
+        matmul_shared_input(plain, xn.data(), tokens, pool, scratch);
+        EXPECT_EQ(a1, b1);
+        EXPECT_EQ(a2, b2);
+      }
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
+#include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
 
@@ -33,6 +34,35 @@ constexpr int64_t kChunksPerThread = 2;
 size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
+
+// The activation rows a matmul quantizes: x as given, or normalized row by row into scratch
+// (MatmulNorm) by the thread that quantizes the row.
+class InputRows {
+ public:
+  InputRows(const float* x, int64_t num_tokens, int64_t cols, const MatmulNorm* norm,
+            MatmulScratch& scratch)
+      : x_(x), cols_(cols), norm_(norm) {
+    if (norm_ == nullptr) return;
+    const size_t need = static_cast<size_t>(num_tokens * cols);
+    if (scratch.normed.size() < need) scratch.normed.resize(need);
+    normed_ = scratch.normed.data();
+  }
+  // Row t, normalized first when there is a norm (call once per row per matmul).
+  const float* row(int64_t t) const {
+    if (norm_ == nullptr) return x_ + t * cols_;
+    float* out = normed_ + t * cols_;
+    rmsnorm(out, x_ + t * cols_, norm_->weight, cols_, norm_->eps);
+    return out;
+  }
+  // Where float weights read the (normalized) rows, after row() ran for each.
+  const float* rows() const { return norm_ == nullptr ? x_ : normed_; }
+
+ private:
+  const float* x_;
+  int64_t cols_;
+  const MatmulNorm* norm_;
+  float* normed_ = nullptr;
+};
 
 // Chunk size (rows) for a matrix of `rows` x `cols` on `pool`.
 int64_t chunk_rows_for(int64_t rows, int64_t cols, const ThreadPool& pool) {
@@ -85,7 +115,7 @@ void run_row_chunks(std::span<const MatmulOut> outs, int64_t num_tokens, ThreadP
 // The packed path (matmul_packed.h): activations quantized to Q8_0 as usual, then interleaved
 // into pairs of blocks with their scales and u8-offset corrections (those depend on the weight
 // type, so every matrix of one call has the same type).
-void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
+void matmul_packed(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
                    ThreadPool& pool, MatmulScratch& scratch) {
   const PackedMatrix& p0 = *outs[0].w->packed;
   const int64_t cols = p0.cols;
@@ -113,7 +143,7 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
       uint8_t* blk = blocks + static_cast<size_t>(tok) * blk_row_bytes;
       float* sc = scales + tok * nb;
       int32_t* co = corr + tok * nb;
-      quantize_activation_row(GgmlType::Q8_0, x + tok * cols, blk, cols, sc, co);
+      quantize_activation_row(GgmlType::Q8_0, x.row(tok), blk, cols, sc, co);
       int8_t* dst = xq + static_cast<size_t>(tok) * x_row_bytes;
       const auto* qb = reinterpret_cast<const BlockQ8_0*>(blk);
       for (int64_t bi = 0; bi < nb; ++bi) {
@@ -146,7 +176,7 @@ void matmul_packed(std::span<const MatmulOut> outs, const float* x, int64_t num_
 
 // The AMX path (layout kAmxTiles): activations quantized to Q8_0, then their quants laid out as
 // AMX "A" tiles of 16 tokens per block and their scales in the same order (AmxArgs).
-void matmul_amx(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
+void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
                 ThreadPool& pool, MatmulScratch& scratch) {
   const PackedMatrix& p0 = *outs[0].w->packed;
   const bool q4k = p0.type == GgmlType::Q4_K;
@@ -184,7 +214,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const float* x, int64_t num_tok
         return static_cast<size_t>((tt * n + j) * kAmxTokenTile + m);
       };
       if (q4k) {
-        quantize_activation_row(act, x + tok * cols, blk, cols, nullptr, nullptr);
+        quantize_activation_row(act, x.row(tok), blk, cols, nullptr, nullptr);
         const auto* qb = reinterpret_cast<const BlockQ8_K*>(blk);
         for (int64_t sb = 0; sb < nscale; ++sb) {
           xs[at(sb, nscale)] = qb[sb].d;
@@ -196,7 +226,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const float* x, int64_t num_tok
         }
       } else {
         float* sc = scales + tok * nsub;
-        quantize_activation_row(act, x + tok * cols, blk, cols, sc, sums + tok * nsub);
+        quantize_activation_row(act, x.row(tok), blk, cols, sc, sums + tok * nsub);
         const auto* qb = reinterpret_cast<const BlockQ8_0*>(blk);
         for (int64_t j = 0; j < nsub; ++j) {
           std::memcpy(xa + at(j, nsub) * 32, qb[j].qs, 32);
@@ -249,9 +279,10 @@ bool uses_packed(const MatrixView& w) {
 }
 
 // One call's matrices: same cols, same type, all packed or none (checked by the caller).
-void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
-                      ThreadPool& pool, MatmulScratch& scratch) {
+void matmul_same_kind(std::span<const MatmulOut> outs, const float* x_in, int64_t num_tokens,
+                      ThreadPool& pool, MatmulScratch& scratch, const MatmulNorm* norm) {
   const MatrixView& w0 = *outs[0].w;
+  const InputRows x(x_in, num_tokens, w0.cols, norm, scratch);
   if (uses_packed(w0)) {
     if (w0.packed->layout == PackedLayout::kAmxTiles)
       matmul_amx(outs, x, num_tokens, pool, scratch);
@@ -272,7 +303,7 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
   int32_t* sums = nullptr;
   size_t act_row_bytes = 0;
   if (act == GgmlType::F32) {
-    shared.x = x;
+    shared.x = x.rows();
     shared.x_row_bytes = static_cast<size_t>(w0.cols) * sizeof(float);
   } else {
     HINGE_CHECK(w0.cols % ggml_type_traits(act)->block_elems == 0);
@@ -295,10 +326,14 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x, int64_t n
     }
   }
   auto quantize = [&](int64_t b, int64_t e) {
-    if (act == GgmlType::F32) return;  // float weights read the activations as they are
+    if (act == GgmlType::F32) {  // float weights read the (normalized) activations as they are
+      if (norm != nullptr)
+        for (int64_t t = b; t < e; ++t) x.row(t);
+      return;
+    }
     for (int64_t t = b; t < e; ++t) {
       uint8_t* row = xq + t * act_row_bytes;
-      quantize_activation_row(act, x + t * cols, row, cols, q8_0 ? scales + t * nb : nullptr,
+      quantize_activation_row(act, x.row(t), row, cols, q8_0 ? scales + t * nb : nullptr,
                               q8_0 ? sums + t * nb : nullptr);
       if (!q8_0) {  // Q8_K: the scaled sub-block sums (MatmulArgs::x_min_sums)
         const auto* blk = reinterpret_cast<const BlockQ8_K*>(row);
@@ -366,7 +401,7 @@ void matmul(const MatrixView& w, const float* x, int64_t num_tokens, float* y, T
 }
 
 void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
-                         ThreadPool& pool, MatmulScratch& scratch) {
+                         ThreadPool& pool, MatmulScratch& scratch, const MatmulNorm* norm) {
   if (num_tokens <= 0 || outs.empty()) return;
   HINGE_CHECK_MSG(outs.size() <= 8, "matmul_shared_input: {} matrices (at most 8)", outs.size());
   bool same = true;
@@ -383,11 +418,13 @@ void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_
     size_t n = 0;
     for (const MatmulOut& o : outs)
       if (o.w->rows > 0) live[n++] = o;
-    if (n > 0) matmul_same_kind(std::span<const MatmulOut>(live, n), x, num_tokens, pool, scratch);
+    if (n > 0)
+      matmul_same_kind(std::span<const MatmulOut>(live, n), x, num_tokens, pool, scratch, norm);
     return;
   }
   for (const MatmulOut& o : outs)
-    if (o.w->rows > 0) matmul_same_kind(std::span<const MatmulOut>(&o, 1), x, num_tokens, pool, scratch);
+    if (o.w->rows > 0)
+      matmul_same_kind(std::span<const MatmulOut>(&o, 1), x, num_tokens, pool, scratch, norm);
 }
 
 }  // namespace hinge::kernels

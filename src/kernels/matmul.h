@@ -34,9 +34,18 @@ struct MatrixView {
   const PackedMatrix* packed = nullptr;
 };
 
-// Reusable scratch for quantized activations; grows, never shrinks.
+// Reusable scratch for quantized activations (and normalized rows); grows, never shrinks.
 struct MatmulScratch {
   std::vector<uint8_t> bytes;
+  std::vector<float> normed;
+};
+
+// An RMSNorm fused into a matmul's activation pass: the product takes rmsnorm(x_t) * weight
+// (kernels/ops.h rmsnorm, the same arithmetic) instead of x_t, each row normalized by the thread
+// that quantizes it, inside the matmul's one pool dispatch. weight: [cols].
+struct MatmulNorm {
+  const float* weight = nullptr;
+  float eps = 0.0f;
 };
 
 // Multithreaded, SIMD (runtime-dispatched). x: [num_tokens, cols] f32, y: [num_tokens, rows] f32
@@ -54,7 +63,8 @@ struct MatmulOut {
   float* y = nullptr;  // [num_tokens, w->rows]
 };
 void matmul_shared_input(std::span<const MatmulOut> outs, const float* x, int64_t num_tokens,
-                         ThreadPool& pool, MatmulScratch& scratch);
+                         ThreadPool& pool, MatmulScratch& scratch,
+                         const MatmulNorm* norm = nullptr);
 
 // Plain scalar reference (single-threaded) for parity tests: dequantize each row to f32 and
 // accumulate in double.

@@ -168,13 +168,10 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
 
   for (int32_t l = 0; l < static_cast<int32_t>(c.n_layers); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-    // Attention block.
-    for_tokens([&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.attn_norm, dim, c.rms_eps);
-    });
+    // Attention block: the RMSNorm runs inside the QKV matmul's activation pass.
+    const kernels::MatmulNorm attn_norm{w.attn_norm, c.rms_eps};
     const kernels::MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
-    kernels::matmul_shared_input(qkv, xb_.data(), n, pool_, mm_scratch_);
+    kernels::matmul_shared_input(qkv, x_.data(), n, pool_, mm_scratch_, &attn_norm);
     for_tokens([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t pos = positions_[static_cast<size_t>(t)];
@@ -218,14 +215,14 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     kernels::paged_attention(view, b.seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
     kernels::matmul(w.wo, att_out_.data(), n, proj_.data(), pool_, mm_scratch_);
 
-    // Feed-forward block (SwiGLU), after the attention's residual add.
+    // Feed-forward block (SwiGLU), after the attention's residual add; its RMSNorm runs inside
+    // the gate/up matmul's activation pass.
     for_tokens([&](int64_t t0, int64_t t1) {
       kernels::add_inplace(&x_[t0 * dim], &proj_[t0 * dim], (t1 - t0) * dim);
-      for (int64_t t = t0; t < t1; ++t)
-        kernels::rmsnorm(&xb_[t * dim], &x_[t * dim], w.ffn_norm, dim, c.rms_eps);
     });
+    const kernels::MatmulNorm ffn_norm{w.ffn_norm, c.rms_eps};
     const kernels::MatmulOut gate_up[] = {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}};
-    kernels::matmul_shared_input(gate_up, xb_.data(), n, pool_, mm_scratch_);
+    kernels::matmul_shared_input(gate_up, x_.data(), n, pool_, mm_scratch_, &ffn_norm);
     for_tokens([&](int64_t t0, int64_t t1) {
       kernels::swiglu(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
     });
