@@ -74,6 +74,30 @@ HINGE_AMX_INLINE void Configure(int token_rows) {
   _tile_loadconfig(&cfg);
 }
 
+// Two consecutive blocks of one token tile on the two tile sets: A tiles xa and xa + 512 (16
+// rows of 32 bytes), B tiles w0 and w1 (8 rows of 64), their i32 products stored to c0 and c1
+// (16 rows of 64 bytes). kSignedWeights: tdpbssd (Q8_0, Q4_0 as q - 8), else tdpbsud (Q4_K's
+// unsigned nibbles).
+template <bool kSignedWeights>
+HINGE_AMX_INLINE void TilePair(const int8_t* xa, const void* w0, const void* w1, int32_t* c0,
+                               int32_t* c1) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_loadd(2, xa, 32);
+  _tile_loadd(3, xa + 512, 32);
+  _tile_loadd(4, w0, 64);
+  _tile_loadd(5, w1, 64);
+  if constexpr (kSignedWeights) {
+    _tile_dpbssd(0, 2, 4);
+    _tile_dpbssd(1, 3, 5);
+  } else {
+    _tile_dpbsud(0, 2, 4);
+    _tile_dpbsud(1, 3, 5);
+  }
+  _tile_stored(0, c0, 64);
+  _tile_stored(1, c1, 64);
+}
+
 // Activation bytes per token block.
 constexpr size_t kTokenBlockBytes = size_t{1} << 20;
 
@@ -132,16 +156,7 @@ HINGE_AMX_INLINE void GroupTile(const PackedMatrix& p, int64_t g, const int8_t* 
       for (int64_t b = j + kUnpackAhead; b < j + kUnpackAhead + 2 && b < nb; ++b)
         UnpackQ4Tile(nib + b * 256, ring[b % kRing]);
     }
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_loadd(2, xq + j * 512, 32);
-    _tile_loadd(3, xq + (j + 1) * 512, 32);
-    _tile_loadd(4, tile(j), 64);
-    _tile_loadd(5, tile(j + 1), 64);
-    _tile_dpbssd(0, 2, 4);
-    _tile_dpbssd(1, 3, 5);
-    _tile_stored(0, c[0], 64);
-    _tile_stored(1, c[1], 64);
+    TilePair<true>(xq + j * 512, tile(j), tile(j + 1), c[0], c[1]);
     ScaleBlock<MT>(c[0], wd + j * 16, xs + j * 16, acc);
     ScaleBlock<MT>(c[1], wd + (j + 1) * 16, xs + (j + 1) * 16, acc);
   }
@@ -312,16 +327,7 @@ HINGE_AMX_INLINE void GroupTileQ4K(const PackedMatrix& p, int64_t g, const uint8
         for (int64_t s = s0 + kUnpackAhead; s < s0 + kUnpackAhead + 2 && s < nsub; ++s)
           UnpackNibbleTile(nibbles(s), ring[s % kRing]);
       }
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_loadd(2, xsb + j * 512, 32);
-      _tile_loadd(3, xsb + (j + 1) * 512, 32);
-      _tile_loadd(4, tile(s0), 64);
-      _tile_loadd(5, tile(s0 + 1), 64);
-      _tile_dpbsud(0, 2, 4);
-      _tile_dpbsud(1, 3, 5);
-      _tile_stored(0, c[j], 64);
-      _tile_stored(1, c[j + 1], 64);
+      TilePair<false>(xsb + j * 512, tile(s0), tile(s0 + 1), c[j], c[j + 1]);
     }
     ScaleSuperBlockQ4K<MT>(c, base + 8 * 256, xs + sb * 16, xbs + sb * 8 * 16, acc);
   }
