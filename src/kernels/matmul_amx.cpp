@@ -114,11 +114,12 @@ HINGE_AMX_INLINE void UnpackQ4Tile(const uint8_t* src, int8_t* dst) {
   }
 }
 
-// acc[m] += f32(c[m]) * (d_w * d_x[m]) for the tile's MT tokens.
+// acc[m] += f32(c[m]) * (d_w * d_x[m]) for the tile's MT tokens. wd: the block's 16 f16 row
+// scales (PackedMatrix::d is only 16-byte aligned: an unaligned load).
 template <int MT>
 HINGE_AMX_INLINE void ScaleBlock(const int32_t* c, const uint16_t* wd, const float* xs,
                                  __m512* acc) {
-  const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wd)));
+  const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd)));
   for (int m = 0; m < MT; ++m) {
     const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xs[m]));
     acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + m * 16)), s, acc[m]);
