@@ -1,26 +1,37 @@
-// The AMX-INT8 matmul kernel for packed Q8_0 / Q4_0 weights (layout kAmxTiles, matmul_packed.h).
+// The AMX-INT8 matmul kernel for packed Q8_0 / Q4_0 / Q4_K weights (layout kAmxTiles,
+// matmul_packed.h).
 //
 // Per (16 tokens, 16 rows, block of 32): one tdpbssd (A: the tokens' signed activation quants,
 // B: the rows' signed weight quants, C: the 16 x 16 exact i32 block dot products), the C tile
 // stored to L1, and per token one i32 -> f32 conversion and one FMA with d_w (16 rows, one
-// vector) * d_x (the token's, broadcast). AMX has no 4-bit operand: Q4_0 tiles are unpacked to
-// q - 8 bytes (vpshufb) into an L1 buffer and loaded from there.
+// vector) * d_x (the token's, broadcast). Q4_K uses tdpbsud (unsigned nibbles) per 32-element
+// sub-block and scales in f32 once per super-block (ScaleSuperBlockQ4K).
 //
-// Blocks alternate between two sets of tiles (C0/A0/B0, C1/A1/B1) and two C buffers, so the
-// tile unit works on one block while the vector units scale the previous one. The 16 f32
+// AMX has no 4-bit operand: Q4_0 / Q4_K tiles are unpacked to bytes first. With several token
+// tiles per row group (prefill) a group's tiles are unpacked once per token block into a
+// per-thread buffer (UnpackGroup) and shared by the token tiles; with one (batched decode) they
+// are unpacked kUnpackAhead blocks ahead into an L1 ring. A tile load right after the stores
+// that unpacked it waits for them.
+//
+// Blocks alternate between two sets of tiles (C0/A0/B0, C1/A1/B1) and two C buffers (TilePair),
+// so the tile unit works on one block while the vector units scale the previous one. The 16 f32
 // accumulators of a (token tile, row group) live in registers for the whole row.
+//
+// Token tiles of 1..4 tokens (decode) run on AVX-512 VNNI instead (GroupVnni*): the same exact
+// i32 per (row, block) in the lanes of vpdpbusd, then the same f32 operations, so their results
+// are bit-identical to the tile path's.
 //
 // Cache blocking: tokens in blocks of ~1 MiB of activations (the L2 holds them while every row
 // group of the chunk streams its weights once per token block); inside a block, each row
 // group's weights (<= nb * 512 bytes) stay in L1/L2 across the token tiles.
 //
 // Batch invariance: every (token, row) output is the same sequence of f32 FMAs over the blocks
-// in order, whatever the token tile, token block or batch size around it.
+// in order, whatever the token tile, token block, batch size or path around it.
 //
-// Tile state: the tiles are configured at the start of every call (rows = the token count when
-// it is below 16, else 16: a short last tile is zero-padded in x) and released at its end, so
-// pool threads hold no tile state between matmuls. GCC on x86-64 only (target attributes);
-// elsewhere amx_kernel_compiled() is false and matmul never calls it.
+// Tile state: the tiles are configured at the start of every call that uses them (rows = the
+// token count when it is below 16, else 16: a short last tile is zero-padded in x) and released
+// at its end, so pool threads hold no tile state between matmuls. GCC on x86-64 only (target
+// attributes); elsewhere amx_kernel_compiled() is false and matmul never calls it.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
