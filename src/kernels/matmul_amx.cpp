@@ -258,12 +258,9 @@ HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* 
 
 // Q4_K: a sub-block tile's 256 bytes of nibbles to its 512 bytes q (0..15).
 HINGE_AMX_INLINE void UnpackNibbleTile(const uint8_t* src, uint8_t* dst) {
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v = _mm512_load_si512(src + c * 64);
-    _mm512_store_si512(dst + c * 64, _mm512_and_si512(v, low));
-    _mm512_store_si512(dst + 256 + c * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
-  }
+  __m512i w[8];
+  LoadWeightRows<true>(src, w);  // tile row r is w[r]
+  for (int r = 0; r < 8; ++r) _mm512_store_si512(dst + r * 64, w[r]);
 }
 
 // A Q4_K super-block's per-row scale vectors for sub-block j: d * sc_j and dmin * m_j.
