@@ -12,7 +12,7 @@
 #include "http_test_client.h"
 #include "model_test_util.h"
 #include "server/api_server.h"
-#include "server/http_server.h"
+#include "http/server.h"
 
 namespace hinge {
 namespace {
@@ -27,7 +27,7 @@ struct Server {
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<EngineThread> engine;
   std::unique_ptr<server::ApiServer> api;
-  std::unique_ptr<server::HttpServer> http;
+  std::unique_ptr<http::Server> http;
   uint16_t port = 0;
 
   explicit Server(sched::AdmissionConfig ac = {}, int64_t kv_bytes = 8 << 20, size_t max_body = 1 << 20) {
@@ -45,10 +45,10 @@ struct Server {
     sc.n_vocab = static_cast<int32_t>(model->config.n_vocab);
     sc.history_interval_s = 0.2;
     api = std::move(server::ApiServer::create(sc, *tok, "", *engine)).value();
-    server::HttpServerConfig hc;
+    http::ServerConfig hc;
     hc.port = 0;
     hc.max_body_bytes = max_body;
-    http = std::move(server::HttpServer::start(hc, [this](server::HttpRequest r, server::ExchangePtr ex) {
+    http = std::move(http::Server::start(hc, [this](http::HttpRequest r, http::ExchangePtr ex) {
              api->handle(std::move(r), std::move(ex));
            })).value();
     port = http->port();
@@ -107,7 +107,7 @@ TEST(ServerHttp, BadInputGetsOpenAiErrorsAndTheServerKeepsServing) {
   {
     auto r = http_call(p, "DELETE", "/v1/models");
     expect_error(r, 405, "wrong method on models");
-    EXPECT_EQ(r->header("allow"), "GET");
+    EXPECT_EQ(r->header("allow"), "GET, HEAD, OPTIONS");
   }
   expect_error(http_call(p, "GET", "/v2/nothing"), 404, "unknown route");
   expect_error(http_call(p, "POST", "/tokenize", R"({"content": 5})"), 400, "tokenize type");

@@ -1,7 +1,9 @@
 // `hinge serve`: the OpenAI-compatible server. Listens first (so /health answers 503 while the
 // model loads), loads the model, builds the engine thread with admission control, then serves
-// until SIGINT/SIGTERM: stop accepting, let running requests finish for --shutdown-grace
-// seconds, abort the rest (open streams end with their final chunk), exit 0.
+// until SIGINT/SIGTERM: /health and new requests turn 503 (the listener stays open, so load
+// balancers and clients get an answer rather than a refused connection) while running
+// requests finish, for at most --shutdown-grace seconds; then the listener closes, the rest is
+// aborted (open streams end with their final chunk), exit 0.
 #include <pthread.h>
 #include <signal.h>
 
@@ -16,8 +18,8 @@
 #include "cli/commands.h"
 #include "common/units.h"
 #include "engine/engine_thread.h"
+#include "http/server.h"
 #include "server/api_server.h"
-#include "server/http_server.h"
 
 namespace hinge::cli {
 
@@ -39,7 +41,29 @@ Status check(const ServeArgs& a) {
     return Status::Errorf("--shutdown-grace must be >= 0, got {}", a.shutdown_grace);
   if (a.io_threads < 1 || a.io_threads > 64)
     return Status::Errorf("--io-threads must be in [1, 64], got {}", a.io_threads);
+  if (a.request_workers < 1 || a.request_workers > 64)
+    return Status::Errorf("--request-workers must be in [1, 64], got {}", a.request_workers);
+  if (a.max_connections < 0)
+    return Status::Errorf("--max-connections must be >= 0 (0: from the open-files limit), got {}",
+                          a.max_connections);
+  for (const auto& [name, v] : {std::pair{"--keep-alive-timeout", a.keep_alive_timeout},
+                                {"--header-timeout", a.header_timeout},
+                                {"--write-stall-timeout", a.write_stall_timeout}})
+    if (!(v > 0 && v <= 86400)) return Status::Errorf("{} must be in (0, 86400] seconds, got {}", name, v);
+  for (const std::string& n : a.model_names)
+    if (n.empty() || n.size() > 256)
+      return Status::Errorf("--model-name: names must be 1 to 256 characters");
   return Status::Ok();
+}
+
+// A size flag ("4MiB") within [lo, hi] bytes.
+StatusOr<uint64_t> size_flag(const char* name, const std::string& text, uint64_t lo, uint64_t hi) {
+  const auto v = parse_bytes(text);
+  if (!v) return Status::Errorf("{}: cannot parse '{}'; expected a size such as 64KiB or 8MiB", name, text);
+  if (*v < lo || *v > hi)
+    return Status::Errorf("{} must be in [{}, {}], got {}", name, format_bytes(lo), format_bytes(hi),
+                          format_bytes(*v));
+  return *v;
 }
 
 std::string default_model_name(const std::string& path) {
@@ -67,13 +91,28 @@ int serve_command(const ServeArgs& args) {
 
   // Listen first: /health is 503 until the model is loaded.
   std::atomic<server::ApiServer*> api_ptr{nullptr};
-  server::HttpServerConfig hc;
+  http::ServerConfig hc;
   hc.host = args.host;
   hc.port = static_cast<uint16_t>(args.port);
   hc.io_threads = static_cast<int32_t>(args.io_threads);
-  auto http = server::HttpServer::start(hc, [&](server::HttpRequest r, server::ExchangePtr ex) {
+  hc.max_connections = args.max_connections;
+  hc.keep_alive_timeout_s = args.keep_alive_timeout;
+  hc.header_timeout_s = args.header_timeout;
+  hc.write_stall_timeout_s = args.write_stall_timeout;
+  hc.cors_origins = args.cors_origins;
+  {
+    auto rate = size_flag("--min-body-rate", args.min_body_rate, 1, 1ull << 40);
+    auto out = size_flag("--max-output-buffer", args.max_output_buffer, 64u << 10, 1ull << 32);
+    auto body = size_flag("--max-body", args.max_body, 1u << 10, 1ull << 32);
+    for (const Status& st : {rate.status(), out.status(), body.status()})
+      if (!st.ok()) return fail(st.message());
+    hc.min_body_bytes_per_s = static_cast<double>(*rate);
+    hc.max_output_bytes = *out;
+    hc.max_body_bytes = *body;
+  }
+  auto http = http::Server::start(hc, [&](http::HttpRequest r, http::ExchangePtr ex) {
     if (server::ApiServer* api = api_ptr.load()) return api->handle(std::move(r), std::move(ex));
-    server::HttpResponse resp;
+    http::HttpResponse resp;
     resp.status = 503;
     resp.headers.emplace_back("Retry-After", "5");
     if (r.path == "/health") {
@@ -86,7 +125,7 @@ int serve_command(const ServeArgs& args) {
     ex->respond(std::move(resp));
   });
   if (!http.ok()) return fail(http.status().message());
-  const std::string url = fmt::format("http://{}:{}", args.host, (*http)->port());
+  const std::string url = (*http)->url();
   std::fprintf(stderr, "hinge: listening on %s, loading %s\n", url.c_str(), args.model.c_str());
 
   auto m = load_model_with_progress(args.model, args.tokenizer);
@@ -111,11 +150,15 @@ int serve_command(const ServeArgs& args) {
   auto et = std::make_unique<EngineThread>(std::move(engine).value(), ac);
 
   server::ApiServerConfig sc;
-  sc.model_name = args.model_name.empty() ? default_model_name(args.model) : args.model_name;
+  sc.model_name = args.model_names.empty() ? default_model_name(args.model) : args.model_names[0];
+  if (args.model_names.size() > 1)
+    sc.model_aliases.assign(args.model_names.begin() + 1, args.model_names.end());
+  sc.worker_threads = static_cast<int32_t>(args.request_workers);
   sc.n_vocab = static_cast<int32_t>(loaded->config.n_vocab);
   sc.log_requests = !args.quiet;
   auto api = server::ApiServer::create(sc, **tok, loaded->chat_template, *et);
   if (!api.ok()) return fail(api.status().message());
+  (*api)->set_transport_stats([h = http->get()] { return h->stats(); });
   api_ptr.store(api->get());
   std::fprintf(stderr,
                "hinge: %s: context %d, KV %s in %d blocks of %d tokens (%s/%s), %d threads, chat "
@@ -132,15 +175,16 @@ int serve_command(const ServeArgs& args) {
   sigwait(&signals, &sig);
   std::fprintf(stderr, "hinge: %s: stopping (grace %.1f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                args.shutdown_grace);
-  (*api)->begin_shutdown();
+  (*api)->begin_shutdown();  // /health and new requests: 503 from now on
+  (*http)->begin_drain();    // keep-alive connections end after their answer
   et->drain();
-  (*http)->stop_accepting();
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(args.shutdown_grace));
   while (et->num_active() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int32_t left = et->num_active();  // still queued or running at the deadline
+  (*http)->stop_accepting();
   et->stop();  // aborts what is left; their streams get a final chunk
   for (int i = 0; i < 250 && (*http)->pending_answers() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

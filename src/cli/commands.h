@@ -92,7 +92,8 @@ struct ServeArgs {
   std::string tokenizer;
   std::string host = "127.0.0.1";
   int64_t port = 8080;
-  std::string model_name;          // empty: the model file's stem
+  std::vector<std::string> model_names;  // empty: the model file's stem; first: the id
+  std::vector<std::string> cors_origins;
   int64_t max_queue = 256;
   int64_t max_concurrent_per_user = 0;
   double max_request_share = 0.5;  // of the KV pool one request may reserve
@@ -101,6 +102,14 @@ struct ServeArgs {
   double queue_timeout = 120;      // seconds
   double shutdown_grace = 30;      // seconds
   int64_t io_threads = 2;
+  int64_t request_workers = 2;     // threads for POST bodies (parsing, templates, tokenizing)
+  int64_t max_connections = 0;     // 0: from the open-files limit
+  double keep_alive_timeout = 5;   // seconds an idle connection is kept
+  double header_timeout = 10;      // seconds for a request's headers
+  std::string min_body_rate = "64KiB";  // per second, after header_timeout of grace
+  double write_stall_timeout = 30; // seconds a write may make no progress
+  std::string max_output_buffer = "4MiB";  // per connection
+  std::string max_body = "8MiB";
   bool quiet = false;              // no per-request log lines
   EngineOptionsArgs engine;
 };

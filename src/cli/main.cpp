@@ -149,8 +149,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
   serve_cmd->add_option("--port", serve.port, "Port to listen on (0: any free port)")
       ->capture_default_str();
-  serve_cmd->add_option("--model-name", serve.model_name,
-                        "Model id clients send and /v1/models lists (default: the file name)");
+  serve_cmd->add_option("--model-name,--served-model-name", serve.model_names,
+                        "Model id clients send and /v1/models lists (default: the file name); "
+                        "more names are aliases (--model-name a b, or the flag repeated): "
+                        "responses report the first");
   serve_cmd->add_option("--max-queue", serve.max_queue, "Requests waiting for admission at most")
       ->capture_default_str();
   serve_cmd->add_option("--max-concurrent-per-user", serve.max_concurrent_per_user,
@@ -172,6 +174,34 @@ int main(int argc, char** argv) {
                         "Seconds running requests get to finish on SIGTERM/SIGINT")
       ->capture_default_str();
   serve_cmd->add_option("--io-threads", serve.io_threads, "HTTP I/O threads")->capture_default_str();
+  serve_cmd->add_option("--request-workers", serve.request_workers,
+                        "Threads that parse, render and tokenize request bodies")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-connections", serve.max_connections,
+                        "Open connections at most (0: the open-files limit minus a reserve); "
+                        "past it idle keep-alive connections make room, else 503")
+      ->capture_default_str();
+  serve_cmd->add_option("--keep-alive-timeout", serve.keep_alive_timeout,
+                        "Seconds a connection may wait for its next request")
+      ->capture_default_str();
+  serve_cmd->add_option("--header-timeout", serve.header_timeout,
+                        "Seconds a request's headers may take to arrive (408 after)")
+      ->capture_default_str();
+  serve_cmd->add_option("--min-body-rate", serve.min_body_rate,
+                        "Slowest mean body upload per second, after --header-timeout of grace")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-body", serve.max_body, "Largest request body (413 above)")
+      ->capture_default_str();
+  serve_cmd->add_option("--write-stall-timeout", serve.write_stall_timeout,
+                        "Seconds a client may stop reading before its request is aborted")
+      ->capture_default_str();
+  serve_cmd->add_option("--max-output-buffer", serve.max_output_buffer,
+                        "Response bytes queued per connection at most; a client that lets more "
+                        "pile up has its request aborted")
+      ->capture_default_str();
+  serve_cmd->add_option("--cors-origins", serve.cors_origins,
+                        "Origins browsers may call from (\"*\" or scheme://host[:port], "
+                        "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
 

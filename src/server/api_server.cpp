@@ -1,5 +1,6 @@
 #include "server/api_server.h"
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 
@@ -46,7 +47,21 @@ ApiServer::ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
       engine_(engine),
       metrics_(config.model_name),
       created_unix_(static_cast<int64_t>(std::time(nullptr))) {
+  // The longest decoded piece or token text (special tokens are parsed in chat prompts).
+  const auto& spec = tok_.spec();
+  for (int32_t id = 0; id < tok_.n_vocab(); ++id) {
+    max_token_bytes_ = std::max(max_token_bytes_, tok_.token_to_piece(id).size());
+    if (static_cast<size_t>(id) < spec.tokens.size())
+      max_token_bytes_ = std::max(max_token_bytes_, spec.tokens[static_cast<size_t>(id)].size());
+  }
   ticker_ = std::thread([this] { ticker(); });
+  workers_ = std::make_unique<RequestWorkers>(config.worker_threads, config.max_queued_bodies);
+}
+
+bool ApiServer::serves(const std::string& name) const {
+  if (name == config_.model_name) return true;
+  return std::find(config_.model_aliases.begin(), config_.model_aliases.end(), name) !=
+         config_.model_aliases.end();
 }
 
 ApiServer::~ApiServer() {
@@ -83,6 +98,15 @@ void ApiServer::respond_error(const ExchangePtr& ex, const ApiError& e, HttpHead
   respond(ex, std::move(r));
 }
 
+std::optional<ApiError> ApiServer::check_prompt_bytes(size_t bytes, const char* param) const {
+  const size_t at_least = bytes / max_token_bytes_;
+  const auto ctx = static_cast<size_t>(engine_.max_model_len());
+  if (at_least < ctx) return std::nullopt;
+  return ApiError::invalid_request(
+      param, fmt::format("This model's maximum context length is {} tokens; the prompt has at "
+                         "least {} tokens ({} bytes)", ctx, at_least, bytes));
+}
+
 ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_json& messages,
                                                        const nlohmann::ordered_json& tools) const {
   if (!messages.is_array() || messages.empty())
@@ -103,6 +127,7 @@ ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_j
       return ApiError::invalid_request(
           "messages", "the chat template could not render these messages: " + r.status().message());
     text = std::move(r).value();
+    if (auto e = check_prompt_bytes(text.size(), "messages")) return *e;
     const std::string& bos_text = ctx["bos_token"].get_ref<const std::string&>();
     const bool has_bos = !bos_text.empty() && text.rfind(bos_text, 0) == 0;
     return tok_.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
@@ -117,12 +142,14 @@ ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_j
     if (!text.empty()) text += '\n';
     text += c.get_ref<const std::string&>();
   }
+  if (auto e = check_prompt_bytes(text.size(), "messages")) return *e;
   return tok_.encode(text, /*add_special=*/true, /*parse_special=*/false);
 }
 
 void ApiServer::handle_tokenize(const HttpRequest& r, const ExchangePtr& ex) {
   auto req = parse_tokenize_request(r.body);
   if (!req.ok()) return respond_error(ex, req.error());
+  // No context check here: /tokenize counts any text the body limit lets through.
   const auto ids = tok_.encode(req->text, req->add_special, /*parse_special=*/true);
   OJson j = tokenize_response(ids);
   j["count"] = ids.size();
@@ -145,23 +172,30 @@ void ApiServer::handle_detokenize(const HttpRequest& r, const ExchangePtr& ex) {
 }
 
 void ApiServer::handle_models(const HttpRequest& r, const ExchangePtr& ex) {
-  OJson model = OJson::object();
-  model["id"] = config_.model_name;
-  model["object"] = "model";
-  model["created"] = created_unix_;
-  model["owned_by"] = "hinge";
-  model["max_model_len"] = engine_.max_model_len();
+  auto card = [&](const std::string& id) {
+    OJson model = OJson::object();
+    model["id"] = id;
+    model["object"] = "model";
+    model["created"] = created_unix_;
+    model["owned_by"] = "hinge";
+    model["root"] = config_.model_name;
+    model["max_model_len"] = engine_.max_model_len();
+    return model;
+  };
   if (r.path == "/v1/models") {
     OJson j = OJson::object();
     j["object"] = "list";
-    j["data"] = OJson::array({model});
+    j["data"] = OJson::array({card(config_.model_name)});
+    for (const std::string& a : config_.model_aliases)
+      if (a != config_.model_name) j["data"].push_back(card(a));
     return respond(ex, json_response(200, to_body(j)));
   }
   const std::string id = r.path.substr(std::string("/v1/models/").size());
-  if (id != config_.model_name)
-    return respond_error(ex, ApiError::not_found(fmt::format("The model `{}` does not exist", id),
-                                                 "model"));
-  respond(ex, json_response(200, to_body(model)));
+  if (!serves(id))
+    return respond_error(ex, ApiError::not_found(
+                                 fmt::format("The model `{}` does not exist", id.substr(0, 200)),
+                                 "model"));
+  respond(ex, json_response(200, to_body(card(id))));
 }
 
 void ApiServer::handle_stats(const ExchangePtr& ex) {
@@ -205,7 +239,7 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
 void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
   struct Route {
     const char* path;
-    const char* method;
+    const char* method;  // GET routes also take HEAD
     bool prefix;
   };
   static constexpr Route kRoutes[] = {
@@ -223,23 +257,49 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
       break;
     }
   }
+  if (r.method == "OPTIONS" && r.path == "*") {
+    HttpResponse resp;
+    resp.status = 204;
+    resp.headers.emplace_back("Allow", "GET, HEAD, POST, OPTIONS");
+    return respond(ex, std::move(resp));
+  }
   if (!route)
     return respond_error(ex, ApiError::not_found(fmt::format("no route {} {}", r.method,
                                                              r.path.substr(0, 200))));
-  if (r.method != route->method) {
+  const bool get = std::strcmp(route->method, "GET") == 0;
+  const std::string allow = get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
+  if (r.method == "OPTIONS") {
+    HttpResponse resp;
+    resp.status = 204;
+    resp.headers.emplace_back("Allow", allow);
+    return respond(ex, std::move(resp));
+  }
+  if (r.method != route->method && !(get && r.method == "HEAD")) {
     ApiError e;
     e.http_status = 405;
-    e.message = fmt::format("{} {} is not allowed; use {}", r.method.substr(0, 16), route->path,
-                            route->method);
-    return respond_error(ex, e, {{"Allow", route->method}});
+    e.message = fmt::format("{} {} is not allowed; use {}", r.method.substr(0, 16),
+                            r.path.substr(0, 200), route->method);
+    return respond_error(ex, e, {{"Allow", allow}});
+  }
+  if (!get) {
+    // The body's work (parsing, templates, tokenization) goes to a worker.
+    auto self_ex = ex;
+    const bool generation = r.path == "/v1/chat/completions" || r.path == "/v1/completions";
+    const bool queued = workers_->submit(
+        [this, r = std::move(r), ex = std::move(self_ex)]() mutable { handle_body(std::move(r), std::move(ex)); },
+        generation ? RequestWorkers::Kind::kGeneration : RequestWorkers::Kind::kBulk);
+    if (!queued) {
+      if (generation) {
+        metrics_.request_received();
+        metrics_.request_rejected("server_busy");
+      }
+      respond_error(ex, ApiError::unavailable("overloaded", "the server is busy preparing other "
+                                              "requests; retry shortly"),
+                    {{"Retry-After", "1"}});
+    }
+    return;
   }
   const std::string_view p = route->path;
-  if (p == "/v1/chat/completions")
-    return handle_generation(*this, Endpoint::kChatCompletions, std::move(r), std::move(ex));
-  if (p == "/v1/completions")
-    return handle_generation(*this, Endpoint::kCompletions, std::move(r), std::move(ex));
-  if (p == "/tokenize") return handle_tokenize(r, ex);
-  if (p == "/detokenize") return handle_detokenize(r, ex);
   if (p == "/v1/models" || p == "/v1/models/") return handle_models(r, ex);
   if (p == "/health") {
     if (shutting_down_.load())
@@ -250,6 +310,7 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
     HttpResponse resp;
     resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
     resp.body = metrics_.render_prometheus(engine_.stats());
+    if (transport_stats_) resp.body += render_transport_metrics(transport_stats_(), metrics_.labels());
     return respond(ex, std::move(resp));
   }
   if (p == "/v1/stats") return handle_stats(ex);
@@ -257,6 +318,15 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
   page.content_type = "text/html; charset=utf-8";
   page.body = dashboard_html();
   respond(ex, std::move(page));
+}
+
+void ApiServer::handle_body(HttpRequest r, ExchangePtr ex) {
+  if (r.path == "/v1/chat/completions")
+    return handle_generation(*this, Endpoint::kChatCompletions, std::move(r), std::move(ex));
+  if (r.path == "/v1/completions")
+    return handle_generation(*this, Endpoint::kCompletions, std::move(r), std::move(ex));
+  if (r.path == "/tokenize") return handle_tokenize(r, ex);
+  handle_detokenize(r, ex);
 }
 
 }  // namespace hinge::server

@@ -6,13 +6,20 @@
 // Routes:
 //   POST /v1/chat/completions, /v1/completions   generation (streaming or not)
 //   POST /tokenize, /detokenize                  llama-server / vLLM shapes
-//   GET  /v1/models, /v1/models/{id}             the one served model
+//   GET  /v1/models, /v1/models/{id}             the served model, once per name (aliases)
 //   GET  /health                                 200 {"status": "ok"}; 503 while draining
 //   GET  /metrics                                Prometheus text (hinge:* names)
 //   GET  /v1/stats                               the dashboard's JSON
 //   GET  /                                       the dashboard (HTML + JS, no build step)
-// A known path with another method is 405 (with Allow); anything else 404. Every error body is
-// OpenAI's {"error": {...}}.
+// HEAD works on every GET route (the transport drops the body); OPTIONS on a known path is 204
+// with Allow (CORS preflights get their Access-Control-* headers from the transport). A known
+// path with another method is 405 (with Allow); anything else 404. Every error body is OpenAI's
+// {"error": {...}}.
+//
+// POST bodies (JSON parsing, chat templates, tokenization) are handled on RequestWorkers, never
+// on the I/O thread that received them; a full worker queue is 503 + Retry-After. A text prompt
+// whose byte length alone proves it longer than the context (bytes / the longest token's bytes
+// >= the context) is refused before it is tokenized.
 //
 // Prompts: chat messages are rendered with the model's chat template (tokenizer.chat_template)
 // when it has one; otherwise with the plain fallback: the messages' contents joined by "\n",
@@ -37,16 +44,29 @@
 #include <thread>
 
 #include "engine/engine_thread.h"
+#include "http/exchange.h"
+#include "http/server.h"
 #include "server/api_error.h"
-#include "server/http_exchange.h"
 #include "server/metrics.h"
+#include "server/request_workers.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::server {
 
+using http::CloseReason;
+using http::Exchange;
+using http::ExchangePtr;
+using http::HttpHeaders;
+using http::HttpRequest;
+using http::HttpResponse;
+
 struct ApiServerConfig {
-  std::string model_name = "hinge";
+  std::string model_name = "hinge";        // the id responses report
+  std::vector<std::string> model_aliases;  // more names requests may use (vLLM's
+                                           // --served-model-name a b: the first is the id)
+  int32_t worker_threads = 2;              // RequestWorkers for POST bodies
+  int32_t max_queued_bodies = 256;         // waiting for a worker; past it 503
   int32_t n_vocab = 0;
   CacheNamespace cache_namespace{};  // single tenant for now
   double history_interval_s = 2.0;   // the dashboard's chart resolution
@@ -64,6 +84,8 @@ class ApiServer {
   ~ApiServer();
 
   void handle(HttpRequest request, ExchangePtr exchange);
+  // The transport's counters for /metrics (connections, timeouts, slow clients); optional.
+  void set_transport_stats(std::function<http::ServerStats()> fn) { transport_stats_ = std::move(fn); }
   // Answers and counts the status in the metrics (every response goes through these).
   void respond(const ExchangePtr& ex, HttpResponse r);
   void respond_error(const ExchangePtr& ex, const ApiError& e, HttpHeaders headers = {});
@@ -76,8 +98,16 @@ class ApiServer {
   const ApiServerConfig& config() const { return config_; }
   const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
   bool shutting_down() const { return shutting_down_.load(); }
+  // `name` is the model id or one of its aliases.
+  bool serves(const std::string& name) const;
+  // The longest text one token stands for, in bytes (>= 1): a text of B bytes has at least
+  // B / max_token_bytes() tokens.
+  size_t max_token_bytes() const { return max_token_bytes_; }
   double uptime_s() const;
 
+  // 400 when a text of `bytes` bytes cannot fit the context whatever it says (see
+  // max_token_bytes); checked before tokenizing.
+  std::optional<ApiError> check_prompt_bytes(size_t bytes, const char* param) const;
   // Renders messages (parsed request) into prompt token ids; errors are 400s.
   ApiResult<std::vector<int32_t>> chat_prompt(const nlohmann::ordered_json& messages,
                                              const nlohmann::ordered_json& tools) const;
@@ -89,6 +119,7 @@ class ApiServer {
   void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);
   void handle_models(const HttpRequest& r, const ExchangePtr& ex);
   void handle_stats(const ExchangePtr& ex);
+  void handle_body(HttpRequest r, ExchangePtr ex);  // on a worker
   void ticker();
 
   ApiServerConfig config_;
@@ -96,11 +127,14 @@ class ApiServer {
   std::optional<ChatTemplate> template_;
   EngineThread& engine_;
   Metrics metrics_;
+  size_t max_token_bytes_ = 1;
+  std::function<http::ServerStats()> transport_stats_;
   std::atomic<bool> shutting_down_{false};
   const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   const int64_t created_unix_;
   std::atomic<bool> stop_ticker_{false};
   std::thread ticker_;
+  std::unique_ptr<RequestWorkers> workers_;  // last: joined first, while the rest is alive
 };
 
 // The dashboard page (self-contained HTML + JS polling /v1/stats).

@@ -245,7 +245,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   if (!parsed.ok()) return fail(parsed.error());
   OpenAiRequest& req = *parsed;
   const std::string& served = api.config().model_name;
-  if (!req.model.empty() && req.model != served)
+  if (!req.model.empty() && !api.serves(req.model))
     return fail(ApiError::not_found(
         fmt::format("The model `{}` does not exist; this server serves `{}`", req.model, served),
         "model"));
@@ -268,6 +268,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
             fmt::format("prompt[{}]", i),
             fmt::format("token id {} is out of range [0, {})", prompt[i], api.config().n_vocab)));
   } else {
+    if (auto e = api.check_prompt_bytes(req.prompt_text.size(), "prompt")) return fail(*e);
     prompt = tok.encode(req.prompt_text, /*add_special=*/true, /*parse_special=*/false);
   }
   if (prompt.empty()) {
@@ -362,7 +363,11 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     if (job->ex) job->ex->post([job, d] { job->process(d); });
   };
   job->ticket = et.enqueue(std::move(g), std::move(opts), std::move(on_result), std::move(sink));
-  exchange->on_close([&et, ticket = job->ticket] { et.cancel(ticket); });
+  exchange->on_close([&et, &m, ticket = job->ticket](CloseReason why) {
+    if (why != CloseReason::kServerStopping)
+      m.request_aborted(why == CloseReason::kClientTooSlow ? "client_too_slow" : "client_gone");
+    et.cancel(ticket);
+  });
 }
 
 }  // namespace hinge::server

@@ -1,9 +1,11 @@
 // One /v1/chat/completions or /v1/completions request, from body to the last byte: parse and
-// validate, build the prompt (tokenized on the calling I/O thread, never the engine thread),
+// validate, build the prompt (on a RequestWorkers thread: never an I/O or the engine thread),
 // enqueue in the EngineThread (admission control may reject: 400 / 429 / 503 with
 // Retry-After), then either collect every choice into one JSON response or stream SSE chunks
 // as deltas arrive, ending with the usage chunk (include_usage) and `data: [DONE]`. A client
-// that goes away cancels the request (queued or running); its KV blocks are free within a step.
+// that goes away, or stops reading (http/server.h: counted in requests_aborted_total{reason=
+// "client_too_slow"}), cancels the request (queued or running); its KV blocks are free within
+// a step.
 // Metrics: received, accepted/rejected (by reason), queue time, TTFT, inter-token latency,
 // end-to-end latency, finish reasons. Nothing here logs prompt or completion text.
 #pragma once

@@ -118,6 +118,10 @@ void Metrics::http_response(int status) {
   std::lock_guard lock(mu_);
   ++http_[status];
 }
+void Metrics::request_aborted(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  ++aborted_[reason];
+}
 
 int64_t Metrics::received() const {
   std::lock_guard lock(mu_);
@@ -190,6 +194,14 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
       o += fmt::format("{}{{{},reason=\"{}\"}} {}\n", n, L, escape_label(r), v);
   }
   {
+    const std::string n = "hinge:requests_aborted_total";
+    header(&o, n, "counter", "Requests cancelled because their connection closed, by reason.");
+    for (const char* r : {"client_gone", "client_too_slow"})
+      if (!aborted_.contains(r)) o += fmt::format("{}{{{},reason=\"{}\"}} 0\n", n, L, r);
+    for (const auto& [r, v] : aborted_)
+      o += fmt::format("{}{{{},reason=\"{}\"}} {}\n", n, L, escape_label(r), v);
+  }
+  {
     const std::string n = "hinge:request_success_total";
     header(&o, n, "counter", "Requests finished, by finish reason.");
     for (const auto& [r, v] : finished_)
@@ -250,12 +262,41 @@ nlohmann::json Metrics::counters_json() const {
   j["requests_accepted"] = accepted_;
   j["requests_rejected"] = rejected_;
   j["requests_finished"] = finished_;
+  j["requests_aborted"] = aborted_;
   j["prompt_tokens"] = prompt_tokens_;
   j["generation_tokens"] = generation_tokens_;
   j["ttft_count"] = ttft_.count();
   j["ttft_mean_s"] = ttft_.count() ? ttft_.sum() / static_cast<double>(ttft_.count()) : 0.0;
   j["itl_mean_s"] = itl_.count() ? itl_.sum() / static_cast<double>(itl_.count()) : 0.0;
   return j;
+}
+
+std::string render_transport_metrics(const http::ServerStats& s, const std::string& labels) {
+  std::string o;
+  auto one = [&](const char* name, const char* type, const char* help, int64_t v) {
+    const std::string n = std::string("hinge:") + name;
+    header(&o, n, type, help);
+    o += fmt::format("{}{{{}}} {}\n", n, labels, v);
+  };
+  one("http_connections", "gauge", "Open HTTP connections.", s.connections);
+  one("http_connections_max", "gauge", "The connection limit (--max-connections).", s.max_connections);
+  one("http_output_bytes_queued", "gauge", "Response bytes queued, not yet written.",
+      s.output_bytes_queued);
+  one("http_connections_refused_total", "counter",
+      "Connections answered 503 at the connection limit or out of descriptors.",
+      s.connections_refused);
+  one("http_connections_evicted_total", "counter",
+      "Idle keep-alive connections closed to make room for a new one.", s.connections_evicted);
+  one("http_accept_backoffs_total", "counter", "Accept pauses on EMFILE / ENFILE.",
+      s.accept_backoffs);
+  one("http_clients_too_slow_total", "counter",
+      "Connections cut because the client stopped reading.", s.clients_too_slow);
+  const std::string n = "hinge:http_timeouts_total";
+  header(&o, n, "counter", "Connections closed by a read deadline, by phase.");
+  o += fmt::format("{}{{{},phase=\"idle\"}} {}\n", n, labels, s.timeouts_idle);
+  o += fmt::format("{}{{{},phase=\"header\"}} {}\n", n, labels, s.timeouts_header);
+  o += fmt::format("{}{{{},phase=\"body\"}} {}\n", n, labels, s.timeouts_body);
+  return o;
 }
 
 }  // namespace hinge::server

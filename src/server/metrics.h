@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine_thread.h"
+#include "http/server.h"
 
 namespace hinge::server {
 
@@ -55,6 +56,10 @@ class Metrics {
   void inter_token(double seconds, int64_t tokens);   // one observation per token after the first
   void tokens_generated(int64_t n);
   void http_response(int status);
+  // A running or queued request cancelled because its connection closed: "client_gone" or
+  // "client_too_slow" (it stopped reading; http/server.h).
+  void request_aborted(const std::string& reason);
+  const std::string& labels() const { return labels_; }  // model_name="..."
 
   // Prometheus text exposition (version 0.0.4) of the counters above and the engine's gauges.
   std::string render_prometheus(const EngineThreadStats& s) const;
@@ -74,6 +79,7 @@ class Metrics {
   std::map<std::string, int64_t> rejected_;   // by reason
   std::map<std::string, int64_t> finished_;   // by finish reason
   std::map<int, int64_t> http_;               // responses by status
+  std::map<std::string, int64_t> aborted_;    // by reason
   Histogram ttft_, itl_, e2e_, queue_;
   // Interval accumulators for the history.
   double iv_ttft_sum_ = 0, iv_itl_sum_ = 0;
@@ -81,5 +87,8 @@ class Metrics {
   double iv_start_ = 0;
   std::deque<MetricsPoint> history_;
 };
+
+// Prometheus text of the transport's counters (hinge:http_*), with `labels`.
+std::string render_transport_metrics(const http::ServerStats& s, const std::string& labels);
 
 }  // namespace hinge::server

@@ -1,0 +1,575 @@
+#include "http/session.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace hinge::http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kTrailerSlack = 16u << 10;     // minimum read-buffer room while reading a body
+constexpr size_t kSlowCutMinBytes = 64u << 10;  // the global output cap cuts only backlogs above
+constexpr auto kPeerCheckInterval = std::chrono::milliseconds(200);
+constexpr auto kLingerQuiet = std::chrono::seconds(2);
+constexpr double kOverflowHeaderTimeout = 1.0;
+
+Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string reason_phrase(int status) {
+  const auto r = bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(status)));
+  return r.empty() ? std::string("Unknown") : std::string(r);
+}
+
+// OpenAI's error shape, for the answers the transport gives itself.
+std::string error_body(int status, const std::string& message) {
+  nlohmann::ordered_json inner = nlohmann::ordered_json::object();
+  inner["message"] = message;
+  inner["type"] = status == 503 ? "server_overloaded"
+                  : status >= 500 ? "server_error"
+                                  : "invalid_request_error";
+  inner["param"] = nullptr;
+  inner["code"] = nullptr;
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["error"] = std::move(inner);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+bool header_is_safe(const std::string& k, const std::string& v) {
+  return k.find_first_of("\r\n:") == std::string::npos && v.find_first_of("\r\n") == std::string::npos;
+}
+
+// The handler's view of one request on a Session: every call is posted to the strand.
+class SessionExchange final : public Exchange {
+ public:
+  SessionExchange(std::shared_ptr<Session> s, uint64_t gen) : s_(std::move(s)), gen_(gen) {}
+  void respond(HttpResponse r) override {
+    s_->post([s = s_, g = gen_, r = std::move(r)]() mutable { s->do_respond(g, std::move(r)); });
+  }
+  void start_stream(int status, std::string ct, HttpHeaders h) override {
+    s_->post([s = s_, g = gen_, status, ct = std::move(ct), h = std::move(h)]() mutable {
+      s->do_start_stream(g, status, std::move(ct), std::move(h));
+    });
+  }
+  void write(std::string d) override {
+    s_->post([s = s_, g = gen_, d = std::move(d)]() mutable { s->do_write(g, std::move(d)); });
+  }
+  void end_stream() override {
+    s_->post([s = s_, g = gen_] { s->do_end_stream(g); });
+  }
+  void post(std::function<void()> fn) override {
+    s_->post([fn = std::move(fn)] {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "hinge: internal error in a response: %s\n", e.what());
+      }
+    });
+  }
+  void on_close(std::function<void(CloseReason)> fn) override {
+    s_->post([s = s_, g = gen_, fn = std::move(fn)]() mutable { s->do_on_close(g, std::move(fn)); });
+  }
+
+ private:
+  std::shared_ptr<Session> s_;
+  uint64_t gen_;
+};
+
+}  // namespace
+
+Session::Session(tcp::socket socket, Server::Impl& core, bool overflow)
+    : socket_(std::move(socket)),
+      core_(core),
+      overflow_(overflow),
+      read_timer_(socket_.get_executor()),
+      write_timer_(socket_.get_executor()),
+      peer_timer_(socket_.get_executor()),
+      buffer_(core.config.max_header_bytes + kTrailerSlack) {
+  core_.connections.fetch_add(1);
+  if (overflow_) core_.overflow.fetch_add(1);
+}
+
+Session::~Session() {
+  core_.output_queued.fetch_sub(static_cast<int64_t>(pending_.size() + inflight_.size() - inflight_off_));
+  if (counted_exchange_) core_.exchanges.fetch_sub(1);
+  if (overflow_) core_.overflow.fetch_sub(1);
+  core_.connections.fetch_sub(1);
+}
+
+void Session::run() {
+  net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->wait_request(); });
+}
+
+void Session::close_from_server() {
+  post([self = shared_from_this()] { self->close(CloseReason::kServerStopping); });
+}
+
+bool Session::try_evict() {
+  bool expected = true;
+  if (!idle_.compare_exchange_strong(expected, false)) return false;
+  post([self = shared_from_this()] {
+    if (self->state_ == State::kIdle && !self->closed_) self->close(CloseReason::kClientGone);
+  });
+  return true;
+}
+
+// ---- reading --------------------------------------------------------------------------------
+
+void Session::arm_read_deadline(Phase phase, Clock::time_point at) {
+  deadline_phase_ = phase;
+  read_timed_out_ = false;
+  read_timer_.expires_at(at);
+  read_timer_.async_wait([self = shared_from_this(), phase](beast::error_code ec) {
+    if (ec || self->closed_ || self->deadline_phase_ != phase) return;
+    if (self->read_timer_.expiry() > Clock::now()) return;  // re-armed meanwhile
+    self->read_timed_out_ = true;
+    beast::error_code ignored;
+    self->socket_.cancel(ignored);  // the pending read completes with operation_aborted
+  });
+}
+
+void Session::cancel_read_deadline() {
+  deadline_phase_ = Phase::kNone;
+  read_timer_.cancel();
+}
+
+void Session::wait_request() {
+  if (closed_) return;
+  state_ = State::kIdle;
+  buffer_.max_size(core_.config.max_header_bytes + kTrailerSlack);
+  if (buffer_.size() > 0) {  // a pipelined request
+    if (!raw_pending_) return begin_header();
+    restart_ = true;  // the watch read completes with operation_aborted, then we parse
+    beast::error_code ignored;
+    socket_.cancel(ignored);
+    return;
+  }
+  arm_read_deadline(Phase::kIdle, Clock::now() + seconds(core_.config.keep_alive_timeout_s));
+  idle_.store(!overflow_);
+  watch();  // a watch read still pending serves as the idle read
+}
+
+void Session::begin_header() {
+  idle_.store(false);
+  state_ = State::kHeader;
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(core_.config.max_header_bytes));
+  parser_->body_limit(core_.config.max_body_bytes);
+  const double t = overflow_ ? kOverflowHeaderTimeout : core_.config.header_timeout_s;
+  arm_read_deadline(Phase::kHeader, Clock::now() + seconds(t));
+  bhttp::async_read_header(socket_, buffer_, *parser_,
+                           [self = shared_from_this()](beast::error_code ec, size_t n) {
+                             self->on_header(ec, n);
+                           });
+}
+
+// Maps a read error to its answer; true when the request is over (answered or closed).
+bool Session::check_read_error(beast::error_code ec) {
+  if (!ec) return false;
+  const bool header = state_ == State::kHeader;
+  if (read_timed_out_) {
+    (header ? core_.timeouts_header : core_.timeouts_body).fetch_add(1);
+    reply_error_and_close(408, header ? "the request headers did not arrive in time"
+                                      : "the request body arrived too slowly", /*linger=*/false);
+    return true;
+  }
+  if (ec == bhttp::error::body_limit) {
+    reply_error_and_close(413, fmt::format("request body exceeds {} bytes",
+                                           core_.config.max_body_bytes));
+    return true;
+  }
+  if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+    reply_error_and_close(431, header ? "request headers too large"
+                                      : "request trailers too large (headers and trailers "
+                                        "together are limited)");
+    return true;
+  }
+  if (ec.category() == bhttp::make_error_code(bhttp::error::body_limit).category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+    reply_error_and_close(400, "malformed HTTP request: " + ec.message());
+    return true;
+  }
+  close(CloseReason::kClientGone);
+  return true;
+}
+
+void Session::on_header(beast::error_code ec, size_t n) {
+  cancel_read_deadline();
+  if (closed_) return;
+  if (check_read_error(ec)) return;
+  header_bytes_ = n;
+  auto& req = parser_->get();
+  version_ = req.version();
+  keep_alive_ = req.keep_alive();
+  const std::string_view method(req.method_string().data(), req.method_string().size());
+  if (auto r = check_method(method)) return reply_error_and_close(r->status, r->message);
+  const auto te = req[bhttp::field::transfer_encoding];
+  if (auto r = check_transfer_encoding(std::string_view(te.data(), te.size())))
+    return reply_error_and_close(r->status, r->message);
+  if (parser_->is_done()) return dispatch();
+  const auto expect = req[bhttp::field::expect];
+  if (version_ >= 11 && expects_continue(std::string_view(expect.data(), expect.size())))
+    send_now("HTTP/1.1 100 Continue\r\n\r\n");
+  state_ = State::kBody;
+  body_start_ = Clock::now();
+  body_bytes_ = 0;
+  const size_t left = core_.config.max_header_bytes > n ? core_.config.max_header_bytes - n : 0;
+  buffer_.max_size(std::max(left, kTrailerSlack));
+  read_body();
+}
+
+void Session::read_body() {
+  const double allowed = core_.config.header_timeout_s +
+                         static_cast<double>(body_bytes_) / core_.config.min_body_bytes_per_s;
+  arm_read_deadline(Phase::kBody, body_start_ + seconds(allowed));
+  bhttp::async_read_some(socket_, buffer_, *parser_,
+                         [self = shared_from_this()](beast::error_code ec, size_t n) {
+                           self->on_body(ec, n);
+                         });
+}
+
+void Session::on_body(beast::error_code ec, size_t n) {
+  cancel_read_deadline();
+  if (closed_) return;
+  body_bytes_ += n;
+  if (check_read_error(ec)) return;
+  if (!parser_->is_done()) return read_body();
+  dispatch();
+}
+
+void Session::dispatch() {
+  auto& req = parser_->get();
+  HttpRequest r;
+  r.method = std::string(req.method_string());
+  r.target = std::string(req.target());
+  r.path = r.target.substr(0, r.target.find('?'));
+  for (const auto& f : req) {
+    std::string name(f.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    r.headers.emplace_back(std::move(name), std::string(f.value()));
+  }
+  r.body = std::move(req.body());
+  parser_.reset();
+  head_ = r.method == "HEAD";
+  origin_ = r.header("origin");
+  preflight_ = r.method == "OPTIONS" && !r.header("access-control-request-method").empty();
+  cors_request_headers_ = preflight_ ? r.header("access-control-request-headers") : std::string();
+  ++generation_;
+  state_ = State::kHandling;
+  answer_complete_ = false;
+  on_close_ = nullptr;
+  counted_exchange_ = true;
+  core_.exchanges.fetch_add(1);
+  buffer_.max_size(core_.config.max_header_bytes + kTrailerSlack);
+  if (!half_closed_) watch();
+  if (overflow_ && !(r.path == "/health" && (r.method == "GET" || r.method == "HEAD"))) {
+    keep_alive_ = false;
+    return do_respond(generation_, [&] {
+      HttpResponse resp;
+      resp.status = 503;
+      resp.headers.emplace_back("Retry-After", "1");
+      resp.body = error_body(503, "too many connections; retry shortly");
+      return resp;
+    }());
+  }
+  if (overflow_) keep_alive_ = false;
+  // Handlers report errors as responses; anything that still escapes (an allocation failure)
+  // must not take the I/O thread down: answer 500 and go on.
+  try {
+    core_.handler(std::move(r), std::make_shared<SessionExchange>(shared_from_this(), generation_));
+  } catch (const std::exception& e) {
+    HttpResponse resp;
+    resp.status = 500;
+    resp.body = error_body(500, std::string("internal error: ") + e.what());
+    do_respond(generation_, std::move(resp));
+  }
+}
+
+// The idle read (state kIdle) and the watch read while a request is handled: bytes are kept
+// for the next parse (a pipelined request), EOF is a half-close, an error means the client left.
+void Session::watch() {
+  if (raw_pending_ || closed_ || half_closed_) return;
+  const size_t room = beast::read_size(buffer_, 4096);
+  if (room == 0) return;  // a full pipeline: stop reading (TCP pushes back) until it is parsed
+  raw_pending_ = true;
+  socket_.async_read_some(buffer_.prepare(room),
+                          [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            self->on_raw_read(ec, n);
+                          });
+}
+
+void Session::on_raw_read(beast::error_code ec, size_t n) {
+  raw_pending_ = false;
+  if (closed_) return;
+  if (!ec) buffer_.commit(n);
+  if (state_ == State::kLinger) {
+    buffer_.consume(buffer_.size());
+    if (ec) return close(CloseReason::kClientGone);
+    arm_read_deadline(Phase::kLinger, std::min(Clock::now() + kLingerQuiet, linger_end_));
+    return watch();
+  }
+  if (state_ == State::kIdle) {
+    if (restart_ && ec == net::error::operation_aborted && !read_timed_out_) {
+      restart_ = false;
+      cancel_read_deadline();
+      return begin_header();
+    }
+    restart_ = false;
+    if (ec) {
+      if (read_timed_out_) core_.timeouts_idle.fetch_add(1);
+      return close(CloseReason::kClientGone);
+    }
+    cancel_read_deadline();
+    return begin_header();
+  }
+  if (!ec) return watch();
+  if (ec == net::error::eof) return on_half_close();
+  close(CloseReason::kClientGone);
+}
+
+// EOF while a request is handled: the client may only have half-closed (it still reads) or
+// have left. An interim 100 (HTTP/1.1 only) makes a peer that closed answer with a reset,
+// which the periodic check notices; a half-closed one ignores it and gets its answer.
+void Session::on_half_close() {
+  half_closed_ = true;
+  keep_alive_ = false;
+  if (state_ == State::kHandling && version_ >= 11) send_now("HTTP/1.1 100 Continue\r\n\r\n");
+  check_peer();
+}
+
+void Session::check_peer() {
+  if (closed_ || state_ == State::kIdle) return;
+  char c;
+  const ssize_t r = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    return close(CloseReason::kClientGone);
+  peer_timer_.expires_after(kPeerCheckInterval);
+  peer_timer_.async_wait([self = shared_from_this()](beast::error_code e) {
+    if (!e) self->check_peer();
+  });
+}
+
+// ---- writing --------------------------------------------------------------------------------
+
+bool Session::keep_alive() const {
+  return keep_alive_ && !half_closed_ && !core_.stopping.load() && !core_.draining.load();
+}
+
+std::string Session::status_line(int status) const {
+  return fmt::format("HTTP/1.{} {} {}\r\nServer: hinge\r\n", version_ >= 11 ? 1 : 0, status,
+                     reason_phrase(status));
+}
+
+void Session::append_common_headers(const HttpHeaders& extra, std::string* out) const {
+  // Header injection guard: handlers never put CR/LF in names or values, but make sure.
+  for (const auto& [k, v] : extra)
+    if (header_is_safe(k, v)) *out += fmt::format("{}: {}\r\n", k, v);
+  for (const auto& [k, v] : core_.cors.headers(origin_, preflight_, cors_request_headers_))
+    if (header_is_safe(k, v)) *out += fmt::format("{}: {}\r\n", k, v);
+  *out += keep_alive() ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+}
+
+void Session::do_respond(uint64_t gen, HttpResponse r) {
+  if (gen != generation_ || state_ != State::kHandling || closed_) return;
+  state_ = State::kAnswered;
+  std::string out = status_line(r.status);
+  const bool no_body = r.status == 204 || r.status == 304;
+  if (!no_body)
+    out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", r.content_type, r.body.size());
+  append_common_headers(r.headers, &out);
+  if (!head_ && !no_body) out += r.body;
+  queue_bytes(std::move(out));
+  end_after_write_ = true;
+  pump();
+}
+
+void Session::do_start_stream(uint64_t gen, int status, std::string content_type, HttpHeaders headers) {
+  if (gen != generation_ || state_ != State::kHandling || closed_) return;
+  state_ = State::kStreaming;
+  chunked_ = version_ >= 11 && !head_;
+  if (version_ < 11) keep_alive_ = false;  // HTTP/1.0: the body ends with the connection
+  std::string out = status_line(status);
+  out += fmt::format("Content-Type: {}\r\nCache-Control: no-cache\r\n", content_type);
+  if (chunked_) out += "Transfer-Encoding: chunked\r\n";
+  append_common_headers(headers, &out);
+  queue_bytes(std::move(out));
+  pump();
+}
+
+void Session::do_write(uint64_t gen, std::string data) {
+  if (gen != generation_ || state_ != State::kStreaming || closed_ || data.empty() || head_) return;
+  if (chunked_) {
+    std::string c = fmt::format("{:x}\r\n", data.size());
+    c += data;
+    c += "\r\n";
+    queue_bytes(std::move(c));
+  } else {
+    queue_bytes(std::move(data));
+  }
+  if (backlog_too_large()) return;
+  pump();
+}
+
+void Session::do_end_stream(uint64_t gen) {
+  if (gen != generation_ || state_ != State::kStreaming || closed_) return;
+  state_ = State::kAnswered;
+  if (chunked_) queue_bytes("0\r\n\r\n");
+  end_after_write_ = true;
+  pump();
+}
+
+void Session::do_on_close(uint64_t gen, std::function<void(CloseReason)> fn) {
+  if (gen != generation_ || answer_complete_) return;
+  if (closed_) return fn(close_reason_);  // it closed before the handler asked
+  on_close_ = std::move(fn);
+}
+
+void Session::queue_bytes(std::string s) {
+  core_.output_queued.fetch_add(static_cast<int64_t>(s.size()));
+  if (pending_.empty()) {
+    pending_ = std::move(s);
+  } else {
+    pending_ += s;
+  }
+}
+
+// A stream's backlog is bounded: a client that stopped reading must not make the server hold
+// all it would have sent (a whole response is bounded by the handler that built it).
+bool Session::backlog_too_large() {
+  const size_t queued = pending_.size() + inflight_.size() - inflight_off_;
+  const bool over_global =
+      static_cast<size_t>(core_.output_queued.load()) > core_.config.max_total_output_bytes &&
+      queued > kSlowCutMinBytes;
+  if (queued <= core_.config.max_output_bytes && !over_global) return false;
+  core_.too_slow.fetch_add(1);
+  close(CloseReason::kClientTooSlow);
+  return true;
+}
+
+void Session::pump() {
+  if (writing_ || closed_) return;
+  if (inflight_off_ == inflight_.size()) {
+    inflight_.clear();
+    inflight_off_ = 0;
+    std::swap(inflight_, pending_);
+  }
+  if (inflight_.empty()) {
+    if (end_after_write_) {
+      end_after_write_ = false;
+      answer_done();
+    }
+    return;
+  }
+  writing_ = true;
+  write_timer_.expires_after(seconds(core_.config.write_stall_timeout_s));
+  write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->closed_ || !self->writing_) return;
+    if (self->write_timer_.expiry() > Clock::now()) return;
+    self->core_.too_slow.fetch_add(1);
+    self->close(CloseReason::kClientTooSlow);
+  });
+  socket_.async_write_some(net::buffer(inflight_.data() + inflight_off_, inflight_.size() - inflight_off_),
+                           [self = shared_from_this()](beast::error_code ec, size_t n) {
+                             self->on_written(ec, n);
+                           });
+}
+
+void Session::on_written(beast::error_code ec, size_t n) {
+  writing_ = false;
+  write_timer_.cancel();
+  if (closed_) return;
+  if (ec) return close(CloseReason::kClientGone);
+  inflight_off_ += n;
+  core_.output_queued.fetch_sub(static_cast<int64_t>(n));
+  pump();
+}
+
+void Session::send_now(std::string_view bytes) {
+  if (writing_ || !pending_.empty() || inflight_off_ != inflight_.size()) return;
+  (void)::send(socket_.native_handle(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+void Session::answer_done() {
+  if (counted_exchange_) {
+    counted_exchange_ = false;
+    core_.exchanges.fetch_sub(1);
+  }
+  answer_complete_ = true;
+  on_close_ = nullptr;
+  peer_timer_.cancel();
+  if (!keep_alive()) return graceful_close();
+  wait_request();
+}
+
+void Session::reply_error_and_close(int status, const std::string& message, bool linger) {
+  lingering_ = linger && (state_ == State::kHeader || state_ == State::kBody);
+  parser_.reset();
+  ++generation_;
+  state_ = State::kHandling;
+  answer_complete_ = false;
+  keep_alive_ = false;
+  counted_exchange_ = true;
+  core_.exchanges.fetch_add(1);
+  HttpResponse r;
+  r.status = status;
+  r.body = error_body(status, message);
+  do_respond(generation_, std::move(r));
+}
+
+// ---- closing --------------------------------------------------------------------------------
+
+void Session::close(CloseReason reason) {
+  if (closed_) return;
+  closed_ = true;
+  close_reason_ = reason;
+  idle_.store(false);
+  state_ = State::kClosed;
+  core_.output_queued.fetch_sub(static_cast<int64_t>(pending_.size() + inflight_.size() - inflight_off_));
+  pending_.clear();
+  inflight_.clear();
+  inflight_off_ = 0;
+  beast::error_code ignored;
+  socket_.close(ignored);
+  read_timer_.cancel();
+  write_timer_.cancel();
+  peer_timer_.cancel();
+  if (counted_exchange_) {
+    counted_exchange_ = false;
+    core_.exchanges.fetch_sub(1);
+  }
+  if (on_close_) {
+    auto fn = std::move(on_close_);
+    on_close_ = nullptr;
+    fn(reason);
+  }
+}
+
+// After the last answer: send FIN; when the request was refused before it was read whole, read
+// and drop what the client still sends (until linger_s, or 2 s without data) so the kernel does
+// not answer it with a reset that destroys our response (a client that writes its whole body
+// before reading still gets its 413).
+void Session::graceful_close() {
+  if (closed_) return;
+  beast::error_code ignored;
+  socket_.shutdown(tcp::socket::shutdown_send, ignored);
+  if (!lingering_ || half_closed_) return close(CloseReason::kClientGone);
+  state_ = State::kLinger;
+  linger_end_ = Clock::now() + seconds(core_.config.linger_s);
+  buffer_.consume(buffer_.size());
+  arm_read_deadline(Phase::kLinger, std::min(Clock::now() + kLingerQuiet, linger_end_));
+  watch();
+}
+
+}  // namespace hinge::http

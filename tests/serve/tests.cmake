@@ -1,0 +1,20 @@
+# Hostile clients against a real `hinge serve` on loopback (tests/serve/hostile_clients.py, run
+# with Debian's /usr/bin/python3, standard library only). One ctest per case:
+#   ServeHostile.trailers, .fd_exhaustion, .slowloris, .stalled_readers, .tokenize_flood, ...
+# Included from the top-level CMakeLists.txt inside if(HINGE_BUILD_TESTS).
+set(_hinge_hostile ${CMAKE_CURRENT_LIST_DIR}/hostile_clients.py)
+set(_hinge_hostile_cases trailers fd_exhaustion fd_exhaustion_emfile connection_limit slowloris
+    idle_keepalive stalled_readers tokenize_flood big_body protocol cors hosts_and_names
+    sigterm_grace)
+set(_hinge_hostile_env "ASAN_OPTIONS=quarantine_size_mb=32:detect_leaks=1")
+if(CMAKE_CXX_FLAGS MATCHES "sanitize")
+  list(APPEND _hinge_hostile_env "HINGE_SANITIZED=1")  # time / CPU / RSS bounds scaled
+endif()
+foreach(_case IN LISTS _hinge_hostile_cases)
+  add_test(NAME ServeHostile.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_hostile} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  # RUN_SERIAL: they measure latency, CPU and RSS of the server.
+  set_tests_properties(ServeHostile.${_case} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE
+    LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
