@@ -1,8 +1,11 @@
-// The hinge command: help, errors on bad input, tokenize, info, synth.
+// The hinge command: help, errors on bad input, tokenize, info, synth, convert's type fallback,
+// run's --ctx-size clamp, --max-num-seqs and --echo.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
+#include "model/gguf_export.h"
 #include "model_test_util.h"
 
 namespace hinge {
@@ -91,6 +94,67 @@ TEST(Cli, SynthWritesLoadableModel) {
   EXPECT_NE(run.out.find("\"generated_tokens\""), std::string::npos);
   auto bad = run_command(hinge_binary() + " synth --preset nope --type q8_0 -o " + out + " 2>&1");
   EXPECT_NE(bad.exit_code, 0);
+}
+
+// Counts the lines of `text` that contain `needle`.
+int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+// stories260K has dim 64 and FFN 172: no row is a multiple of Q4_K's 256. Each matrix falls back
+// on its own (as llama.cpp's quantizer does), with one warning line each and a count at the end:
+// rows of 64 -> q4_0 (q8_0 for the output matrix, asked as q6_K), rows of 172 -> f16.
+TEST(Cli, ConvertQ4KFallsBackPerTensor) {
+  const std::string out = testing::temp_dir() + "/stories-q4k.gguf";
+  auto r = run_command(hinge_binary() + " convert -m " + shared_path("models/stories260K.gguf") +
+                       " --type q4_k -o " + out + " 2>&1 >/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: blk.0.attn_q.weight [64, 64]: rows of 64 "
+                                    "values are not a multiple of q4_K's block of 256; using q4_0"),
+            1)
+      << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: blk.4.ffn_down.weight [172, 64]: rows of "
+                                    "172 values are not a multiple of q4_K's block of 256; using "
+                                    "f16"),
+            1)
+      << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: output.weight [64, 512]: rows of 64 "
+                                    "values are not a multiple of q6_K's block of 256; using q8_0"),
+            1)
+      << r.out;
+  // 5 layers x 7 matrices + the embedding + the output matrix; the norms are vectors and stay
+  // f32 without a warning.
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: "), 37) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "norm"), 0) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: 37 tensors fell back to another type"), 1) << r.out;
+
+  auto m = testing::load_or_die(out);
+  ASSERT_TRUE(m);
+  for (const LayerWeights& l : m->weights.layers) {
+    EXPECT_EQ(l.wq.type, GgmlType::Q4_0);
+    EXPECT_EQ(l.w_gate.type, GgmlType::Q4_0);
+    EXPECT_EQ(l.w_down.type, GgmlType::F16);
+  }
+  EXPECT_EQ(m->weights.token_embd.type, GgmlType::Q4_0);
+  EXPECT_EQ(m->weights.output.type, GgmlType::Q8_0);
+  auto info = run_command(hinge_binary() + " info " + out);
+  EXPECT_NE(info.out.find("q4_0"), std::string::npos) << info.out;
+  auto run = run_command(hinge_binary() + " run -m " + out + " -n 8 --temp 0 --json 2>/dev/null");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("\"generated_tokens\":8"), std::string::npos) << run.out;
+
+  // Types whose blocks fit keep quiet: f16 has no blocks.
+  auto f16 = run_command(hinge_binary() + " convert -m " + shared_path("models/stories260K.gguf") +
+                         " --type f16 -o " + out + " 2>&1 >/dev/null");
+  EXPECT_EQ(f16.exit_code, 0);
+  EXPECT_EQ(count_lines_with(f16.out, "warning"), 0) << f16.out;
+  EXPECT_EQ(count_lines_with(f16.out, "fell back"), 0) << f16.out;
+  EXPECT_EQ(fallback_matrix_type(GgmlType::Q4_K, 512), GgmlType::Q4_K);
+  EXPECT_EQ(fallback_matrix_type(GgmlType::Q6_K, 96), GgmlType::Q8_0);
+  EXPECT_EQ(fallback_matrix_type(GgmlType::Q8_0, 100), GgmlType::F16);
 }
 
 }  // namespace
