@@ -157,5 +157,47 @@ TEST(Cli, ConvertQ4KFallsBackPerTensor) {
   EXPECT_EQ(fallback_matrix_type(GgmlType::Q8_0, 100), GgmlType::F16);
 }
 
+// -c above the model's 2048 tokens: one warning with what was asked, the model's and what is
+// used; errors about the context then say the model's limit instead of "raise --ctx-size".
+TEST(Cli, RunCtxSizeAboveModelWarnsAndErrorsSayTheLimit) {
+  const std::string model = shared_path("models/stories260K.gguf");
+  auto r = run_command(hinge_binary() + " run -m " + model +
+                       " -p Once -n 4 --temp 0 -c 100000 2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "warning"), 1) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: --ctx-size 100000 is above the model's "
+                                    "context of 2048 tokens; using 2048"),
+            1)
+      << r.out;
+  auto quiet = run_command(hinge_binary() + " run -m " + model +
+                           " -p Once -n 4 --temp 0 -c 2048 2>&1 >/dev/null");
+  EXPECT_EQ(count_lines_with(quiet.out, "warning"), 0) << quiet.out;
+
+  auto full = run_command(hinge_binary() + " run -m " + model +
+                          " --random-prompt 2048 -n 4 -c 100000 2>&1 >/dev/null");
+  EXPECT_NE(full.exit_code, 0);
+  EXPECT_EQ(count_lines_with(full.out, "hinge: prompt is 2048 tokens but the context holds 2048; "
+                                       "the model's context is 2048 tokens; --ctx-size cannot "
+                                       "exceed it"),
+            1)
+      << full.out;
+  EXPECT_EQ(full.out.find("raise --ctx-size"), std::string::npos) << full.out;
+  auto small = run_command(hinge_binary() + " run -m " + model +
+                           " --random-prompt 20 -n 4 -c 16 2>&1 >/dev/null");
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_EQ(count_lines_with(small.out, "hinge: prompt is 20 tokens but the context holds 16; "
+                                        "raise --ctx-size (at most 2048, the model's context)"),
+            1)
+      << small.out;
+  auto bench = run_command(hinge_binary() + " bench -m " + model +
+                           " --requests 1 --prompt-tokens 4000 --gen-tokens 4 -c 100000 2>&1");
+  EXPECT_NE(bench.exit_code, 0);
+  EXPECT_EQ(count_lines_with(bench.out, "hinge: warning: --ctx-size 100000"), 1) << bench.out;
+  EXPECT_EQ(count_lines_with(bench.out, "the model's context is 2048 tokens; --ctx-size cannot "
+                                        "exceed it"),
+            1)
+      << bench.out;
+}
+
 }  // namespace
 }  // namespace hinge

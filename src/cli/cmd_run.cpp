@@ -58,12 +58,12 @@ int run_command(RunArgs args) {
   ec.max_num_seqs = 1;
   // `run` holds one sequence: default the context to min(model, 4096) and size the KV arena for
   // exactly that (unless --kv-memory says otherwise).
-  int64_t ctx = ec.max_model_len > 0 ? ec.max_model_len : std::min<int64_t>(cfg.context_length, 4096);
-  ctx = std::min(ctx, cfg.context_length);
+  const int64_t ctx = resolve_ctx_size(ec.max_model_len, cfg.context_length,
+                                       std::min<int64_t>(cfg.context_length, 4096));
   ec.max_model_len = static_cast<int32_t>(ctx);
   if (static_cast<int64_t>(prompt.size()) >= ctx)
-    return fail(fmt::format("prompt is {} tokens but the context holds {}; raise --ctx-size",
-                            prompt.size(), ctx));
+    return fail(fmt::format("prompt is {} tokens but the context holds {}; {}", prompt.size(), ctx,
+                            ctx_size_hint(ctx, cfg.context_length)));
   const kv::KvSpec spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size);
   if (ec.kv_memory_bytes == 0) {
     ec.kv_memory_bytes = spec.bytes_for_tokens(ctx);
