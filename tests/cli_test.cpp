@@ -199,5 +199,22 @@ TEST(Cli, RunCtxSizeAboveModelWarnsAndErrorsSayTheLimit) {
       << bench.out;
 }
 
+// `run` holds one sequence: --max-num-seqs is accepted with any value and ignored, and its help
+// says so; engines that use it (bench) still check it.
+TEST(Cli, RunIgnoresMaxNumSeqs) {
+  const std::string model = shared_path("models/stories260K.gguf");
+  for (const char* v : {"0", "-3", "1", "1000"}) {
+    auto r = run_command(hinge_binary() + " run -m " + model + " -p Once -n 4 --temp 0 --json " +
+                         "--max-num-seqs " + v + " 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << v;
+    EXPECT_NE(r.out.find("\"generated_tokens\":4"), std::string::npos) << v << r.out;
+  }
+  auto help = run_command(hinge_binary() + " run --help");
+  EXPECT_NE(help.out.find("Ignored by run"), std::string::npos) << help.out;
+  auto bench = run_command(hinge_binary() + " bench -m " + model + " --max-num-seqs 0 2>&1");
+  EXPECT_NE(bench.exit_code, 0);
+  EXPECT_NE(bench.out.find("--max-num-seqs"), std::string::npos) << bench.out;
+}
+
 }  // namespace
 }  // namespace hinge

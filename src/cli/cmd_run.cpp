@@ -52,12 +52,14 @@ int run_command(RunArgs args) {
   }
 
   const LlamaConfig& cfg = loaded->config;
+  // `run` holds one sequence: --max-num-seqs is accepted with any value and ignored (it is a
+  // shared engine flag; see its help under `hinge run --help`).
+  args.engine.max_num_seqs = 1;
   auto config = make_engine_config(args.engine);
   if (!config.ok()) return fail(config.status().message());
   EngineConfig ec = *config;
-  ec.max_num_seqs = 1;
-  // `run` holds one sequence: default the context to min(model, 4096) and size the KV arena for
-  // exactly that (unless --kv-memory says otherwise).
+  // Default the context to min(model, 4096) and size the KV arena for exactly that (unless
+  // --kv-memory says otherwise).
   const int64_t ctx = resolve_ctx_size(ec.max_model_len, cfg.context_length,
                                        std::min<int64_t>(cfg.context_length, 4096));
   ec.max_model_len = static_cast<int32_t>(ctx);

@@ -50,6 +50,9 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--json", run.json, "Print one JSON object with ids, text and statistics");
   add_sampling_options(run_cmd, run);
   hinge::cli::add_engine_options(run_cmd, &run.engine);
+  run_cmd->get_option("--max-num-seqs")
+      ->description("Ignored by run, which holds one sequence (accepted with any value)")
+      ->default_str("");
 
   hinge::cli::TokenizeArgs tok;
   auto* tok_cmd = app.add_subcommand("tokenize", "Read text from stdin, print token ids");
