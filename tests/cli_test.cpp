@@ -216,5 +216,23 @@ TEST(Cli, RunIgnoresMaxNumSeqs) {
   EXPECT_NE(bench.out.find("--max-num-seqs"), std::string::npos) << bench.out;
 }
 
+// --echo prints the prompt, then exactly what run prints without it (greedy, same model).
+TEST(Cli, RunEchoPrintsPromptFirst) {
+  const std::string cmd = hinge_binary() + " run -m " + shared_path("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 24 --temp 0";
+  auto plain = run_command(cmd + " 2>/dev/null");
+  auto echo = run_command(cmd + " --echo 2>/dev/null");
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(echo.exit_code, 0);
+  EXPECT_EQ(echo.out.rfind("Once upon a time", 0), 0u) << echo.out;
+  EXPECT_EQ(echo.out, "Once upon a time" + plain.out);
+  EXPECT_EQ(plain.out.rfind("Once upon a time", 0), std::string::npos) << plain.out;
+  auto json = run_command(cmd + " --echo --json 2>/dev/null");
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_NE(json.out.find("\"text\":\"Once upon a time"), std::string::npos) << json.out;
+  auto help = run_command(hinge_binary() + " run --help");
+  EXPECT_NE(help.out.find("--echo"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hinge

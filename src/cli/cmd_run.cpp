@@ -99,6 +99,15 @@ int run_command(RunArgs args) {
     std::string finish_reason = "length";
   } r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  // --echo: the prompt as text first (as llama-cli prints it: detokenized, control tokens such
+  // as BOS omitted), then the continuation, which the detokenizer renders after the prompt.
+  if (args.echo) {
+    r.text = tokenizer.decode(prompt);
+    if (!args.json) {
+      std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+      std::fflush(stdout);
+    }
+  }
   const auto t0 = Clock::now();
   std::optional<Clock::time_point> t_first;
   std::vector<RequestDelta> deltas;
