@@ -8,12 +8,17 @@ JOBS ?= $(shell nproc)
 BUILD := build/release
 HINGE := $(BUILD)/hinge
 
-.PHONY: all deps build run test asan-test fuzz bench clean
+.PHONY: all deps test-deps build run test asan-test fuzz bench clean
 
 all: build
 
+# What building and running hinge needs (scripts/install-deps); the test targets also install
+# what the tests, fuzzers and benchmarks need (scripts/install-deps --test).
 deps:
 	@scripts/install-deps
+
+test-deps:
+	@scripts/install-deps --test
 
 $(BUILD)/build.ninja: | deps
 	cmake --preset release >/dev/null
@@ -25,19 +30,25 @@ build: deps $(BUILD)/build.ninja
 run: build
 	$(HINGE) run -m $(MODEL) -p "$(PROMPT)" -n $(TOKENS) -t $(THREADS)
 
-test: build
+# Configures again with HINGE_BUILD_TESTS=ON: a build that `make run` configured before the test
+# packages were installed gets its tests (and the benchmarks) too.
+test: test-deps
+	cmake --preset release -DHINGE_BUILD_TESTS=ON >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
 # ASan + UBSan over the test suite (it is fast enough to run whole: under a minute).
-asan-test: deps
-	cmake --preset asan >/dev/null
+asan-test: test-deps
+	cmake --preset asan -DHINGE_BUILD_TESTS=ON >/dev/null
 	cmake --build build/asan -j$(JOBS) --target hinge_tests hinge
 	cd build/asan && ctest --output-on-failure -j$(JOBS) --timeout 900
 
-fuzz: deps
+fuzz: test-deps
 	scripts/fuzz-ci 60
 
-bench: build
+bench: test-deps
+	cmake --preset release >/dev/null
+	cmake --build $(BUILD) -j$(JOBS) --target hinge_kernel_bench
 	$(BUILD)/hinge_kernel_bench --benchmark_min_time=0.2
 
 clean:

@@ -1,8 +1,11 @@
-// The hinge command: help, errors on bad input, tokenize, info, synth.
+// The hinge command: help, errors on bad input, tokenize, info, synth, convert's type fallback,
+// run's --ctx-size clamp, --max-num-seqs and --echo.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
+#include "model/gguf_export.h"
 #include "model_test_util.h"
 
 namespace hinge {
@@ -91,6 +94,144 @@ TEST(Cli, SynthWritesLoadableModel) {
   EXPECT_NE(run.out.find("\"generated_tokens\""), std::string::npos);
   auto bad = run_command(hinge_binary() + " synth --preset nope --type q8_0 -o " + out + " 2>&1");
   EXPECT_NE(bad.exit_code, 0);
+}
+
+// Counts the lines of `text` that contain `needle`.
+int count_lines_with(const std::string& text, const std::string& needle) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+// stories260K has dim 64 and FFN 172: no row is a multiple of Q4_K's 256. Each matrix falls back
+// on its own (as llama.cpp's quantizer does), with one warning line each and a count at the end:
+// rows of 64 -> q4_0 (q8_0 for the output matrix, asked as q6_K), rows of 172 -> f16.
+TEST(Cli, ConvertQ4KFallsBackPerTensor) {
+  const std::string out = testing::temp_dir() + "/stories-q4k.gguf";
+  auto r = run_command(hinge_binary() + " convert -m " + shared_path("models/stories260K.gguf") +
+                       " --type q4_k -o " + out + " 2>&1 >/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: blk.0.attn_q.weight [64, 64]: rows of 64 "
+                                    "values are not a multiple of q4_K's block of 256; using q4_0"),
+            1)
+      << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: blk.4.ffn_down.weight [172, 64]: rows of "
+                                    "172 values are not a multiple of q4_K's block of 256; using "
+                                    "f16"),
+            1)
+      << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: output.weight [64, 512]: rows of 64 "
+                                    "values are not a multiple of q6_K's block of 256; using q8_0"),
+            1)
+      << r.out;
+  // 5 layers x 7 matrices + the embedding + the output matrix; the norms are vectors and stay
+  // f32 without a warning.
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: "), 37) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "norm"), 0) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: 37 tensors fell back to another type"), 1) << r.out;
+
+  auto m = testing::load_or_die(out);
+  ASSERT_TRUE(m);
+  for (const LayerWeights& l : m->weights.layers) {
+    EXPECT_EQ(l.wq.type, GgmlType::Q4_0);
+    EXPECT_EQ(l.w_gate.type, GgmlType::Q4_0);
+    EXPECT_EQ(l.w_down.type, GgmlType::F16);
+  }
+  EXPECT_EQ(m->weights.token_embd.type, GgmlType::Q4_0);
+  EXPECT_EQ(m->weights.output.type, GgmlType::Q8_0);
+  auto info = run_command(hinge_binary() + " info " + out);
+  EXPECT_NE(info.out.find("q4_0"), std::string::npos) << info.out;
+  auto run = run_command(hinge_binary() + " run -m " + out + " -n 8 --temp 0 --json 2>/dev/null");
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("\"generated_tokens\":8"), std::string::npos) << run.out;
+
+  // Types whose blocks fit keep quiet: f16 has no blocks.
+  auto f16 = run_command(hinge_binary() + " convert -m " + shared_path("models/stories260K.gguf") +
+                         " --type f16 -o " + out + " 2>&1 >/dev/null");
+  EXPECT_EQ(f16.exit_code, 0);
+  EXPECT_EQ(count_lines_with(f16.out, "warning"), 0) << f16.out;
+  EXPECT_EQ(count_lines_with(f16.out, "fell back"), 0) << f16.out;
+  EXPECT_EQ(fallback_matrix_type(GgmlType::Q4_K, 512), GgmlType::Q4_K);
+  EXPECT_EQ(fallback_matrix_type(GgmlType::Q6_K, 96), GgmlType::Q8_0);
+  EXPECT_EQ(fallback_matrix_type(GgmlType::Q8_0, 100), GgmlType::F16);
+}
+
+// -c above the model's 2048 tokens: one warning with what was asked, the model's and what is
+// used; errors about the context then say the model's limit instead of "raise --ctx-size".
+TEST(Cli, RunCtxSizeAboveModelWarnsAndErrorsSayTheLimit) {
+  const std::string model = shared_path("models/stories260K.gguf");
+  auto r = run_command(hinge_binary() + " run -m " + model +
+                       " -p Once -n 4 --temp 0 -c 100000 2>&1 >/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "warning"), 1) << r.out;
+  EXPECT_EQ(count_lines_with(r.out, "hinge: warning: --ctx-size 100000 is above the model's "
+                                    "context of 2048 tokens; using 2048"),
+            1)
+      << r.out;
+  auto quiet = run_command(hinge_binary() + " run -m " + model +
+                           " -p Once -n 4 --temp 0 -c 2048 2>&1 >/dev/null");
+  EXPECT_EQ(count_lines_with(quiet.out, "warning"), 0) << quiet.out;
+
+  auto full = run_command(hinge_binary() + " run -m " + model +
+                          " --random-prompt 2048 -n 4 -c 100000 2>&1 >/dev/null");
+  EXPECT_NE(full.exit_code, 0);
+  EXPECT_EQ(count_lines_with(full.out, "hinge: prompt is 2048 tokens but the context holds 2048; "
+                                       "the model's context is 2048 tokens; --ctx-size cannot "
+                                       "exceed it"),
+            1)
+      << full.out;
+  EXPECT_EQ(full.out.find("raise --ctx-size"), std::string::npos) << full.out;
+  auto small = run_command(hinge_binary() + " run -m " + model +
+                           " --random-prompt 20 -n 4 -c 16 2>&1 >/dev/null");
+  EXPECT_NE(small.exit_code, 0);
+  EXPECT_EQ(count_lines_with(small.out, "hinge: prompt is 20 tokens but the context holds 16; "
+                                        "raise --ctx-size (at most 2048, the model's context)"),
+            1)
+      << small.out;
+  auto bench = run_command(hinge_binary() + " bench -m " + model +
+                           " --requests 1 --prompt-tokens 4000 --gen-tokens 4 -c 100000 2>&1");
+  EXPECT_NE(bench.exit_code, 0);
+  EXPECT_EQ(count_lines_with(bench.out, "hinge: warning: --ctx-size 100000"), 1) << bench.out;
+  EXPECT_EQ(count_lines_with(bench.out, "the model's context is 2048 tokens; --ctx-size cannot "
+                                        "exceed it"),
+            1)
+      << bench.out;
+}
+
+// `run` holds one sequence: --max-num-seqs is accepted with any value and ignored, and its help
+// says so; engines that use it (bench) still check it.
+TEST(Cli, RunIgnoresMaxNumSeqs) {
+  const std::string model = shared_path("models/stories260K.gguf");
+  for (const char* v : {"0", "-3", "1", "1000"}) {
+    auto r = run_command(hinge_binary() + " run -m " + model + " -p Once -n 4 --temp 0 --json " +
+                         "--max-num-seqs " + v + " 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << v;
+    EXPECT_NE(r.out.find("\"generated_tokens\":4"), std::string::npos) << v << r.out;
+  }
+  auto help = run_command(hinge_binary() + " run --help");
+  EXPECT_NE(help.out.find("Ignored by run"), std::string::npos) << help.out;
+  auto bench = run_command(hinge_binary() + " bench -m " + model + " --max-num-seqs 0 2>&1");
+  EXPECT_NE(bench.exit_code, 0);
+  EXPECT_NE(bench.out.find("--max-num-seqs"), std::string::npos) << bench.out;
+}
+
+// --echo prints the prompt, then exactly what run prints without it (greedy, same model).
+TEST(Cli, RunEchoPrintsPromptFirst) {
+  const std::string cmd = hinge_binary() + " run -m " + shared_path("models/stories260K.gguf") +
+                          " -p 'Once upon a time' -n 24 --temp 0";
+  auto plain = run_command(cmd + " 2>/dev/null");
+  auto echo = run_command(cmd + " --echo 2>/dev/null");
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(echo.exit_code, 0);
+  EXPECT_EQ(echo.out.rfind("Once upon a time", 0), 0u) << echo.out;
+  EXPECT_EQ(echo.out, "Once upon a time" + plain.out);
+  EXPECT_EQ(plain.out.rfind("Once upon a time", 0), std::string::npos) << plain.out;
+  auto json = run_command(cmd + " --echo --json 2>/dev/null");
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_NE(json.out.find("\"text\":\"Once upon a time"), std::string::npos) << json.out;
+  auto help = run_command(hinge_binary() + " run --help");
+  EXPECT_NE(help.out.find("--echo"), std::string::npos);
 }
 
 }  // namespace

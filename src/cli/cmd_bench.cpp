@@ -131,15 +131,14 @@ int bench_command(const BenchArgs& args) {
   const int64_t prompt_len = bos + args.shared_prefix + args.prompt_tokens;
   const int64_t seq_len = prompt_len + args.gen_tokens;
   // As Engine::create resolves it: --ctx-size, at most the model's context; 0: the model's.
-  const int64_t max_len = config.max_model_len > 0
-                              ? std::min<int64_t>(config.max_model_len, mc.context_length)
-                              : mc.context_length;
+  const int64_t max_len =
+      resolve_ctx_size(config.max_model_len, mc.context_length, mc.context_length);
   if (seq_len > max_len)
     return fail(fmt::format(
         "--prompt-tokens/--shared-prefix/--gen-tokens: a request needs {} tokens ({} BOS + {} "
-        "shared + {} prompt + {} generated) but max_model_len is {}; lower them or raise "
-        "--ctx-size",
-        seq_len, bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens, max_len));
+        "shared + {} prompt + {} generated) but max_model_len is {}; lower them, or {}",
+        seq_len, bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens, max_len,
+        ctx_size_hint(max_len, mc.context_length)));
 
   // Prompts: BOS + shared prefix + unique part, ids uniform in [0, n_vocab).
   std::mt19937_64 rng(args.seed);

@@ -52,18 +52,20 @@ int run_command(RunArgs args) {
   }
 
   const LlamaConfig& cfg = loaded->config;
+  // `run` holds one sequence: --max-num-seqs is accepted with any value and ignored (it is a
+  // shared engine flag; see its help under `hinge run --help`).
+  args.engine.max_num_seqs = 1;
   auto config = make_engine_config(args.engine);
   if (!config.ok()) return fail(config.status().message());
   EngineConfig ec = *config;
-  ec.max_num_seqs = 1;
-  // `run` holds one sequence: default the context to min(model, 4096) and size the KV arena for
-  // exactly that (unless --kv-memory says otherwise).
-  int64_t ctx = ec.max_model_len > 0 ? ec.max_model_len : std::min<int64_t>(cfg.context_length, 4096);
-  ctx = std::min(ctx, cfg.context_length);
+  // Default the context to min(model, 4096) and size the KV arena for exactly that (unless
+  // --kv-memory says otherwise).
+  const int64_t ctx = resolve_ctx_size(ec.max_model_len, cfg.context_length,
+                                       std::min<int64_t>(cfg.context_length, 4096));
   ec.max_model_len = static_cast<int32_t>(ctx);
   if (static_cast<int64_t>(prompt.size()) >= ctx)
-    return fail(fmt::format("prompt is {} tokens but the context holds {}; raise --ctx-size",
-                            prompt.size(), ctx));
+    return fail(fmt::format("prompt is {} tokens but the context holds {}; {}", prompt.size(), ctx,
+                            ctx_size_hint(ctx, cfg.context_length)));
   const kv::KvSpec spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size);
   if (ec.kv_memory_bytes == 0) {
     ec.kv_memory_bytes = spec.bytes_for_tokens(ctx);
@@ -97,6 +99,15 @@ int run_command(RunArgs args) {
     std::string finish_reason = "length";
   } r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  // --echo: the prompt as text first (as llama-cli prints it: detokenized, control tokens such
+  // as BOS omitted), then the continuation, which the detokenizer renders after the prompt.
+  if (args.echo) {
+    r.text = tokenizer.decode(prompt);
+    if (!args.json) {
+      std::fwrite(r.text.data(), 1, r.text.size(), stdout);
+      std::fflush(stdout);
+    }
+  }
   const auto t0 = Clock::now();
   std::optional<Clock::time_point> t_first;
   std::vector<RequestDelta> deltas;

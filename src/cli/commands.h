@@ -20,6 +20,7 @@ struct RunArgs {
   std::string prompt;
   int64_t n_predict = 256;
   bool json = false;
+  bool echo = false;          // --echo: print the prompt before the generated text
   bool parse_special = true;
   int64_t random_prompt = 0;  // > 0: a prompt of this many tokens, BOS then seeded random ids
   std::optional<uint64_t> seed;

@@ -1,9 +1,13 @@
 #include "cli/engine_options.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string_view>
+
+#include <fmt/format.h>
 
 #include "common/thread_pool.h"
 #include "common/units.h"
@@ -60,8 +64,27 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
       ->capture_default_str();
   app->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching of KV blocks");
   app->add_option("-c,--ctx-size", args->ctx_size,
-                  "Longest sequence (prompt + output) in tokens; 0 = the model's context")
+                  "Longest sequence (prompt + output) in tokens, at most the model's context "
+                  "(larger values are lowered to it, with a warning); 0 = the model's context")
       ->capture_default_str();
+}
+
+int64_t resolve_ctx_size(int64_t requested, int64_t model_context, int64_t default_len) {
+  if (requested > model_context) {
+    std::fprintf(stderr,
+                 "hinge: warning: --ctx-size %lld is above the model's context of %lld tokens; "
+                 "using %lld\n",
+                 static_cast<long long>(requested), static_cast<long long>(model_context),
+                 static_cast<long long>(model_context));
+  }
+  return std::min(requested > 0 ? requested : default_len, model_context);
+}
+
+std::string ctx_size_hint(int64_t ctx_len, int64_t model_context) {
+  if (ctx_len >= model_context)
+    return fmt::format("the model's context is {} tokens; --ctx-size cannot exceed it",
+                       model_context);
+  return fmt::format("raise --ctx-size (at most {}, the model's context)", model_context);
 }
 
 StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {

@@ -38,6 +38,17 @@ struct EngineOptionsArgs {
 // Registers the shared engine flags on `app` (a subcommand), writing into *args.
 void add_engine_options(CLI::App* app, EngineOptionsArgs* args);
 
+// The context length (max_model_len) a command runs with: --ctx-size `requested`, or
+// `default_len` when it is 0, and never more than the model's trained `model_context` (as
+// Engine::create clamps it). Prints one warning line on stderr when `requested` is above the
+// model's context: what was asked, the model's context, and what is used.
+int64_t resolve_ctx_size(int64_t requested, int64_t model_context, int64_t default_len);
+
+// The hint that ends an error about a sequence longer than the context `ctx_len`: "raise
+// --ctx-size (at most N, the model's context)", or, when ctx_len is already the model's context,
+// "the model's context is N tokens; --ctx-size cannot exceed it".
+std::string ctx_size_hint(int64_t ctx_len, int64_t model_context);
+
 // Checks every value and builds the config (threads 0 resolved to the hardware thread count,
 // kv_debug from HINGE_KV_DEBUG). Errors name the flag and the accepted values.
 StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args);

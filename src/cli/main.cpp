@@ -48,8 +48,14 @@ int main(int argc, char** argv) {
                       "Benchmark: a prompt of N tokens, BOS then seeded random ids (as llama-bench)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->excludes("--prompt");
   run_cmd->add_flag("--json", run.json, "Print one JSON object with ids, text and statistics");
+  run_cmd->add_flag("--echo", run.echo,
+                    "Print the prompt before the generated text (as llama-cli does; with --json "
+                    "\"text\" starts with it too)");
   add_sampling_options(run_cmd, run);
   hinge::cli::add_engine_options(run_cmd, &run.engine);
+  run_cmd->get_option("--max-num-seqs")
+      ->description("Ignored by run, which holds one sequence (accepted with any value)")
+      ->default_str("");
 
   hinge::cli::TokenizeArgs tok;
   auto* tok_cmd = app.add_subcommand("tokenize", "Read text from stdin, print token ids");

@@ -53,6 +53,18 @@ StatusOr<std::vector<uint8_t>> convert_rows(GgmlType from, const void* data, int
   return out;
 }
 
+GgmlType fallback_matrix_type(GgmlType wanted, int64_t row_elems) {
+  auto fits = [row_elems](GgmlType t) {
+    auto tr = ggml_type_traits(t);
+    return tr && row_elems % tr->block_elems == 0;
+  };
+  if (fits(wanted)) return wanted;
+  GgmlType next = GgmlType::F16;
+  if (wanted == GgmlType::Q4_K) next = GgmlType::Q4_0;
+  if (wanted == GgmlType::Q6_K) next = GgmlType::Q8_0;
+  return fits(next) ? next : GgmlType::F16;
+}
+
 namespace {
 
 // Hugging Face rotate-half row order -> GGUF interleaved: within each head, new row 2i is old
@@ -107,8 +119,9 @@ Status export_gguf(const LoadedModel& model, const std::string& out_path,
       if ((t.name == "output.weight" || (t.name == "token_embd.weight" && c.tied_output)) &&
           options.output_type)
         to = *options.output_type;
-      auto tt = ggml_type_traits(to);
-      if (!tt || m.cols % tt->block_elems != 0) to = GgmlType::F32;
+      const GgmlType wanted = to;
+      to = fallback_matrix_type(wanted, m.cols);
+      if (to != wanted && options.on_fallback) options.on_fallback({t.name, t.ne, wanted, to});
     }
     if (!is_matrix) to = GgmlType::F32;  // norms and other vectors stay f32
     HINGE_ASSIGN_OR_RETURN(auto bytes, convert_rows(m.type, data, m.rows, m.cols, to));
