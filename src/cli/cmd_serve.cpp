@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "common/units.h"
 #include "engine/engine_thread.h"
 #include "http/server.h"
@@ -135,6 +136,10 @@ int serve_command(const ServeArgs& args) {
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
   EngineConfig engine_config = *config;
   engine_config.detokenize = false;  // the server detokenizes on its I/O threads
+  // -c above the model's context: lowered with one warning (0: the model's context).
+  const int64_t model_ctx = loaded->config.context_length;
+  engine_config.max_model_len =
+      static_cast<int32_t>(resolve_ctx_size(engine_config.max_model_len, model_ctx, model_ctx));
   auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
   const EngineConfig ec = (*engine)->config();
