@@ -222,28 +222,36 @@ def trailers():
         check(health_latency(srv)[0] == 200, 'still serving')
 
 
+def open_idle(srv, n):
+    conns = []
+    for _ in range(n):
+        try:
+            conns.append(srv.connect())
+        except OSError:
+            pass
+    return conns
+
+
+def cpu_share(srv, seconds):
+    """The server's CPU use over `seconds`, in cores."""
+    c0 = srv.cpu_seconds()
+    time.sleep(seconds)
+    return (srv.cpu_seconds() - c0) / seconds
+
+
 @test
 def fd_exhaustion():
     """RLIMIT_NOFILE 64 and 80 idle connections: /health within 100 ms, under 5% of a core."""
     with Server('--keep-alive-timeout', '60', nofile=64) as srv:
-        conns = []
-        for _ in range(80):
-            try:
-                conns.append(srv.connect())
-            except OSError:
-                pass
+        conns = open_idle(srv, 80)
         time.sleep(1.0)
-        c0 = srv.cpu_seconds()
-        time.sleep(2.0)
-        cpu = (srv.cpu_seconds() - c0) / 2.0
+        cpu = cpu_share(srv, 2.0)
         lat = []
         for _ in range(10):
             st, dt = health_latency(srv)
             check(st == 200, f'/health 200 while saturated ({dt * 1000:.1f} ms)')
             lat.append(dt)
-        c1 = srv.cpu_seconds()
-        time.sleep(2.0)
-        cpu2 = (srv.cpu_seconds() - c1) / 2.0
+        cpu2 = cpu_share(srv, 2.0)
         print(f'  max connections {srv.metric("hinge:http_connections_max"):.0f}, '
               f'evicted {srv.metric("hinge:http_connections_evicted_total"):.0f}')
         check(max(lat) < 0.100 * SLACK, f'/health max latency {max(lat) * 1000:.1f} ms < {100 * SLACK} ms')
@@ -257,16 +265,9 @@ def fd_exhaustion():
 def fd_exhaustion_emfile():
     """--max-connections above the descriptor limit: EMFILE backs off, no spinning."""
     with Server('--keep-alive-timeout', '60', '--max-connections', '1000', nofile=64) as srv:
-        conns = []
-        for _ in range(80):
-            try:
-                conns.append(srv.connect())
-            except OSError:
-                pass
+        conns = open_idle(srv, 80)
         time.sleep(1.0)
-        c0 = srv.cpu_seconds()
-        time.sleep(2.0)
-        cpu = (srv.cpu_seconds() - c0) / 2.0
+        cpu = cpu_share(srv, 2.0)
         st, dt = health_latency(srv)
         check(st in (200, 503), f'a new connection is answered ({st}) in {dt * 1000:.0f} ms')
         check(dt < 2.0, 'within 2 s')
