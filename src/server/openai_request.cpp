@@ -424,10 +424,12 @@ OptError parse_tools(Json& body, OpenAiRequest* r) {
 }
 
 OptError parse_max_tokens(const Json& body, OpenAiRequest* r) {
+  // Completions allow 0 (with echo: scoring a prompt; checked in parse_echo_best_of).
+  const int64_t lo = r->endpoint == Endpoint::kCompletions ? 0 : 1;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins
     if (const Json* v = field(body, key)) {
       int64_t n = 0;
-      HINGE_RETURN_IF_API_ERROR(to_int(*v, key, 1, kInt32Max, &n));
+      HINGE_RETURN_IF_API_ERROR(to_int(*v, key, lo, kInt32Max, &n));
       r->max_tokens = static_cast<int32_t>(n);
     }
   }
@@ -478,6 +480,101 @@ OptError parse_sampling(const Json& body, OpenAiRequest* r) {
   return std::nullopt;
 }
 
+// {"<token id>": bias, ...}: keys decimal digits (a token id <= INT32_MAX; the vocabulary is the
+// caller's check), values numbers in [-100, 100], at most kMaxLogitBias entries, ids distinct
+// ("7" and "007" are one id). Keys that are not ids are never quoted back (client text).
+OptError parse_logit_bias(const Json& body, OpenAiRequest* r) {
+  const Json* v = field(body, "logit_bias");
+  if (!v) return std::nullopt;
+  if (!v->is_object())
+    return type_error("logit_bias", "an object mapping token ids to biases", *v);
+  if (v->size() > static_cast<size_t>(kMaxLogitBias))
+    return value_error("logit_bias", fmt::format("expected at most {} entries, but got {}.",
+                                                 kMaxLogitBias, v->size()));
+  std::vector<LogitBias>& out = r->sampling.logit_bias;
+  out.reserve(v->size());
+  for (const auto& [key, bias] : v->items()) {
+    int64_t id = 0;
+    bool digits = !key.empty() && key.size() <= 10;
+    for (char c : key) digits = digits && c >= '0' && c <= '9';
+    if (digits) id = std::stoll(key);
+    if (!digits || id > kInt32Max)
+      return value_error("logit_bias",
+                         "keys must be token ids: decimal integers in [0, 2147483647].");
+    const std::string param = fmt::format("logit_bias.{}", key);
+    if (!bias.is_number()) return type_error(param, "a number", bias);
+    const double d = bias.get<double>();
+    if (!std::isfinite(d) || d < -100.0 || d > 100.0)
+      return range_error(param, "a number in [-100, 100]", bias);
+    const auto tok = static_cast<int32_t>(id);
+    for (const LogitBias& b : out)
+      if (b.token == tok)
+        return value_error(param, fmt::format("token id {} appears more than once.", tok));
+    out.push_back({tok, static_cast<float>(d)});
+  }
+  return std::nullopt;
+}
+
+// Completions: echo, best_of, and what they allow (max_tokens 0 needs echo; best_of >= n, and
+// best_of > n is not streamable).
+OptError parse_echo_best_of(const Json& body, OpenAiRequest* r) {
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "echo", &r->echo));
+  if (r->max_tokens && *r->max_tokens == 0 && !r->echo)
+    return value_error("max_tokens",
+                       "expected an integer >= 1; 0 is only allowed with 'echo': true (scoring "
+                       "the prompt).");
+  r->best_of = r->n;
+  if (const Json* v = field(body, "best_of")) {
+    int64_t b = 0;
+    HINGE_RETURN_IF_API_ERROR(to_int(*v, "best_of", 1, kMaxN, &b));
+    if (b < r->n)
+      return value_error("best_of", fmt::format("best_of ({}) must be >= n ({}).", b, r->n));
+    r->best_of = static_cast<int32_t>(b);
+  }
+  if (r->stream && r->best_of > r->n)
+    return value_error("best_of",
+                       "best_of > n cannot be used with 'stream' (the best choices are known "
+                       "only at the end).");
+  return std::nullopt;
+}
+
+// OpenAI fields hinge does not implement whose silent ignore would give a wrong result: each a
+// 400 naming the field. Harmless ones (user, metadata, store, service_tier,
+// parallel_tool_calls, prediction, reasoning_effort, ...) stay ignored.
+OptError reject_unsupported(const Json& body, Endpoint endpoint) {
+  auto unsupported = [](const char* key, std::string_view why) {
+    return ApiError::invalid_request(key, fmt::format("'{}' is not supported: {}", key, why));
+  };
+  if (endpoint == Endpoint::kCompletions) {
+    if (const Json* v = field(body, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
+      return unsupported("suffix", "hinge does not do fill-in-the-middle insertion.");
+    return std::nullopt;
+  }
+  if (field(body, "functions"))
+    return unsupported("functions", "it is deprecated; use 'tools'.");
+  if (field(body, "function_call"))
+    return unsupported("function_call", "it is deprecated; use 'tool_choice'.");
+  if (const Json* v = field(body, "response_format")) {
+    if (!v->is_object()) return type_error("response_format", "an object", *v);
+    const Json* type = field(*v, "type");
+    if (!type || !type->is_string() || type->get_ref<const std::string&>() != "text")
+      return ApiError::invalid_request(
+          "response_format",
+          "'response_format' is not supported: only {\"type\": \"text\"}; hinge does not "
+          "constrain output to JSON (json_object / json_schema).");
+  }
+  if (const Json* v = field(body, "modalities")) {
+    if (!v->is_array()) return type_error("modalities", "an array of strings", *v);
+    for (const Json& m : *v)
+      if (!m.is_string() || m.get_ref<const std::string&>() != "text")
+        return unsupported("modalities", "only [\"text\"] (text output) is available.");
+  }
+  if (field(body, "audio")) return unsupported("audio", "this server produces text only.");
+  if (field(body, "web_search_options"))
+    return unsupported("web_search_options", "this server has no web search.");
+  return std::nullopt;
+}
+
 OptError parse_stream(const Json& body, OpenAiRequest* r) {
   HINGE_RETURN_IF_API_ERROR(get_bool(body, "stream", &r->stream));
   if (const Json* opts = field(body, "stream_options")) {
@@ -515,6 +612,7 @@ ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint
   OpenAiRequest r;
   r.endpoint = endpoint;
   r.sampling = openai_default_sampling();
+  HINGE_RETURN_IF_API_ERROR(reject_unsupported(body, endpoint));
   HINGE_RETURN_IF_API_ERROR(get_string(body, "model", &r.model));
   if (endpoint == Endpoint::kChatCompletions) {
     HINGE_RETURN_IF_API_ERROR(parse_messages(body, &r));
@@ -530,7 +628,13 @@ ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint
     r.n = static_cast<int32_t>(n);
   }
   HINGE_RETURN_IF_API_ERROR(parse_logprobs(body, &r));
+  HINGE_RETURN_IF_API_ERROR(parse_logit_bias(body, &r));
   HINGE_RETURN_IF_API_ERROR(parse_stream(body, &r));
+  if (endpoint == Endpoint::kCompletions) {
+    HINGE_RETURN_IF_API_ERROR(parse_echo_best_of(body, &r));
+  } else {
+    r.best_of = r.n;
+  }
   HINGE_RETURN_IF_API_ERROR(get_string(body, "user", &r.user));
   HINGE_RETURN_IF_API_ERROR(parse_priority(body, &r));
   // The checks above are stricter than SamplingParams', so this only catches a mapping bug.
