@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "hinge/engine.h"
 #include "model/loaded_model.h"
@@ -109,6 +110,56 @@ TEST(EnginePromptLogprobs, EqualTheDecodeLogprobsOfTheSameTokens) {
     const Outcome plain = run(*pe, greedy(prompt, 1));
     EXPECT_GT(plain.cached_tokens, 0);
     EXPECT_TRUE(plain.prompt_logprobs[0].empty());
+  }
+}
+
+// Preemption by recompute (before and after the prompt is done) neither loses nor repeats a
+// prompt position: the same prompt logprobs as with a roomy cache.
+TEST(EnginePromptLogprobs, SameUnderPreemption) {
+  auto m = testing::load_or_die(testing::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> prompt{1};
+    for (int k = 0; k < 30 + 7 * i; ++k) prompt.push_back(3 + (k * 37 + i * 11) % 500);
+    GenerateRequest r = greedy(std::move(prompt), 30);
+    r.prompt_logprobs = 1;
+    reqs.push_back(std::move(r));
+  }
+  auto all = [&](int64_t kv_bytes, EngineStats* stats) {
+    EngineConfig c = config(24);
+    c.kv_memory_bytes = kv_bytes;
+    auto e = std::move(Engine::create(*m, nullptr, c)).value();
+    std::vector<RequestId> ids;
+    for (const auto& r : reqs) ids.push_back(e->add_request(r).value());
+    std::map<uint64_t, std::vector<PositionLogprobs>> got;
+    std::vector<RequestDelta> deltas;
+    while (e->has_unfinished()) {
+      EXPECT_TRUE(e->step(&deltas).ok());
+      for (auto& d : deltas)
+        if (!d.prompt_logprobs.empty()) {
+          EXPECT_TRUE(got[d.id.value].empty()) << "twice";
+          got[d.id.value] = d.prompt_logprobs;
+        }
+    }
+    *stats = e->stats();
+    std::vector<std::vector<PositionLogprobs>> out;
+    for (RequestId id : ids) out.push_back(got[id.value]);
+    return out;
+  };
+  EngineStats roomy, tight;
+  const auto want = all(64 << 20, &roomy);
+  EXPECT_EQ(roomy.preemptions, 0);
+  const auto have = all(9 * roomy.kv_bytes_per_block, &tight);  // the largest needs 7 blocks
+  EXPECT_GT(tight.preemptions, 0);
+  ASSERT_EQ(have.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(have[i].size(), reqs[i].prompt_token_ids.size() - 1) << "request " << i;
+    ASSERT_EQ(want[i].size(), have[i].size());
+    for (size_t k = 0; k < want[i].size(); ++k) {
+      EXPECT_EQ(have[i][k].sampled.token, want[i][k].sampled.token);
+      EXPECT_NEAR(have[i][k].sampled.logprob, want[i][k].sampled.logprob, 1e-5);
+    }
   }
 }
 

@@ -159,6 +159,7 @@ TEST(ServerFieldsHttp, EchoReturnsThePromptThenTheCompletion) {
   // Streaming: the prompt text comes in the first chunk.
   Json stream = echo;
   stream["stream"] = true;
+  stream["logprobs"] = 1;
   auto r = http_call(s.port, "POST", "/v1/completions", stream.dump());
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200);
@@ -168,8 +169,12 @@ TEST(ServerFieldsHttp, EchoReturnsThePromptThenTheCompletion) {
        at = r->body.find("data: {", at + 1)) {
     const Json chunk = Json::parse(r->body.substr(at + 6, r->body.find('\n', at) - at - 6));
     const std::string text = chunk["choices"][0]["text"];
-    if (first) {
+    if (first) {  // with the prompt tokens' logprobs, the first one null
       EXPECT_EQ(text.rfind(kPrompt, 0), 0u) << text;
+      const auto& lp = chunk["choices"][0]["logprobs"];
+      ASSERT_GE(lp["tokens"].size(), prompt.size()) << chunk.dump();
+      EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+      for (size_t i = 1; i < prompt.size(); ++i) EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
       first = false;
     }
     joined += text;
