@@ -117,7 +117,57 @@ TEST(Sampler, ValidateRejectsBadValues) {
   p = {};
   p.stop = {""};
   EXPECT_FALSE(p.validate().ok());
+  p = {};
+  p.logit_bias = {{3, 100.5f}};
+  EXPECT_FALSE(p.validate().ok());
+  p.logit_bias = {{-1, 1.0f}};
+  EXPECT_FALSE(p.validate().ok());
+  p.logit_bias = {{3, 1.0f}, {3, 2.0f}};
+  EXPECT_FALSE(p.validate().ok());
+  p.logit_bias = {{3, -100.0f}, {4, 100.0f}};
+  EXPECT_TRUE(p.validate().ok());
   EXPECT_TRUE(SamplingParams{}.validate().ok());
+}
+
+TEST(Sampler, LogitBiasIsASparseAddBeforeGreedyAndSampling) {
+  // Greedy: -100 on the argmax (1) hands it to the runner-up (4); +2 on token 3 (0.5 -> 2.5)
+  // is not enough to win, +3 is; only the biased entries of the row change.
+  SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias = {{1, -100.0f}};
+  auto l = logits_fixture();
+  EXPECT_EQ(Sampler(p, 6).sample(l.data(), {}), 4);
+  EXPECT_FLOAT_EQ(l[1], 3.0f - 100.0f);
+  EXPECT_FLOAT_EQ(l[4], 2.9f);
+  p.logit_bias = {{3, 2.0f}};
+  l = logits_fixture();
+  EXPECT_EQ(Sampler(p, 6).sample(l.data(), {}), 1);
+  p.logit_bias = {{3, 3.0f}};
+  l = logits_fixture();
+  EXPECT_EQ(Sampler(p, 6).sample(l.data(), {}), 3);
+  // Out-of-vocabulary entries are skipped, not written.
+  p.logit_bias = {{6, 100.0f}};
+  l = logits_fixture();
+  EXPECT_EQ(Sampler(p, 6).sample(l.data(), {}), 1);
+  // Temperature sampling: +100 on token 5 makes every draw token 5, -100 on all but token 0
+  // makes every draw token 0.
+  SamplingParams t;
+  t.temperature = 1.0f;
+  t.top_k = 0;
+  t.top_p = 1.0f;
+  t.min_p = 0.0f;
+  t.logit_bias = {{5, 100.0f}};
+  Sampler force(t, 6);
+  for (int i = 0; i < 64; ++i) {
+    auto row = logits_fixture();
+    EXPECT_EQ(force.sample(row.data(), {}), 5);
+  }
+  t.logit_bias = {{1, -100.0f}, {2, -100.0f}, {3, -100.0f}, {4, -100.0f}, {5, -100.0f}};
+  Sampler ban(t, 6);
+  for (int i = 0; i < 64; ++i) {
+    auto row = logits_fixture();
+    EXPECT_EQ(ban.sample(row.data(), {}), 0);
+  }
 }
 
 TEST(StopMatcher, HoldsBackPrefixesAndCutsAtStop) {

@@ -12,6 +12,8 @@
 // block copies are applied, every scheduled token of every request goes through the model in
 // one forward pass (each weight matrix read once per step), one token is sampled per request
 // that reached its end, and the scheduler advances, finishes or preempts (by recompute).
+// The LM head runs for the sampling rows only, plus every prompt row of requests that asked for
+// prompt logprobs (the logits buffer grows once to fit them; other steps never allocate).
 //
 // Threading: not thread-safe. One thread (the engine thread) owns an Engine and calls every
 // method; a server wraps it with a request queue and per-request output channels.
@@ -69,6 +71,12 @@ struct GenerateRequest {
   // Log-probabilities of each sampled token (log-softmax of the model's raw logits) and of the
   // `logprobs` most likely tokens at that position; -1: none, 0: the sampled token's only.
   int32_t logprobs = -1;
+  // Prompt log-probabilities (OpenAI's echo + logprobs, vLLM's prompt_logprobs): -1 none; k in
+  // [0, 20]: the log-probability of every prompt token after the first given the ones before
+  // it, and the k most likely tokens at that position (RequestDelta::prompt_logprobs). Such a
+  // request computes the LM head at every prompt position (others: only the last) and never
+  // adopts a prefix-cache hit (every position must be computed); its blocks are still cached.
+  int32_t prompt_logprobs = -1;
   Priority priority = Priority::kInteractive;
   CacheNamespace cache_namespace{};        // prefix cache sharing scope (tenant)
 };
@@ -99,6 +107,10 @@ struct RequestDelta {
   FinishReason finish_reason = FinishReason::kNone;  // kNone while the sample continues
   RequestUsage usage;                // cumulative for this sample
   std::vector<PositionLogprobs> logprobs;  // one per token_ids entry when requested
+  // GenerateRequest::prompt_logprobs >= 0: in each sample's first delta that has a sampled
+  // token (EOS included), the prompt_token_ids.size() - 1 entries of prompt positions 1..end:
+  // entry i holds prompt token i + 1 (as `sampled`) given tokens 0..i. Empty otherwise.
+  std::vector<PositionLogprobs> prompt_logprobs{};
   bool finished() const { return finish_reason != FinishReason::kNone; }
 };
 

@@ -1,5 +1,6 @@
-// The engine loop: schedule -> copy-on-write -> one forward pass for the whole step -> sample
-// -> update, plus the per-sample output state (sampler, detokenizer, stop strings).
+// The engine loop: schedule -> copy-on-write -> one forward pass for the whole step -> prompt
+// logprobs -> sample -> update, plus the per-sample output state (sampler, detokenizer, stop
+// strings).
 #include "hinge/engine.h"
 
 #include <algorithm>
@@ -53,6 +54,7 @@ struct SampleState {
   StopMatcher stops;
   RequestUsage usage;
   bool stop_seen = false;  // EOS or stop string: finish after update()
+  bool prompt_logprobs_sent = false;  // the group's prompt logprobs went out in a delta
 
   SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
               const Tokenizer* tok, bool detokenize)
@@ -72,6 +74,17 @@ struct SampleState {
 struct Group {
   GenerateRequest params;
   std::vector<RequestId> ids;  // sample 0 (== group id), then samples 1..n-1
+  // params.prompt_logprobs >= 0: entry i for prompt token i + 1, filled in position order as
+  // the prompt is computed (a recompute after preemption skips the positions already done).
+  std::vector<PositionLogprobs> prompt_logprobs;
+};
+
+// Where one scheduled request's logits are in this step's logits buffer.
+struct StepRows {
+  int32_t prompt_row = 0;        // first row of its prompt-logprob positions
+  int32_t prompt_position = 0;   // the position of that row
+  int32_t num_prompt_rows = 0;   // 0: none this step
+  int32_t sample_row = -1;       // the row it samples from; -1: it does not sample
 };
 
 class EngineImpl final : public Engine {
@@ -100,6 +113,7 @@ class EngineImpl final : public Engine {
     slots_.reserve(t);
     logit_rows_.reserve(static_cast<size_t>(config.max_num_seqs));
     seqs_.reserve(static_cast<size_t>(config.max_num_seqs));
+    step_rows_.reserve(static_cast<size_t>(config.max_num_seqs));
   }
 
   Status check_request(const GenerateRequest& req) const override {
@@ -118,6 +132,12 @@ class EngineImpl final : public Engine {
       return Status::Errorf("n must be in [1, {}], got {}", config_.max_num_seqs, req.n);
     if (req.logprobs < -1 || req.logprobs > 20)
       return Status::Errorf("logprobs must be in [-1, 20], got {}", req.logprobs);
+    if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20)
+      return Status::Errorf("prompt logprobs must be in [-1, 20], got {}", req.prompt_logprobs);
+    for (const LogitBias& b : req.sampling.logit_bias)
+      if (b.token >= c.n_vocab)
+        return Status::Errorf("logit bias token id {} is out of range [0, {})", b.token,
+                              c.n_vocab);
     return req.sampling.validate();
   }
 
@@ -143,6 +163,7 @@ class EngineImpl final : public Engine {
     p.priority = req.priority;
     p.cache_namespace = req.cache_namespace;
     p.n = req.n;
+    p.skip_prefix_cache = req.prompt_logprobs >= 0;
     for (int32_t i = 1; i < req.n; ++i) p.sample_ids.push_back(RequestId(next_id_ + i));
     HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
     next_id_ += static_cast<uint64_t>(req.n);
@@ -202,6 +223,7 @@ class EngineImpl final : public Engine {
     sampled_.clear();
     if (!out.empty()) {
       HINGE_RETURN_IF_ERROR(run_forward(out));
+      record_prompt_logprobs(out);
       sample(out, deltas);
     }
     sched_.update(out, sampled_);
@@ -258,6 +280,7 @@ class EngineImpl final : public Engine {
     seqs_.clear();
     tables_.clear();
     table_offsets_.clear();
+    step_rows_.clear();
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
       token_ids_.insert(token_ids_.end(), r.token_ids.begin(), r.token_ids.end());
@@ -270,8 +293,15 @@ class EngineImpl final : public Engine {
       table_offsets_.push_back(tables_.size());  // pointer set below, once tables_ is final
       for (kv::BlockId b : r.block_table) tables_.push_back(b.value);
       seqs_.push_back(seq);
+      StepRows rows = prompt_logprob_rows(r, seq.query_begin);
+      for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
+      rows.prompt_row = static_cast<int32_t>(logit_rows_.size()) - rows.num_prompt_rows;
       row += r.num_new_tokens;
-      if (r.samples) logit_rows_.push_back(row - 1);
+      if (r.samples) {
+        rows.sample_row = static_cast<int32_t>(logit_rows_.size());
+        logit_rows_.push_back(row - 1);
+      }
+      step_rows_.push_back(rows);
       const sched::Request* req = sched_.find(r.id);
       if (req) {
         const int32_t prompt_end = req->num_prompt_tokens();
@@ -286,7 +316,47 @@ class EngineImpl final : public Engine {
     b.slot_mapping = slots_;
     b.seqs = seqs_;
     b.logit_rows = logit_rows_;
+    // More rows than max_num_seqs only with prompt logprobs: grow once, keep the capacity.
+    const size_t need = logit_rows_.size() * static_cast<size_t>(model_.config.n_vocab);
+    if (need > logits_.size()) logits_.resize(need);
     return llama_.forward_batch(b, arena_, logits_.data());
+  }
+
+  // The prompt positions of r whose logits give prompt logprobs this step: those in
+  // [first_position, end) not recorded yet whose next token is a prompt token. prompt_row is
+  // the batch row of the first one (run_forward turns it into a logits-buffer row).
+  StepRows prompt_logprob_rows(const sched::ScheduledRequest& r, int32_t query_begin) const {
+    StepRows rows;
+    auto st = samples_.find(r.id);
+    if (st == samples_.end()) return rows;
+    const Group& g = *groups_.at(st->second.group);
+    if (g.params.prompt_logprobs < 0) return rows;
+    const int32_t n_prompt = static_cast<int32_t>(g.params.prompt_token_ids.size());
+    const int32_t lo = std::max(r.first_position, static_cast<int32_t>(g.prompt_logprobs.size()));
+    const int32_t hi = std::min(r.end_position(), n_prompt - 1);
+    if (lo >= hi) return rows;
+    rows.prompt_row = query_begin + (lo - r.first_position);
+    rows.prompt_position = lo;
+    rows.num_prompt_rows = hi - lo;
+    return rows;
+  }
+
+  void record_prompt_logprobs(const sched::SchedulerOutput& out) {
+    const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      const StepRows& rows = step_rows_[i];
+      if (rows.num_prompt_rows == 0) continue;
+      Group& g = *groups_.at(samples_.at(out.scheduled[i].id).group);
+      const std::vector<int32_t>& prompt = g.params.prompt_token_ids;
+      for (int32_t k = 0; k < rows.num_prompt_rows; ++k) {
+        const int32_t pos = rows.prompt_position + k;
+        HINGE_CHECK(pos == static_cast<int32_t>(g.prompt_logprobs.size()));
+        g.prompt_logprobs.emplace_back();
+        fill_logprobs(&logits_[static_cast<size_t>(rows.prompt_row + k) * vocab],
+                      prompt[static_cast<size_t>(pos) + 1], g.params.prompt_logprobs,
+                      &g.prompt_logprobs.back());
+      }
+    }
   }
 
   RequestDelta& delta_for(RequestId sid, std::vector<RequestDelta>* deltas) {
@@ -304,10 +374,10 @@ class EngineImpl final : public Engine {
 
   void sample(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas) {
     const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
-    size_t logit_row = 0;
-    for (const sched::ScheduledRequest& r : out.scheduled) {
+    for (size_t i = 0; i < out.scheduled.size(); ++i) {
+      const sched::ScheduledRequest& r = out.scheduled[i];
       if (!r.samples) continue;
-      const float* logits = &logits_[logit_row++ * vocab];
+      const float* logits = &logits_[static_cast<size_t>(step_rows_[i].sample_row) * vocab];
       const sched::Request* req = sched_.find(r.id);
       if (!req) continue;  // aborted since schedule()
       const Group& g = *groups_.at(samples_.at(r.id).group);
@@ -320,6 +390,10 @@ class EngineImpl final : public Engine {
         sampled_.push_back({sid, token});
         ++output_tokens_;
         RequestDelta& d = delta_for(sid, deltas);
+        if (g.params.prompt_logprobs >= 0 && !st.prompt_logprobs_sent) {
+          d.prompt_logprobs = g.prompt_logprobs;
+          st.prompt_logprobs_sent = true;
+        }
         if (tok_ && !st.params->sampling.ignore_eos && tok_->is_eog(token)) {
           st.stop_seen = true;
           continue;
@@ -410,6 +484,7 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> token_ids_;
   std::vector<int64_t> slots_;
   std::vector<int32_t> logit_rows_;
+  std::vector<StepRows> step_rows_;     // per out.scheduled entry
   std::vector<kernels::AttentionSeq> seqs_;
   std::vector<int32_t> tables_;          // every sequence's block table, concatenated
   std::vector<size_t> table_offsets_;   // where sequence i's table starts in tables_

@@ -185,7 +185,10 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   const CacheNamespace ns = p.request.cache_namespace;
   const sched::AdmissionOffer o = admission_->offer(
       t, seconds_since_start(), s.kv_blocks_total - s.kv_blocks_used,
-      [&](uint64_t) { return engine_->cached_prefix_blocks(prompt, ns); });
+      [&](uint64_t) {
+        // A prompt-logprobs request computes every position: no prefix-hit discount.
+        return p.request.prompt_logprobs >= 0 ? 0 : engine_->cached_prefix_blocks(prompt, ns);
+      });
   switch (o.verdict) {
     case sched::AdmissionVerdict::kAdmitted: start(add.ticket, p); return;
     case sched::AdmissionVerdict::kQueued: pending_.emplace(add.ticket, std::move(p)); return;
@@ -227,6 +230,7 @@ void EngineThread::admit_queued() {
     const EngineStats s = engine_->stats();
     auto cached = [&](uint64_t ticket) {
       const Pending& p = pending_.at(ticket);
+      if (p.request.prompt_logprobs >= 0) return 0;  // computes every position
       return engine_->cached_prefix_blocks(p.request.prompt_token_ids, p.request.cache_namespace);
     };
     const auto next = admission_->admit_next(now, s.kv_blocks_total - s.kv_blocks_used, cached);

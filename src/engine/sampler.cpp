@@ -22,6 +22,15 @@ Status SamplingParams::validate() const {
   if (penalty_last_n < -1) return Status::Errorf("penalty window must be >= -1, got {}", penalty_last_n);
   for (const auto& s : stop)
     if (s.empty()) return Status::Error("stop strings must not be empty");
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const LogitBias& b = logit_bias[i];
+    if (b.token < 0) return Status::Errorf("logit bias token id must be >= 0, got {}", b.token);
+    if (!(std::abs(b.bias) <= 100.0f))
+      return Status::Errorf("logit bias must be in [-100, 100], got {}", b.bias);
+    for (size_t j = 0; j < i; ++j)
+      if (logit_bias[j].token == b.token)
+        return Status::Errorf("logit bias token id {} appears twice", b.token);
+  }
   return Status::Ok();
 }
 
@@ -53,6 +62,8 @@ void Sampler::apply_penalties(float* logits, std::span<const int32_t> history) {
 
 int32_t Sampler::sample(float* logits, std::span<const int32_t> history) {
   apply_penalties(logits, history);
+  for (const LogitBias& b : params_.logit_bias)
+    if (b.token < n_vocab_) logits[b.token] += b.bias;
   const auto& p = params_;
   if (p.temperature <= 0.0f) return static_cast<int32_t>(kernels::argmax(logits, n_vocab_));
 

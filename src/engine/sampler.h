@@ -1,4 +1,4 @@
-// Turns a logits row into the next token: penalties, then greedy or
+// Turns a logits row into the next token: penalties, logit bias (a sparse add), then greedy or
 // temperature -> top-k -> top-p -> min-p -> draw (llama.cpp's default chain order).
 // Deterministic for a given seed. Scratch is kept between calls, so after the first token a
 // sampler does not allocate.
@@ -17,7 +17,8 @@ class Sampler {
  public:
   Sampler(const SamplingParams& params, int64_t n_vocab);
 
-  // `logits` is modified in place (penalties). `history` holds prompt + generated ids so far.
+  // `logits` is modified in place (penalties, bias). `history` holds prompt + generated ids so
+  // far. Bias entries with a token >= n_vocab are skipped (the engine rejects them earlier).
   int32_t sample(float* logits, std::span<const int32_t> history);
 
   const SamplingParams& params() const { return params_; }

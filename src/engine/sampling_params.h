@@ -9,6 +9,13 @@
 
 namespace hinge {
 
+// A bias added to one token's logit before sampling (OpenAI's logit_bias entry).
+struct LogitBias {
+  int32_t token = 0;  // >= 0; < n_vocab is the engine's check (Engine::check_request)
+  float bias = 0;     // finite, in [-100, 100]
+  bool operator==(const LogitBias&) const = default;
+};
+
 struct SamplingParams {
   float temperature = 0.8f;        // <= 0: greedy (argmax)
   int32_t top_k = 40;              // <= 0: disabled
@@ -21,6 +28,10 @@ struct SamplingParams {
   uint64_t seed = 0xC0FFEE;
   std::vector<std::string> stop;   // stop strings (not part of the output)
   bool ignore_eos = false;
+  // Added to the logits after the penalties and before every other step, greedy included (as
+  // OpenAI and vLLM apply it): -100 all but bans a token, +100 all but forces it. A sparse add
+  // (entries are few; OpenAI allows 300), distinct tokens. Logprobs stay the raw model's.
+  std::vector<LogitBias> logit_bias{};
 
   // Checks ranges; the message names the parameter.
   Status validate() const;

@@ -59,6 +59,10 @@ struct RequestParams {
   // Ids of samples 1..n-1 (size n - 1), chosen by the caller; sample 0 is the request's own
   // id. Distinct, and neither live nor reserved by another request until they finish.
   std::vector<RequestId> sample_ids{};
+  // True: admission never adopts a prefix-cache hit (every prompt position is computed, e.g.
+  // for prompt logprobs); the request's own full blocks are still cached for others. Forked
+  // samples inherit it (a recompute after preemption computes everything again).
+  bool skip_prefix_cache = false;
 };
 
 class Request {
@@ -73,7 +77,8 @@ class Request {
         cache_namespace_(params.cache_namespace),
         n_(params.n),
         sample_ids_(std::move(params.sample_ids)),
-        parent_id_(id) {}
+        parent_id_(id),
+        skip_prefix_cache_(params.skip_prefix_cache) {}
 
   RequestId id() const { return id_; }
   Priority priority() const { return priority_; }
@@ -91,6 +96,7 @@ class Request {
   int32_t sample_index() const { return sample_index_; }
   // n > 1 and the prompt not yet computed: the step that finishes the prompt forks it.
   bool fork_pending() const { return n_ > 1 && !forked_; }
+  bool skip_prefix_cache() const { return skip_prefix_cache_; }
 
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
@@ -125,6 +131,7 @@ class Request {
   int32_t n_;
   std::vector<RequestId> sample_ids_;
   RequestId parent_id_;
+  bool skip_prefix_cache_;
   int32_t sample_index_ = 0;  // tie-break of the (priority, arrival) order within a fork
   bool forked_ = false;
 

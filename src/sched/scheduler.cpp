@@ -150,7 +150,9 @@ SchedulerOutput Scheduler::schedule() {
     Request& r = get(waiting_.front());
     if (num_running_seqs_ + num_seqs(r) > config_.max_num_seqs) break;
     kv_.add_request(r.id(), r.cache_namespace());
-    const kv::ComputedBlocks hit = kv_.get_computed_blocks(r.token_ids(), r.cache_namespace());
+    const kv::ComputedBlocks hit = r.skip_prefix_cache()
+                                       ? kv::ComputedBlocks{}
+                                       : kv_.get_computed_blocks(r.token_ids(), r.cache_namespace());
     const int32_t num_new = std::min(r.num_tokens() - hit.num_cached_tokens, budget);
     auto alloc = kv_.allocate_slots(r.id(), num_new, &hit);
     if (!alloc) {

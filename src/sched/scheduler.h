@@ -17,7 +17,7 @@
 //      This repeats until the allocation fits or the request preempted is the one scheduling.
 //   2. Only when nothing was preempted this step: waiting requests in (priority, arrival)
 //      order, while the budget, max_num_seqs and the KV cache allow. Each looks up its prefix
-//      hit first. The first one that does not fit stops admission (no overtaking).
+//      hit first (unless RequestParams::skip_prefix_cache). The first one that does not fit stops admission (no overtaking).
 //
 // Parallel samples (RequestParams::n > 1, see request.h): the step that computes the last
 // prompt token of a request with fork_pending() has ScheduledRequest::num_samples == n; the

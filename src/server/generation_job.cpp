@@ -49,6 +49,8 @@ struct ChoiceState {
   int32_t completion_tokens = 0;
   int64_t text_bytes = 0;  // text sent so far (completions logprobs text_offset)
   std::vector<LogprobEntry> logprobs;  // non-streaming: all of them
+  bool echoed = false;             // echo: the prompt text went out (first piece)
+  double cumulative_logprob = 0;  // of the tokens returned (best_of ranks by it)
 };
 
 // Per-request state. The engine thread only posts each delta to the connection's strand
@@ -60,10 +62,16 @@ struct Job {
   Endpoint endpoint = Endpoint::kChatCompletions;
   bool stream = false;
   ResponseHeader header;
-  int32_t n = 1;
+  int32_t n = 1;         // samples generated (best_of)
+  int32_t n_return = 1;  // choices returned: the n_return best of the n (non-streaming)
   int32_t prompt_tokens = 0;
   int32_t last_prompt_token = -1;
-  int32_t top_logprobs = -1;  // -1: no logprobs
+  int32_t top_logprobs = -1;   // -1: no logprobs from the engine
+  bool emit_logprobs = false;  // the client asked (best_of requests them to rank samples)
+  bool echo = false;           // completions: each choice starts with echo_text
+  bool score_only = false;     // echo with max_tokens 0: the one token sampled is dropped
+  std::string echo_text;
+  std::vector<int32_t> echo_ids;  // echo with logprobs: the prompt, for its tokens' pieces
   std::vector<std::string> stop;
   Clock::time_point arrival;
   uint64_t ticket = 0;
@@ -88,8 +96,29 @@ struct Job {
     }
   }
   void process(const RequestDelta& d);
+  void echo_logprobs(const std::vector<PositionLogprobs>& prompt_lps,
+                     std::vector<LogprobEntry>* out) const;
   void finish();
 };
+
+// The prompt's tokens as logprob entries (OpenAI's echo format): pieces as they appear in the
+// text (piece_after), the first without a logprob; prompt_lps[i] is prompt token i + 1's.
+void Job::echo_logprobs(const std::vector<PositionLogprobs>& prompt_lps,
+                        std::vector<LogprobEntry>* out) const {
+  const Tokenizer& tok = api->tokenizer();
+  for (size_t i = 0; i < echo_ids.size(); ++i) {
+    LogprobEntry e;
+    e.token = tok.piece_after(i == 0 ? -1 : echo_ids[i - 1], echo_ids[i]);
+    if (i == 0 || i - 1 >= prompt_lps.size()) {
+      e.no_logprob = true;
+    } else {
+      const PositionLogprobs& p = prompt_lps[i - 1];
+      e.logprob = p.sampled.logprob;
+      for (const TokenLogprob& t : p.top) e.top.emplace_back(tok.token_to_piece(t.token), t.logprob);
+    }
+    out->push_back(std::move(e));
+  }
+}
 
 void Job::process(const RequestDelta& d) {
   const auto i = static_cast<size_t>(d.index);
@@ -101,13 +130,21 @@ void Job::process(const RequestDelta& d) {
   ChoicePiece piece;
   piece.index = d.index;
   std::vector<LogprobEntry> lps;
+  if (echo && !c.echoed) {  // not through the stop matcher: stop strings end completions only
+    c.echoed = true;
+    piece.text = echo_text;
+    if (emit_logprobs) echo_logprobs(d.prompt_logprobs, &lps);
+  }
   int64_t taken = 0;
-  for (size_t k = 0; k < d.token_ids.size() && !c.stopped; ++k) {
+  const size_t num_tokens = score_only ? 0 : d.token_ids.size();
+  for (size_t k = 0; k < num_tokens && !c.stopped; ++k) {
     const int32_t id = d.token_ids[k];
     piece.text += c.stops->push(c.detok->push(id));
     ++c.completion_tokens;
     ++taken;
-    if (top_logprobs >= 0 && k < d.logprobs.size()) {
+    if (top_logprobs >= 0 && k < d.logprobs.size())
+      c.cumulative_logprob += d.logprobs[k].sampled.logprob;
+    if (emit_logprobs && k < d.logprobs.size()) {
       LogprobEntry e;
       e.token = tok.token_to_piece(id);
       e.logprob = d.logprobs[k].sampled.logprob;
@@ -138,6 +175,8 @@ void Job::process(const RequestDelta& d) {
     }
     c.finished = true;
     piece.finish_reason = c.stopped ? FinishReason::kStop : d.finish_reason;
+    if (score_only && piece.finish_reason != FinishReason::kAborted)
+      piece.finish_reason = FinishReason::kLength;  // OpenAI's answer to max_tokens 0
     choices[i].finish_reason = piece.finish_reason;
   }
   usages[i] = d.usage;
@@ -161,12 +200,19 @@ void Job::process(const RequestDelta& d) {
 
 void Job::finish() {
   done = true;
-  if (top_logprobs >= 0 && !stream)
+  if (emit_logprobs && !stream)
     for (size_t i = 0; i < choices.size(); ++i)
       choices[i].logprobs = endpoint == Endpoint::kChatCompletions
                                 ? chat_logprobs_json(state[i].logprobs)
                                 : completion_logprobs_json(state[i].logprobs, 0);
-  const RequestUsage usage = total_usage(usages);
+  if (n_return < n) {  // best_of (never streamed): the n_return most likely samples
+    std::vector<double> scores;
+    for (const ChoiceState& c : state) scores.push_back(c.cumulative_logprob);
+    std::vector<ChoiceOutput> best;
+    for (size_t i : best_of_indices(scores, n_return)) best.push_back(std::move(choices[i]));
+    choices = std::move(best);
+  }
+  const RequestUsage usage = total_usage(usages);  // every sample's tokens, best_of's too
   FinishReason last = FinishReason::kStop;
   for (const auto& c : choices) last = c.finish_reason;
   const double e2e = std::chrono::duration<double>(Clock::now() - arrival).count();
@@ -252,6 +298,11 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   if (req.tools.is_array() && !req.tools.empty() && endpoint == Endpoint::kChatCompletions &&
       !api.chat_template())
     return fail(ApiError::invalid_request("tools", "this model has no chat template for tools"));
+  for (const LogitBias& b : req.sampling.logit_bias)
+    if (b.token >= api.config().n_vocab)
+      return fail(ApiError::invalid_request(
+          fmt::format("logit_bias.{}", b.token),
+          fmt::format("token id {} is out of range [0, {})", b.token, api.config().n_vocab)));
 
   // The prompt.
   std::vector<int32_t> prompt;
@@ -309,9 +360,12 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   g.prompt_token_ids = std::move(prompt);
   g.sampling = req.sampling;
   g.sampling.seed = req.seed ? *req.seed : random_seed();
-  g.max_new_tokens = static_cast<int32_t>(max_tokens);
-  g.n = req.n;
-  g.logprobs = req.logprobs ? req.top_logprobs : -1;
+  // max_tokens 0 (echo, scoring the prompt): the engine samples one token, the job drops it.
+  g.max_new_tokens = static_cast<int32_t>(std::max<int64_t>(1, max_tokens));
+  g.n = req.best_of;
+  // best_of ranks samples by their tokens' logprobs: asked for even when the client did not.
+  g.logprobs = req.logprobs ? req.top_logprobs : (req.best_of > req.n ? 0 : -1);
+  g.prompt_logprobs = req.echo && req.logprobs ? req.top_logprobs : -1;
   g.priority = req.priority;
   // Stop strings are matched here, on the connection's strand (the engine only sees EOS).
   std::vector<std::string> stop = std::move(g.sampling.stop);
@@ -323,10 +377,24 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   job->ex = exchange;
   job->endpoint = endpoint;
   job->stream = req.stream;
-  job->n = req.n;
+  job->n = req.best_of;
+  job->n_return = req.n;
   job->prompt_tokens = static_cast<int32_t>(n_prompt);
   job->last_prompt_token = g.prompt_token_ids.back();
   job->top_logprobs = g.logprobs;
+  job->emit_logprobs = req.logprobs;
+  job->echo = req.echo;
+  job->score_only = req.echo && max_tokens == 0;
+  if (req.echo) {
+    if (req.prompt_is_tokens) {  // as the text of the tokens reads (no space after BOS)
+      StreamingDetokenizer d(tok);
+      for (int32_t id : g.prompt_token_ids) job->echo_text += d.push(id);
+      job->echo_text += d.flush();
+    } else {
+      job->echo_text = req.prompt_text;
+    }
+    if (req.logprobs) job->echo_ids = g.prompt_token_ids;
+  }
   job->stop = std::move(stop);
   job->arrival = arrival;
   job->header.id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + random_hex(24);

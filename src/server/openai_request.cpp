@@ -6,142 +6,12 @@
 #include <limits>
 #include <utility>
 
+#include "server/json_field.h"
+
 namespace hinge::server {
 namespace {
 
-using Json = nlohmann::ordered_json;
-using OptError = std::optional<ApiError>;
-
-#define HINGE_RETURN_IF_API_ERROR(expr)                                      \
-  do {                                                                       \
-    if (OptError _hinge_api_err = (expr)) return *std::move(_hinge_api_err); \
-  } while (0)
-
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-
-const char* type_of(const Json& j) {
-  switch (j.type()) {
-    case Json::value_t::null:
-      return "null";
-    case Json::value_t::object:
-      return "an object";
-    case Json::value_t::array:
-      return "an array";
-    case Json::value_t::string:
-      return "a string";
-    case Json::value_t::boolean:
-      return "a boolean";
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return "an integer";
-    case Json::value_t::number_float:
-      return "a number";
-    default:
-      return "an unsupported value";
-  }
-}
-
-ApiError type_error(const std::string& param, std::string_view expected, const Json& got) {
-  return ApiError::invalid_request(
-      param, fmt::format("Invalid type for '{}': expected {}, but got {}.", param, expected,
-                         type_of(got)));
-}
-
-// `got` is a number here: its dump is digits, sign, '.', 'e' only.
-ApiError range_error(const std::string& param, std::string_view expected, const Json& got) {
-  return ApiError::invalid_request(
-      param,
-      fmt::format("Invalid value for '{}': expected {}, but got {}.", param, expected, got.dump()));
-}
-
-ApiError value_error(const std::string& param, std::string_view what) {
-  return ApiError::invalid_request(param, fmt::format("Invalid value for '{}': {}", param, what));
-}
-
-OptError check_utf8(const std::string& param, const std::string& s) {
-  if (is_valid_utf8(s)) return std::nullopt;
-  return value_error(param, "the string is not valid UTF-8.");
-}
-
-// The member `key` of `obj`, or null when absent or JSON null ("not given").
-const Json* field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-// A whole number: a JSON integer or a float with an integral value, within [lo, hi]
-// (|lo|, |hi| <= 2^53 so that the double comparisons are exact).
-OptError to_int(const Json& v, const std::string& param, int64_t lo, int64_t hi, int64_t* out,
-                std::string_view range_text = {}) {
-  const std::string range =
-      range_text.empty() ? fmt::format("an integer in [{}, {}]", lo, hi) : std::string(range_text);
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    // nlohmann stores every non-negative integer as unsigned: check both bounds.
-    if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
-      return range_error(param, range, v);
-    *out = static_cast<int64_t>(u);
-    return std::nullopt;
-  }
-  if (v.is_number_integer()) {
-    const int64_t i = v.get<int64_t>();
-    if (i < lo || i > hi) return range_error(param, range, v);
-    *out = i;
-    return std::nullopt;
-  }
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (!std::isfinite(d) || d != std::floor(d)) return type_error(param, "an integer", v);
-    if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
-      return range_error(param, range, v);
-    *out = static_cast<int64_t>(d);
-    return std::nullopt;
-  }
-  return type_error(param, "an integer", v);
-}
-
-struct Range {
-  double lo, hi;
-  bool lo_open, hi_open;
-  std::string text() const {
-    return fmt::format("a number in {}{}, {}{}", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
-  }
-  bool contains(double x) const {
-    return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
-  }
-};
-
-OptError get_float(const Json& obj, const char* key, Range range, float* out) {
-  const Json* v = field(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) return type_error(key, "a number", *v);
-  const double d = v->get<double>();
-  if (!std::isfinite(d) || !range.contains(d)) return range_error(key, range.text(), *v);
-  const float f = static_cast<float>(d);  // in range: the conversion is defined
-  if (!range.contains(f)) return range_error(key, range.text(), *v);  // e.g. 1e-50 -> 0
-  *out = f;
-  return std::nullopt;
-}
-
-OptError get_bool(const Json& obj, const char* key, bool* out) {
-  const Json* v = field(obj, key);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) return type_error(key, "a boolean", *v);
-  *out = v->get<bool>();
-  return std::nullopt;
-}
-
-OptError get_string(const Json& obj, const char* key, std::string* out,
-                    const std::string& param = {}) {
-  const Json* v = field(obj, key);
-  if (!v) return std::nullopt;
-  const std::string& name = param.empty() ? std::string(key) : param;
-  if (!v->is_string()) return type_error(name, "a string", *v);
-  HINGE_RETURN_IF_API_ERROR(check_utf8(name, v->get_ref<const std::string&>()));
-  *out = v->get<std::string>();
-  return std::nullopt;
-}
+using namespace json_field;  // NOLINT: this file is its main user
 
 // Rejects bodies whose tree would be pathological before nlohmann builds it: nesting deeper
 // than kMaxJsonDepth (recursive copies and destructors) and objects with more than
@@ -424,10 +294,12 @@ OptError parse_tools(Json& body, OpenAiRequest* r) {
 }
 
 OptError parse_max_tokens(const Json& body, OpenAiRequest* r) {
+  // Completions allow 0 (with echo: scoring a prompt; checked in parse_echo_best_of).
+  const int64_t lo = r->endpoint == Endpoint::kCompletions ? 0 : 1;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {  // the latter wins
     if (const Json* v = field(body, key)) {
       int64_t n = 0;
-      HINGE_RETURN_IF_API_ERROR(to_int(*v, key, 1, kInt32Max, &n));
+      HINGE_RETURN_IF_API_ERROR(to_int(*v, key, lo, kInt32Max, &n));
       r->max_tokens = static_cast<int32_t>(n);
     }
   }
@@ -478,6 +350,101 @@ OptError parse_sampling(const Json& body, OpenAiRequest* r) {
   return std::nullopt;
 }
 
+// {"<token id>": bias, ...}: keys decimal digits (a token id <= INT32_MAX; the vocabulary is the
+// caller's check), values numbers in [-100, 100], at most kMaxLogitBias entries, ids distinct
+// ("7" and "007" are one id). Keys that are not ids are never quoted back (client text).
+OptError parse_logit_bias(const Json& body, OpenAiRequest* r) {
+  const Json* v = field(body, "logit_bias");
+  if (!v) return std::nullopt;
+  if (!v->is_object())
+    return type_error("logit_bias", "an object mapping token ids to biases", *v);
+  if (v->size() > static_cast<size_t>(kMaxLogitBias))
+    return value_error("logit_bias", fmt::format("expected at most {} entries, but got {}.",
+                                                 kMaxLogitBias, v->size()));
+  std::vector<LogitBias>& out = r->sampling.logit_bias;
+  out.reserve(v->size());
+  for (const auto& [key, bias] : v->items()) {
+    int64_t id = 0;
+    bool digits = !key.empty() && key.size() <= 10;
+    for (char c : key) digits = digits && c >= '0' && c <= '9';
+    if (digits) id = std::stoll(key);
+    if (!digits || id > kInt32Max)
+      return value_error("logit_bias",
+                         "keys must be token ids: decimal integers in [0, 2147483647].");
+    const std::string param = fmt::format("logit_bias.{}", key);
+    if (!bias.is_number()) return type_error(param, "a number", bias);
+    const double d = bias.get<double>();
+    if (!std::isfinite(d) || d < -100.0 || d > 100.0)
+      return range_error(param, "a number in [-100, 100]", bias);
+    const auto tok = static_cast<int32_t>(id);
+    for (const LogitBias& b : out)
+      if (b.token == tok)
+        return value_error(param, fmt::format("token id {} appears more than once.", tok));
+    out.push_back({tok, static_cast<float>(d)});
+  }
+  return std::nullopt;
+}
+
+// Completions: echo, best_of, and what they allow (max_tokens 0 needs echo; best_of >= n, and
+// best_of > n is not streamable).
+OptError parse_echo_best_of(const Json& body, OpenAiRequest* r) {
+  HINGE_RETURN_IF_API_ERROR(get_bool(body, "echo", &r->echo));
+  if (r->max_tokens && *r->max_tokens == 0 && !r->echo)
+    return value_error("max_tokens",
+                       "expected an integer >= 1; 0 is only allowed with 'echo': true (scoring "
+                       "the prompt).");
+  r->best_of = r->n;
+  if (const Json* v = field(body, "best_of")) {
+    int64_t b = 0;
+    HINGE_RETURN_IF_API_ERROR(to_int(*v, "best_of", 1, kMaxN, &b));
+    if (b < r->n)
+      return value_error("best_of", fmt::format("best_of ({}) must be >= n ({}).", b, r->n));
+    r->best_of = static_cast<int32_t>(b);
+  }
+  if (r->stream && r->best_of > r->n)
+    return value_error("best_of",
+                       "best_of > n cannot be used with 'stream' (the best choices are known "
+                       "only at the end).");
+  return std::nullopt;
+}
+
+// OpenAI fields hinge does not implement whose silent ignore would give a wrong result: each a
+// 400 naming the field. Harmless ones (user, metadata, store, service_tier,
+// parallel_tool_calls, prediction, reasoning_effort, ...) stay ignored.
+OptError reject_unsupported(const Json& body, Endpoint endpoint) {
+  auto unsupported = [](const char* key, std::string_view why) {
+    return ApiError::invalid_request(key, fmt::format("'{}' is not supported: {}", key, why));
+  };
+  if (endpoint == Endpoint::kCompletions) {
+    if (const Json* v = field(body, "suffix"); v && !(v->is_string() && v->get_ref<const std::string&>().empty()))
+      return unsupported("suffix", "hinge does not do fill-in-the-middle insertion.");
+    return std::nullopt;
+  }
+  if (field(body, "functions"))
+    return unsupported("functions", "it is deprecated; use 'tools'.");
+  if (field(body, "function_call"))
+    return unsupported("function_call", "it is deprecated; use 'tool_choice'.");
+  if (const Json* v = field(body, "response_format")) {
+    if (!v->is_object()) return type_error("response_format", "an object", *v);
+    const Json* type = field(*v, "type");
+    if (!type || !type->is_string() || type->get_ref<const std::string&>() != "text")
+      return ApiError::invalid_request(
+          "response_format",
+          "'response_format' is not supported: only {\"type\": \"text\"}; hinge does not "
+          "constrain output to JSON (json_object / json_schema).");
+  }
+  if (const Json* v = field(body, "modalities")) {
+    if (!v->is_array()) return type_error("modalities", "an array of strings", *v);
+    for (const Json& m : *v)
+      if (!m.is_string() || m.get_ref<const std::string&>() != "text")
+        return unsupported("modalities", "only [\"text\"] (text output) is available.");
+  }
+  if (field(body, "audio")) return unsupported("audio", "this server produces text only.");
+  if (field(body, "web_search_options"))
+    return unsupported("web_search_options", "this server has no web search.");
+  return std::nullopt;
+}
+
 OptError parse_stream(const Json& body, OpenAiRequest* r) {
   HINGE_RETURN_IF_API_ERROR(get_bool(body, "stream", &r->stream));
   if (const Json* opts = field(body, "stream_options")) {
@@ -515,6 +482,7 @@ ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint
   OpenAiRequest r;
   r.endpoint = endpoint;
   r.sampling = openai_default_sampling();
+  HINGE_RETURN_IF_API_ERROR(reject_unsupported(body, endpoint));
   HINGE_RETURN_IF_API_ERROR(get_string(body, "model", &r.model));
   if (endpoint == Endpoint::kChatCompletions) {
     HINGE_RETURN_IF_API_ERROR(parse_messages(body, &r));
@@ -530,7 +498,13 @@ ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint
     r.n = static_cast<int32_t>(n);
   }
   HINGE_RETURN_IF_API_ERROR(parse_logprobs(body, &r));
+  HINGE_RETURN_IF_API_ERROR(parse_logit_bias(body, &r));
   HINGE_RETURN_IF_API_ERROR(parse_stream(body, &r));
+  if (endpoint == Endpoint::kCompletions) {
+    HINGE_RETURN_IF_API_ERROR(parse_echo_best_of(body, &r));
+  } else {
+    r.best_of = r.n;
+  }
   HINGE_RETURN_IF_API_ERROR(get_string(body, "user", &r.user));
   HINGE_RETURN_IF_API_ERROR(parse_priority(body, &r));
   // The checks above are stricter than SamplingParams', so this only catches a mapping bug.

@@ -11,7 +11,17 @@
 // - Every error is an ApiError (400, invalid_request_error) whose `param` is the offending
 //   field ("messages[1].role", "stop[2]") and whose message states the expected type or range.
 // - Unknown fields are ignored, as OpenAI-compatible servers do. `null` means "not given" for
-//   every optional field.
+//   every optional field. OpenAI fields hinge does not implement and whose silent ignore would
+//   change the result are a 400 naming the field: completions `suffix` (non-empty); chat
+//   `functions` / `function_call` (deprecated: the message points to `tools` / `tool_choice`),
+//   `response_format` other than {"type": "text"}, `modalities` other than ["text"], `audio`,
+//   `web_search_options`. Harmless ones (`user`, `metadata`, `store`, `service_tier`,
+//   `parallel_tool_calls`, `prediction`, ...) are ignored.
+// - `logit_bias` (both endpoints): {"<token id>": bias} with decimal-id keys (param
+//   `logit_bias`), biases in [-100, 100] (param `logit_bias.<id>`), at most kMaxLogitBias
+//   entries (OpenAI's limit), distinct ids; into SamplingParams::logit_bias.
+// - Completions only: `echo` (bool), `best_of` in [n, kMaxN] (best_of > n with `stream` is a
+//   400), `max_tokens` 0 only with `echo` (prompt scoring). Chat has neither (not OpenAI's).
 // - Integers: JSON integers, or numbers with an integral value (2.0); anything out of the
 //   field's range (1e308 included) is a range error, never a wrap or UB.
 // - Strings are checked to be valid UTF-8 (the JSON parser checks too; this is defense in depth).
@@ -20,7 +30,8 @@
 //   `seed` absent leaves OpenAiRequest::seed empty: the caller picks a random one and sets
 //   sampling.seed. `max_tokens` absent stays empty: the caller applies its default (OpenAI's
 //   legacy completions default is 16; chat: up to the context).
-// - Not checked here (the caller's job): the model name, token ids against the vocabulary, the
+// - Not checked here (the caller's job): the model name, token ids (prompt, logit_bias)
+//   against the vocabulary, the
 //   prompt + max_tokens against the context, whether logprobs / tools are supported.
 //
 // Thread-safety: pure functions over their arguments.
@@ -45,6 +56,7 @@ inline constexpr int kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 1024;
 inline constexpr int kMaxN = 16;
 inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kMaxLogitBias = 300;  // OpenAI's limit per request
 
 enum class Endpoint : uint8_t { kChatCompletions, kCompletions };
 
@@ -64,10 +76,13 @@ struct OpenAiRequest {
   std::string prompt_text;
   std::vector<int32_t> prompt_token_ids;
 
-  std::optional<int32_t> max_tokens;  // max_completion_tokens, else max_tokens; >= 1
+  // max_completion_tokens, else max_tokens; >= 1 (completions: 0 when echo, score only)
+  std::optional<int32_t> max_tokens;
   SamplingParams sampling;            // OpenAI defaults (see above); seed: see `seed`
   std::optional<uint64_t> seed;       // absent: random (the caller's choice)
-  int32_t n = 1;                      // [1, kMaxN]
+  int32_t n = 1;                      // [1, kMaxN]: choices returned
+  int32_t best_of = 1;                // [n, kMaxN]: samples generated (completions; chat: n)
+  bool echo = false;                  // completions: the prompt text starts each choice
 
   // Chat: logprobs (bool) + top_logprobs. Completions: logprobs = k sets logprobs = true and
   // top_logprobs = k.

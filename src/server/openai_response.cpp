@@ -1,6 +1,8 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <utility>
 
 namespace hinge::server {
@@ -33,6 +35,16 @@ OJson chat_chunk(const ResponseHeader& h, int32_t index, OJson delta, FinishReas
 }
 
 }  // namespace
+
+std::vector<size_t> best_of_indices(std::span<const double> cumulative_logprobs, int32_t n) {
+  std::vector<size_t> order(cumulative_logprobs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cumulative_logprobs[a] > cumulative_logprobs[b];
+  });
+  order.resize(std::min(order.size(), static_cast<size_t>(std::max(0, n))));
+  return order;
+}
 
 OJson finish_reason_json(FinishReason reason) {
   switch (reason) {
@@ -179,14 +191,19 @@ OJson completion_logprobs_json(std::span<const LogprobEntry> entries, int64_t te
   int64_t off = text_offset0;
   for (const LogprobEntry& e : entries) {
     tokens.push_back(e.token);
+    offsets.push_back(off);
+    off += static_cast<int64_t>(e.token.size());
+    if (e.no_logprob) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
     lps.push_back(finite_logprob(e.logprob));
     OJson top = OJson::object();
     for (const auto& [tok, lp] : e.top)
       if (!top.contains(tok)) top[tok] = finite_logprob(lp);
     if (!top.contains(e.token)) top[e.token] = finite_logprob(e.logprob);
     tops.push_back(std::move(top));
-    offsets.push_back(off);
-    off += static_cast<int64_t>(e.token.size());
   }
   OJson j = OJson::object();
   j["tokens"] = std::move(tokens);

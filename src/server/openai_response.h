@@ -48,11 +48,15 @@ struct ChoiceOutput {
   nlohmann::ordered_json logprobs = nullptr;  // chat_logprobs_json / completion_logprobs_json
 };
 
-// One generated token with its log-probability and the most likely alternatives, as text.
+// One generated (or echoed prompt) token with its log-probability and the most likely
+// alternatives, as text.
 struct LogprobEntry {
   std::string token;  // the token's piece (may be part of a UTF-8 character)
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;
+  // The first echoed prompt token: it has no log-probability (completions emit null for its
+  // token_logprobs and top_logprobs entries, as OpenAI does).
+  bool no_logprob = false;
 };
 
 // What a stream sends for one choice at once: new text (and its tokens' logprobs), maybe the end.
@@ -64,6 +68,11 @@ struct ChoicePiece {
 };
 
 using OJson = nlohmann::ordered_json;  // key order kept, as OpenAI emits it
+
+// best_of: the indices of the n choices to return, highest cumulative logprob first (ties: the
+// lower index first), from the cumulative logprob of each of the best_of samples (vLLM v0's
+// ranking). n is clamped to [0, size].
+std::vector<size_t> best_of_indices(std::span<const double> cumulative_logprobs, int32_t n);
 
 // "stop" / "length" / "abort"; null for kNone.
 OJson finish_reason_json(FinishReason reason);
@@ -91,7 +100,8 @@ OJson usage_chunk(const ResponseHeader& h, Endpoint endpoint, const RequestUsage
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
 // "bytes"}]}]}. Completions (legacy): {"tokens", "token_logprobs", "top_logprobs": [{token:
 // logprob}], "text_offset"} with offsets counted from text_offset0 (bytes of text before).
-// Non-finite log-probabilities (-inf) become -9999.0, as OpenAI reports them.
+// Non-finite log-probabilities (-inf) become -9999.0, as OpenAI reports them. Entries with
+// no_logprob: null in token_logprobs and top_logprobs (completions only; echo's first token).
 nlohmann::ordered_json chat_logprobs_json(std::span<const LogprobEntry> entries);
 nlohmann::ordered_json completion_logprobs_json(std::span<const LogprobEntry> entries,
                                                 int64_t text_offset0);
