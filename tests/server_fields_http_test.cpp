@@ -12,7 +12,7 @@
 #include "http_test_client.h"
 #include "model_test_util.h"
 #include "server/api_server.h"
-#include "server/http_server.h"
+#include "http/server.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge {
@@ -28,7 +28,7 @@ struct Server {
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<EngineThread> engine;
   std::unique_ptr<server::ApiServer> api;
-  std::unique_ptr<server::HttpServer> http;
+  std::unique_ptr<http::Server> http;
   uint16_t port = 0;
 
   Server() {
@@ -50,9 +50,9 @@ struct Server {
     sc.model_name = "stories";
     sc.n_vocab = static_cast<int32_t>(model->config.n_vocab);
     api = std::move(server::ApiServer::create(sc, *tok, "", *engine)).value();
-    server::HttpServerConfig hc;
+    http::ServerConfig hc;
     hc.port = 0;
-    http = std::move(server::HttpServer::start(hc, [this](server::HttpRequest r,
+    http = std::move(http::Server::start(hc, [this](http::HttpRequest r,
                                                           server::ExchangePtr ex) {
              api->handle(std::move(r), std::move(ex));
            })).value();

@@ -15,6 +15,6 @@ foreach(_case IN LISTS _hinge_hostile_cases)
     COMMAND /usr/bin/python3 ${_hinge_hostile} --hinge $<TARGET_FILE:hinge>
       --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
   # RUN_SERIAL: they measure latency, CPU and RSS of the server.
-  set_tests_properties(ServeHostile.${_case} PROPERTIES TIMEOUT 120 RUN_SERIAL TRUE
+  set_tests_properties(ServeHostile.${_case} PROPERTIES TIMEOUT 180 RUN_SERIAL TRUE
     LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
