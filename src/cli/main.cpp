@@ -147,12 +147,15 @@ int main(int argc, char** argv) {
       "wait in a bounded queue (503 + Retry-After when full), a user over\n"
       "--max-concurrent-per-user gets 429 + Retry-After, and a request larger than\n"
       "--max-request-share of the cache gets 400. 'batch' requests cannot use the\n"
-      "--interactive-reserve share. SIGINT/SIGTERM: stop accepting, finish running requests\n"
-      "within --shutdown-grace seconds, then end the rest and exit 0.");
+      "--interactive-reserve share. SIGINT/SIGTERM: /health and new requests get 503 while\n"
+      "running requests finish (at most --shutdown-grace seconds); then the listener closes,\n"
+      "the rest is ended and the process exits 0. Per-client limits (bytes, deadlines, output,\n"
+      "connections): docs/serving.md.");
   serve_cmd->add_option("-m,--model", serve.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
       ->required();
   serve_cmd->add_option("--tokenizer", serve.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
-  serve_cmd->add_option("--host", serve.host, "Address to listen on")->capture_default_str();
+  serve_cmd->add_option("--host", serve.host, "Address or host name to listen on (e.g. ::1, localhost)")
+      ->capture_default_str();
   serve_cmd->add_option("--port", serve.port, "Port to listen on (0: any free port)")
       ->capture_default_str();
   serve_cmd->add_option("--model-name,--served-model-name", serve.model_names,

@@ -1,5 +1,5 @@
 # End-to-end tests of `hinge serve` from node (v20+): the official `openai` npm client and
-# plain fetch. Included from the top-level CMakeLists.txt inside if(HINGE_BUILD_TESTS).
+# plain fetch. Included from the top-level CMakeLists.txt when the tests are built.
 #
 #   ServeJs.NpmInstall        fixture setup: npm install openai@<pinned> into ${CMAKE_BINARY_DIR}/js
 #   ServeJs.OpenAiConformance the openai client against a live server (chat, completions,
