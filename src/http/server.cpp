@@ -54,7 +54,7 @@ void refuse(int fd) {
       "Content-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{}",
       kBody.size(), kBody);
   char drop[4096];
-  while (::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+  for (int i = 0; i < 16 && ::recv(fd, drop, sizeof drop, MSG_DONTWAIT) > 0; ++i) {
   }
   (void)::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(fd, SHUT_WR);

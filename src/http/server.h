@@ -2,10 +2,11 @@
 // any number of keep-alive connections (no thread per client); each connection (http/session.h)
 // runs on its own strand. Every resource one client can take from the others is bounded:
 //
-// - bytes: headers and chunked trailers together at most max_header_bytes (431), a body at
-//   most max_body_bytes (413, answered before the body is read when Content-Length says so;
-//   the rest of a refused body is read and dropped for up to linger_s so the client, even one
-//   that writes everything before reading, receives the answer);
+// - bytes: headers at most max_header_bytes, chunked trailers at most what the headers left
+//   of it (16 KiB at least) (431), a body at most max_body_bytes (413, answered before the
+//   body is read when Content-Length says so; the rest of a refused body is read and dropped
+//   for up to linger_s so the client, even one that writes everything before reading,
+//   receives the answer), all bodies being received at most max_total_body_bytes (503);
 // - time: a connection waiting for a request closes after keep_alive_timeout_s; a request's
 //   headers must arrive within header_timeout_s of its first byte and its body at a mean rate
 //   of min_body_bytes_per_s after a grace of header_timeout_s (408 otherwise, slowloris);
@@ -16,8 +17,8 @@
 // - connections: at most max_connections (0: derived from RLIMIT_NOFILE, keeping a reserve).
 //   Past it a new connection first takes the place of the longest-idle keep-alive connection;
 //   when none is idle it is served from the reserve (at most `overflow` of them at a time, 1 s
-//   to send its headers): GET /health is answered, anything else gets a fast 503 with
-//   Retry-After. EMFILE/ENFILE back the accept loop off (100 ms) instead of spinning, with a
+//   to send its headers): GET /health is answered, anything else gets a 503 with Retry-After
+//   as soon as its headers are read. EMFILE/ENFILE back the accept loop off (100 ms) instead of spinning, with a
 //   spare descriptor to answer 503 to the connection that hit it.
 //
 // Also: `Expect: 100-continue` gets its interim 100; HEAD is passed to the handler and its
@@ -53,6 +54,7 @@ struct ServerConfig {
   double write_stall_timeout_s = 30;
   size_t max_output_bytes = 4u << 20;
   size_t max_total_output_bytes = 256u << 20;
+  size_t max_total_body_bytes = 256u << 20;  // bodies being received, all connections
   int64_t max_connections = 0;       // 0: from the descriptor limit (see max_connections())
   std::vector<std::string> cors_origins;
 };

@@ -33,6 +33,7 @@ struct Server::Impl {
   std::atomic<int64_t> overflow{0};
   std::atomic<int64_t> exchanges{0};  // requests handed to the handler, not yet answered
   std::atomic<int64_t> output_queued{0};
+  std::atomic<int64_t> body_bytes{0};  // request bodies being received
   std::atomic<int64_t> refused{0}, evicted{0}, backoffs{0};
   std::atomic<int64_t> timeouts_idle{0}, timeouts_header{0}, timeouts_body{0}, too_slow{0};
   std::atomic<bool> stopping{false}, draining{false};

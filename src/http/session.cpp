@@ -1,5 +1,7 @@
 #include "http/session.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -102,6 +104,7 @@ Session::Session(tcp::socket socket, Server::Impl& core, bool overflow)
 }
 
 Session::~Session() {
+  core_.body_bytes.fetch_sub(body_reserved_);
   core_.output_queued.fetch_sub(static_cast<int64_t>(pending_.size() + inflight_.size() - inflight_off_));
   if (counted_exchange_) core_.exchanges.fetch_sub(1);
   if (overflow_) core_.overflow.fetch_sub(1);
@@ -152,11 +155,13 @@ void Session::wait_request() {
   if (buffer_.size() > 0) {  // a pipelined request
     if (!raw_pending_) return begin_header();
     restart_ = true;  // the watch read completes with operation_aborted, then we parse
+    read_timed_out_ = false;
     beast::error_code ignored;
     socket_.cancel(ignored);
     return;
   }
-  arm_read_deadline(Phase::kIdle, Clock::now() + seconds(core_.config.keep_alive_timeout_s));
+  const double idle = overflow_ ? kOverflowHeaderTimeout : core_.config.keep_alive_timeout_s;
+  arm_read_deadline(Phase::kIdle, Clock::now() + seconds(idle));
   idle_.store(!overflow_);
   watch();  // a watch read still pending serves as the idle read
 }
@@ -164,6 +169,11 @@ void Session::wait_request() {
 void Session::begin_header() {
   idle_.store(false);
   state_ = State::kHeader;
+  // Nothing of the previous request may shape this one's answers (an error before dispatch).
+  version_ = 11;
+  head_ = preflight_ = false;
+  origin_.clear();
+  cors_request_headers_.clear();
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(core_.config.max_header_bytes));
   parser_->body_limit(core_.config.max_body_bytes);
@@ -214,11 +224,29 @@ void Session::on_header(beast::error_code ec, size_t n) {
   version_ = req.version();
   keep_alive_ = req.keep_alive();
   const std::string_view method(req.method_string().data(), req.method_string().size());
+  head_ = method == "HEAD";
+  const auto origin = req[bhttp::field::origin];
+  origin_.assign(origin.data(), origin.size());
+  preflight_ = method == "OPTIONS" && req.find("access-control-request-method") != req.end();
+  if (preflight_) {
+    const auto h = req["access-control-request-headers"];
+    cors_request_headers_.assign(h.data(), h.size());
+  }
   if (auto r = check_method(method)) return reply_error_and_close(r->status, r->message);
+  if (overflow_ && !((method == "GET" || head_) && req.target() == "/health")) {
+    core_.refused.fetch_add(1);
+    return reply_error_and_close(503, "too many connections; retry shortly");
+  }
   const auto te = req[bhttp::field::transfer_encoding];
   if (auto r = check_transfer_encoding(std::string_view(te.data(), te.size())))
     return reply_error_and_close(r->status, r->message);
   if (parser_->is_done()) return dispatch();
+  // Bodies being received share one budget (Beast reserves a Content-Length body at once).
+  if (const auto cl = parser_->content_length()) {
+    if (!reserve_body(*cl))
+      return reply_error_and_close(503, "the server is receiving too many request bodies; "
+                                        "retry shortly");
+  }
   const auto expect = req[bhttp::field::expect];
   if (version_ >= 11 && expects_continue(std::string_view(expect.data(), expect.size())))
     send_now("HTTP/1.1 100 Continue\r\n\r\n");
@@ -245,6 +273,9 @@ void Session::on_body(beast::error_code ec, size_t n) {
   if (closed_) return;
   body_bytes_ += n;
   if (check_read_error(ec)) return;
+  if (!parser_->content_length() && !reserve_body(n))
+    return reply_error_and_close(503, "the server is receiving too many request bodies; "
+                                      "retry shortly");
   if (!parser_->is_done()) return read_body();
   dispatch();
 }
@@ -262,10 +293,8 @@ void Session::dispatch() {
   }
   r.body = std::move(req.body());
   parser_.reset();
-  head_ = r.method == "HEAD";
-  origin_ = r.header("origin");
-  preflight_ = r.method == "OPTIONS" && !r.header("access-control-request-method").empty();
-  cors_request_headers_ = preflight_ ? r.header("access-control-request-headers") : std::string();
+  release_body();  // the handler owns the body now (RequestWorkers budgets it)
+  read_timed_out_ = false;
   ++generation_;
   state_ = State::kHandling;
   answer_complete_ = false;
@@ -274,16 +303,6 @@ void Session::dispatch() {
   core_.exchanges.fetch_add(1);
   buffer_.max_size(core_.config.max_header_bytes + kTrailerSlack);
   if (!half_closed_) watch();
-  if (overflow_ && !(r.path == "/health" && (r.method == "GET" || r.method == "HEAD"))) {
-    keep_alive_ = false;
-    return do_respond(generation_, [&] {
-      HttpResponse resp;
-      resp.status = 503;
-      resp.headers.emplace_back("Retry-After", "1");
-      resp.body = error_body(503, "too many connections; retry shortly");
-      return resp;
-    }());
-  }
   if (overflow_) keep_alive_ = false;
   // Handlers report errors as responses; anything that still escapes (an allocation failure)
   // must not take the I/O thread down: answer 500 and go on.
@@ -351,10 +370,17 @@ void Session::on_half_close() {
 
 void Session::check_peer() {
   if (closed_ || state_ == State::kIdle) return;
-  char c;
-  const ssize_t r = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-    return close(CloseReason::kClientGone);
+  // After a FIN, recv() reports EOF even once a reset arrived; the reset shows as a pending
+  // socket error and the connection leaving CLOSE_WAIT.
+  const int fd = socket_.native_handle();
+  int err = 0;
+  socklen_t len = sizeof err;
+  tcp_info ti{};
+  socklen_t ti_len = sizeof ti;
+  const bool reset = (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err != 0) ||
+                     (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &ti_len) == 0 &&
+                      ti.tcpi_state == TCP_CLOSE);
+  if (reset) return close(CloseReason::kClientGone);
   peer_timer_.expires_after(kPeerCheckInterval);
   peer_timer_.async_wait([self = shared_from_this()](beast::error_code e) {
     if (!e) self->check_peer();
@@ -392,6 +418,7 @@ void Session::do_respond(uint64_t gen, HttpResponse r) {
   if (!head_ && !no_body) out += r.body;
   queue_bytes(std::move(out));
   end_after_write_ = true;
+  if (over_total_output()) return;
   pump();
 }
 
@@ -449,13 +476,37 @@ void Session::queue_bytes(std::string s) {
 // all it would have sent (a whole response is bounded by the handler that built it).
 bool Session::backlog_too_large() {
   const size_t queued = pending_.size() + inflight_.size() - inflight_off_;
-  const bool over_global =
-      static_cast<size_t>(core_.output_queued.load()) > core_.config.max_total_output_bytes &&
-      queued > kSlowCutMinBytes;
-  if (queued <= core_.config.max_output_bytes && !over_global) return false;
+  if (queued <= core_.config.max_output_bytes) return over_total_output();
   core_.too_slow.fetch_add(1);
   close(CloseReason::kClientTooSlow);
   return true;
+}
+
+// All connections' unsent output together is bounded too (whole responses included): past
+// max_total_output_bytes, a connection holding more than 64 KiB of it is cut.
+bool Session::over_total_output() {
+  const size_t queued = pending_.size() + inflight_.size() - inflight_off_;
+  if (static_cast<size_t>(core_.output_queued.load()) <= core_.config.max_total_output_bytes ||
+      queued <= kSlowCutMinBytes)
+    return false;
+  core_.too_slow.fetch_add(1);
+  close(CloseReason::kClientTooSlow);
+  return true;
+}
+
+bool Session::reserve_body(uint64_t bytes) {
+  const int64_t b = static_cast<int64_t>(std::min<uint64_t>(bytes, INT64_MAX / 4));
+  if (core_.body_bytes.fetch_add(b) + b > static_cast<int64_t>(core_.config.max_total_body_bytes)) {
+    core_.body_bytes.fetch_sub(b);
+    return false;
+  }
+  body_reserved_ += b;
+  return true;
+}
+
+void Session::release_body() {
+  core_.body_bytes.fetch_sub(body_reserved_);
+  body_reserved_ = 0;
 }
 
 void Session::pump() {
@@ -516,6 +567,7 @@ void Session::answer_done() {
 void Session::reply_error_and_close(int status, const std::string& message, bool linger) {
   lingering_ = linger && (state_ == State::kHeader || state_ == State::kBody);
   parser_.reset();
+  release_body();
   ++generation_;
   state_ = State::kHandling;
   answer_complete_ = false;
@@ -524,6 +576,7 @@ void Session::reply_error_and_close(int status, const std::string& message, bool
   core_.exchanges.fetch_add(1);
   HttpResponse r;
   r.status = status;
+  if (status == 503) r.headers.emplace_back("Retry-After", "1");
   r.body = error_body(status, message);
   do_respond(generation_, std::move(r));
 }
@@ -540,6 +593,8 @@ void Session::close(CloseReason reason) {
   pending_.clear();
   inflight_.clear();
   inflight_off_ = 0;
+  release_body();
+  parser_.reset();
   beast::error_code ignored;
   socket_.close(ignored);
   read_timer_.cancel();

@@ -76,6 +76,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void append_common_headers(const HttpHeaders& extra, std::string* out) const;
   void queue_bytes(std::string s);
   bool backlog_too_large();  // cuts the connection (too slow) and returns true
+  bool over_total_output();  // the same, for the budget of all connections
+  bool reserve_body(uint64_t bytes);  // from Impl::body_bytes; false when over the budget
+  void release_body();
   void pump();
   void on_written(boost::beast::error_code ec, size_t n);
   void send_now(std::string_view bytes);  // best effort, non-blocking (interim responses)
@@ -116,6 +119,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string origin_, cors_request_headers_;
   size_t header_bytes_ = 0;
   size_t body_bytes_ = 0;
+  int64_t body_reserved_ = 0;  // this request's share of Impl::body_bytes
   std::chrono::steady_clock::time_point body_start_;
   std::function<void(CloseReason)> on_close_;
 

@@ -285,9 +285,18 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
     // The body's work (parsing, templates, tokenization) goes to a worker.
     auto self_ex = ex;
     const bool generation = r.path == "/v1/chat/completions" || r.path == "/v1/completions";
+    const size_t bytes = r.body.size();
     const bool queued = workers_->submit(
-        [this, r = std::move(r), ex = std::move(self_ex)]() mutable { handle_body(std::move(r), std::move(ex)); },
-        generation ? RequestWorkers::Kind::kGeneration : RequestWorkers::Kind::kBulk);
+        [this, r = std::move(r), ex = std::move(self_ex)]() mutable {
+          // Handlers answer errors themselves; what still escapes (an allocation failure)
+          // must not leave the client waiting.
+          try {
+            handle_body(std::move(r), ex);
+          } catch (const std::exception& e) {
+            respond_error(ex, ApiError::server_error(std::string("internal error: ") + e.what()));
+          }
+        },
+        generation ? RequestWorkers::Kind::kGeneration : RequestWorkers::Kind::kBulk, bytes);
     if (!queued) {
       if (generation) {
         metrics_.request_received();

@@ -55,7 +55,7 @@ struct ChoiceState {
 
 // Per-request state. The engine thread only posts each delta to the connection's strand
 // (on_delta); detokenization, stop strings, logprobs text and the SSE/JSON building run there
-// (process), one delta at a time in order. on_close (an I/O thread) only reads `ticket`.
+// (process), one delta at a time in order. on_close runs on the strand too.
 struct Job {
   ApiServer* api = nullptr;
   ExchangePtr ex;
@@ -431,10 +431,12 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     if (job->ex) job->ex->post([job, d] { job->process(d); });
   };
   job->ticket = et.enqueue(std::move(g), std::move(opts), std::move(on_result), std::move(sink));
-  exchange->on_close([&et, &m, ticket = job->ticket](CloseReason why) {
-    if (why != CloseReason::kServerStopping)
+  // on_close runs on the connection's strand, as process() does: `done` is safe to read. A
+  // request whose output was complete (only its last bytes were unwritten) is not an abort.
+  exchange->on_close([&et, &m, job](CloseReason why) {
+    if (why != CloseReason::kServerStopping && !job->done)
       m.request_aborted(why == CloseReason::kClientTooSlow ? "client_too_slow" : "client_gone");
-    et.cancel(ticket);
+    et.cancel(job->ticket);
   });
 }
 

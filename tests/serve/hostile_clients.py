@@ -544,6 +544,14 @@ def protocol():
             head, _, rest = r.partition(b'\r\n\r\n')
             check(status_of(r) == 200 and b'Content-Length:' in head and rest == b'',
                   f'HEAD {path.decode()}: 200, Content-Length, no body')
+        # An error the transport gives itself is shaped by this request, not the one before it
+        # on the connection (a HEAD first must not strip the 413's body).
+        r = raw(srv, b'HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n'
+                b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n')
+        second = r[r.index(b'\r\n\r\n') + 4:]
+        head2, _, body2 = second.partition(b'\r\n\r\n')
+        check(status_of(second) == 413 and b'exceeds' in body2,
+              f'HEAD then an oversized POST: the 413 has its body ({second[:60]!r})')
         # Half-close after the request: still answered.
         r = raw(srv, b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
                 b'Content-Length: %d\r\n\r\n' % len(body) + body, half_close=True)
@@ -553,7 +561,7 @@ def protocol():
         check(status_of(r) == 200, 'HTTP/1.0 half-close too')
         # A client that leaves (full close) still cancels its non-streaming request.
         s = srv.connect()
-        big = json.dumps({'prompt': 'Once', 'max_tokens': 400, 'ignore_eos': True, 'n': 8}).encode()
+        big = json.dumps({'prompt': 'Once', 'max_tokens': 1900, 'ignore_eos': True, 'n': 16}).encode()
         s.sendall(b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n'
                   b'Content-Length: %d\r\n\r\n' % len(big) + big)
         time.sleep(0.3)
