@@ -6,36 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "openai_request_test_util.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 
 namespace hinge::server {
 namespace {
 
-std::string chat(const std::string& extra) {
-  return R"({"messages": [{"role": "user", "content": "hi"}], )" + extra + "}";
-}
-std::string completion(const std::string& extra) {
-  return R"({"prompt": "hi", )" + extra + "}";
-}
+using request_test::chat;
+using request_test::chat_error;
+using request_test::completion;
+using request_test::completion_error;
+using request_test::expect_error;
 
-template <typename T>
-void expect_error(const ApiResult<T>& r, const std::string& param, const std::string& needle,
-                  const std::string& what) {
-  ASSERT_FALSE(r.ok()) << what;
-  EXPECT_EQ(r.error().http_status, 400) << what;
-  EXPECT_EQ(r.error().type, "invalid_request_error") << what;
-  EXPECT_EQ(r.error().param, param) << what << " -> " << r.error().message;
-  EXPECT_NE(r.error().message.find(needle), std::string::npos)
-      << what << " -> " << r.error().message << " (expected to mention '" << needle << "')";
-}
-void chat_error(const std::string& extra, const std::string& param, const std::string& needle) {
-  expect_error(parse_chat_request(chat(extra)), param, needle, extra);
-}
-void completion_error(const std::string& extra, const std::string& param,
-                      const std::string& needle) {
-  expect_error(parse_completion_request(completion(extra)), param, needle, extra);
-}
 
 TEST(ServerOpenaiFields, LogitBiasParsesOnBothEndpoints) {
   for (bool is_chat : {true, false}) {

@@ -8,25 +8,20 @@
 #include <vector>
 
 #include "server/api_error.h"
+#include "openai_request_test_util.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 
 namespace hinge::server {
 namespace {
 
-using OJson = nlohmann::ordered_json;
+using request_test::chat;
+using request_test::chat_error;
+using request_test::completion;
+using request_test::completion_error;
+using request_test::expect_error;
 
-// A valid chat body plus `extra` members ("\"temperature\": 0.5").
-std::string chat(const std::string& extra = "") {
-  std::string b = R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])";
-  if (!extra.empty()) b += ", " + extra;
-  return b + "}";
-}
-std::string completion(const std::string& extra = "") {
-  std::string b = R"({"model": "m", "prompt": "hi")";
-  if (!extra.empty()) b += ", " + extra;
-  return b + "}";
-}
+using OJson = nlohmann::ordered_json;
 
 OpenAiRequest chat_ok(const std::string& body) {
   auto r = parse_chat_request(body);
@@ -39,23 +34,6 @@ OpenAiRequest completion_ok(const std::string& body) {
   return r.ok() ? std::move(r).value() : OpenAiRequest{};
 }
 
-template <typename T>
-void expect_error(const ApiResult<T>& r, const std::string& param, const std::string& needle,
-                  const std::string& what) {
-  ASSERT_FALSE(r.ok()) << what;
-  EXPECT_EQ(r.error().http_status, 400) << what;
-  EXPECT_EQ(r.error().type, "invalid_request_error") << what;
-  EXPECT_EQ(r.error().param, param) << what << " -> " << r.error().message;
-  EXPECT_NE(r.error().message.find(needle), std::string::npos)
-      << what << " -> " << r.error().message << " (expected to mention '" << needle << "')";
-}
-void chat_error(const std::string& extra, const std::string& param, const std::string& needle) {
-  expect_error(parse_chat_request(chat(extra)), param, needle, extra);
-}
-void completion_error(const std::string& extra, const std::string& param,
-                      const std::string& needle) {
-  expect_error(parse_completion_request(completion(extra)), param, needle, extra);
-}
 
 // ---- request: defaults and happy paths ---------------------------------------------------------
 

@@ -143,6 +143,27 @@ class Server:
         self.stop()
 
 
+class RssPeak:
+    """Samples the server's RSS every 50 ms from now until stop(), which returns the growth."""
+
+    def __init__(self, srv):
+        self.srv, self.base, self.peak = srv, srv.rss(), srv.rss()
+        self.done = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while not self.done.is_set():
+            self.peak = max(self.peak, self.srv.rss())
+            time.sleep(0.05)
+
+    def stop(self):
+        self.done.set()
+        return self.peak - self.base
+
+    def __str__(self):
+        return f'RSS {self.base / 2**20:.1f} -> peak {self.peak / 2**20:.1f} MiB'
+
+
 def recv_all(s, limit=1 << 20, timeout=10):
     s.settimeout(timeout)
     data = b''
@@ -189,15 +210,7 @@ def kv_idle(srv, timeout=15):
 def trailers():
     """300 MB of chunked trailers: 431 (headers + trailers share the header limit), RSS flat."""
     with Server() as srv:
-        base = srv.rss()
-        peak = [base]
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], srv.rss())
-                time.sleep(0.05)
-        threading.Thread(target=sample, daemon=True).start()
+        rss = RssPeak(srv)
         b = b'{"prompt":"hi","max_tokens":3}'
         s = srv.connect(timeout=60)
         s.sendall(b'POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n'
@@ -213,10 +226,8 @@ def trailers():
         except (BrokenPipeError, ConnectionResetError):
             pass
         raw = recv_all(s)
-        stop.set()
-        growth = peak[0] - base
-        print(f'  sent {sent / 1e6:.0f} MB of trailers; RSS {base / 2**20:.1f} -> peak '
-              f'{peak[0] / 2**20:.1f} MiB')
+        growth = rss.stop()
+        print(f'  sent {sent / 1e6:.0f} MB of trailers; {rss}')
         check(status_of(raw) == 431, f'431 for oversized trailers (got {raw[:40]!r})')
         check(growth < 16 * 2**20 * SLACK, f'RSS growth {growth / 2**20:.1f} MiB < {16 * SLACK} MiB')
         check(health_latency(srv)[0] == 200, 'still serving')
@@ -380,15 +391,7 @@ def stalled_readers():
     """16 streaming clients that never read: aborted as client_too_slow, KV freed, RSS bounded."""
     with Server('--write-stall-timeout', '3', '--max-output-buffer', '1MiB',
                 '--kv-memory', '16MiB') as srv:
-        base = srv.rss()
-        peak = [base]
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], srv.rss())
-                time.sleep(0.05)
-        threading.Thread(target=sample, daemon=True).start()
+        rss = RssPeak(srv)
         socks = [stalled_stream(srv) for _ in range(16)]
         deadline = time.time() + 60
         while time.time() < deadline and \
@@ -396,9 +399,8 @@ def stalled_readers():
             time.sleep(0.2)
         aborted = srv.metric('hinge:requests_aborted_total', reason='client_too_slow')
         idle = kv_idle(srv)
-        stop.set()
-        growth = peak[0] - base
-        print(f'  RSS {base / 2**20:.1f} -> peak {peak[0] / 2**20:.1f} MiB')
+        growth = rss.stop()
+        print(f'  {rss}')
         check(aborted >= 16, f'{aborted:.0f} requests aborted as client_too_slow')
         check(idle, 'KV blocks all free, nothing running')
         # The bound: the KV arena as it is touched (16 MiB) + 16 stalled x 1 MiB of output
