@@ -593,8 +593,7 @@ void Session::close(CloseReason reason) {
   pending_.clear();
   inflight_.clear();
   inflight_off_ = 0;
-  release_body();
-  parser_.reset();
+  release_body();  // (the parser stays: a cancelled read still completes into it)
   beast::error_code ignored;
   socket_.close(ignored);
   read_timer_.cancel();

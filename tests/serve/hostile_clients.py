@@ -275,6 +275,11 @@ def fd_exhaustion():
 @test
 def fd_exhaustion_emfile():
     """--max-connections above the descriptor limit: EMFILE backs off, no spinning."""
+    if SANITIZED:
+        # The sanitizer runtime needs descriptors itself (its memory-access probe opens a pipe):
+        # at a real EMFILE it reports false errors. The release suite covers this case.
+        print('  skip: not meaningful under sanitizers')
+        return
     with Server('--keep-alive-timeout', '60', '--max-connections', '1000', nofile=64) as srv:
         conns = open_idle(srv, 80)
         time.sleep(1.0)
@@ -315,7 +320,8 @@ def slowloris():
         closed_at = {}
         served = []
         i = 0
-        while time.time() - t0 < 8 and len(closed_at) < len(conns):
+        window = 16 if SANITIZED else 8
+        while time.time() - t0 < window and len(closed_at) < len(conns):
             for k, s in enumerate(conns):
                 if k in closed_at:
                     continue
@@ -339,8 +345,8 @@ def slowloris():
             i += 1
             time.sleep(max(0.0, t0 + i - time.time()))
         check(len(closed_at) == len(conns), f'{len(closed_at)}/200 slow connections dropped')
-        check(max(closed_at.values()) < 6.5, f'all dropped by {max(closed_at.values()):.1f} s '
-                                             '(header timeout 3 s)')
+        check(max(closed_at.values()) < window - 1.5,
+              f'all dropped by {max(closed_at.values()):.1f} s (header timeout 3 s)')
         check(all(st == 200 for st, _ in served), f'{len(served)} normal requests served meanwhile')
         check(max(dt for _, dt in served) < 0.5 * SLACK,
               f'their max latency {max(dt for _, dt in served) * 1000:.0f} ms')
@@ -392,16 +398,19 @@ def stalled_readers():
     with Server('--write-stall-timeout', '3', '--max-output-buffer', '1MiB',
                 '--kv-memory', '16MiB') as srv:
         rss = RssPeak(srv)
-        socks = [stalled_stream(srv) for _ in range(16)]
-        deadline = time.time() + 60
+        # Under sanitizers the engine is ~10x slower: 4 x n=16 (all running at once) instead of
+        # 16 x n=16 (four rounds of --max-num-seqs 64).
+        readers = 4 if SANITIZED else 16
+        socks = [stalled_stream(srv) for _ in range(readers)]
+        deadline = time.time() + (120 if SANITIZED else 60)
         while time.time() < deadline and \
-                srv.metric('hinge:requests_aborted_total', reason='client_too_slow') < 16:
+                srv.metric('hinge:requests_aborted_total', reason='client_too_slow') < readers:
             time.sleep(0.2)
         aborted = srv.metric('hinge:requests_aborted_total', reason='client_too_slow')
         idle = kv_idle(srv)
         growth = rss.stop()
         print(f'  {rss}')
-        check(aborted >= 16, f'{aborted:.0f} requests aborted as client_too_slow')
+        check(aborted >= readers, f'{aborted:.0f} requests aborted as client_too_slow')
         check(idle, 'KV blocks all free, nothing running')
         # The bound: the KV arena as it is touched (16 MiB) + 16 stalled x 1 MiB of output
         # + 16 MiB for everything else (allocator slack, per-request state).
