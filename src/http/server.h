@@ -15,7 +15,7 @@
 //   that makes no progress for write_stall_timeout_s cuts the connection: the client is too
 //   slow (CloseReason::kClientTooSlow; the handler aborts its work);
 // - connections: at most max_connections (0: derived from RLIMIT_NOFILE, keeping a reserve).
-//   Past it a new connection first takes the place of the longest-idle keep-alive connection;
+//   Past it a new connection first takes the place of the oldest idle keep-alive connection;
 //   when none is idle it is served from the reserve (at most `overflow` of them at a time, 1 s
 //   to send its headers): GET /health is answered, anything else gets a 503 with Retry-After
 //   as soon as its headers are read. EMFILE/ENFILE back the accept loop off (100 ms) instead of spinning, with a
