@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -39,6 +40,51 @@ TEST(Sampler, SameSeedSameOutputDifferentSeedDiffers) {
   };
   EXPECT_EQ(draw(7), draw(7));
   EXPECT_NE(draw(7), draw(8));
+}
+
+// Temperature only (OpenAI's defaults) takes the no-sort path: its draws follow
+// softmax(logits / T) exactly, as the sorted path's do (same distribution, another stream).
+TEST(Sampler, TemperatureOnlyDrawsFollowTheSoftmax) {
+  const auto l0 = logits_fixture();
+  const float t = 0.7f;
+  std::vector<double> expect(l0.size());
+  double z = 0;
+  for (size_t i = 0; i < l0.size(); ++i) z += expect[i] = std::exp(l0[i] / t);
+  for (double& e : expect) e /= z;
+  auto frequencies = [&](int32_t top_k) {
+    SamplingParams p;
+    p.temperature = t;
+    p.top_k = top_k;  // 0: the no-sort path; 6 (= vocab): also no truncation, same path
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 99;
+    Sampler s(p, static_cast<int64_t>(l0.size()));
+    std::vector<double> f(l0.size());
+    const int draws = 60000;
+    for (int i = 0; i < draws; ++i) {
+      auto l = l0;
+      f[static_cast<size_t>(s.sample(l.data(), {}))] += 1.0 / draws;
+    }
+    return f;
+  };
+  for (int32_t k : {0, 6}) {
+    const auto f = frequencies(k);
+    for (size_t i = 0; i < l0.size(); ++i)
+      EXPECT_NEAR(f[i], expect[i], 0.01) << "token " << i << " top_k " << k;
+  }
+  // The sorted path (top_p just below 1 keeps the whole support here) agrees.
+  SamplingParams p;
+  p.temperature = t;
+  p.top_k = 0;
+  p.top_p = 0.99999f;
+  p.min_p = 0.0f;
+  Sampler s(p, static_cast<int64_t>(l0.size()));
+  std::vector<double> f(l0.size());
+  for (int i = 0; i < 60000; ++i) {
+    auto l = l0;
+    f[static_cast<size_t>(s.sample(l.data(), {}))] += 1.0 / 60000;
+  }
+  for (size_t i = 0; i < l0.size(); ++i) EXPECT_NEAR(f[i], expect[i], 0.01) << "sorted, token " << i;
 }
 
 TEST(Sampler, TopKOneIsGreedyAndTopKLimitsSupport) {

@@ -67,6 +67,11 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> history) {
   const auto& p = params_;
   if (p.temperature <= 0.0f) return static_cast<int32_t>(kernels::argmax(logits, n_vocab_));
 
+  // No truncation (OpenAI's defaults: temperature only): sample the softmax in id order,
+  // O(vocab) with one random draw, instead of sorting the vocabulary for nothing.
+  if ((p.top_k <= 0 || p.top_k >= n_vocab_) && p.top_p >= 1.0f && p.min_p <= 0.0f)
+    return sample_full(logits);
+
   candidates_.resize(static_cast<size_t>(n_vocab_));
   for (int64_t i = 0; i < n_vocab_; ++i)
     candidates_[static_cast<size_t>(i)] = {static_cast<int32_t>(i), logits[i] / p.temperature, 0.0f};
@@ -116,6 +121,29 @@ int32_t Sampler::sample(float* logits, std::span<const int32_t> history) {
     if (r < acc) return candidates_[i].id;
   }
   return candidates_[n - 1].id;
+}
+
+int32_t Sampler::sample_full(const float* logits) {
+  const auto n = static_cast<size_t>(n_vocab_);
+  const float inv_t = 1.0f / params_.temperature;
+  const float max_logit = logits[kernels::argmax(logits, n_vocab_)];
+  probs_.resize(n);
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    probs_[i] = std::exp((logits[i] - max_logit) * inv_t);
+    sum += probs_[i];
+  }
+  std::uniform_real_distribution<double> uni(0.0, sum);
+  const double r = uni(rng_);
+  double acc = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += probs_[i];
+    if (r < acc) return static_cast<int32_t>(i);
+  }
+  // Rounding: the last token with any probability.
+  for (size_t i = n; i-- > 0;)
+    if (probs_[i] > 0.0f) return static_cast<int32_t>(i);
+  return 0;
 }
 
 }  // namespace hinge
