@@ -60,6 +60,15 @@ TEST(CliBench, JsonHasRequiredKeysAndConsistentValues) {
             j["contiguous_waste_fraction"].get<double>());
 }
 
+// --temp / --top-k / --top-p / --min-p sample every request (with its own seed); the work is
+// the same: exactly G tokens each (ignore_eos).
+TEST(CliBench, SamplingFlagsSampleTheSameWork) {
+  for (const char* flags : {"--temp 1", "--temp 0.8 --top-k 40 --top-p 0.9 --min-p 0.05"}) {
+    const auto j = bench_json(std::string("--requests 3 --prompt-tokens 8 --gen-tokens 6 -t 1 ") + flags);
+    EXPECT_EQ(j.value("output_tokens", 0), 3 * 6) << flags;
+  }
+}
+
 TEST(CliBench, SharedPrefixIsHitOnlyWithPrefixCache) {
   // A small step budget chunks the first prefill, so later requests are admitted after the
   // shared blocks were computed and cached (requests admitted in the same step cannot hit).
@@ -101,6 +110,10 @@ TEST(CliBench, BadFlagsGiveOneLineErrorNamingTheFlag) {
       {"--max-num-seqs -3", "--max-num-seqs"},
       {"--prompt-tokens 0", "--prompt-tokens"},
       {"--ctx-size 32 --prompt-tokens 40", "--prompt-tokens"},
+      {"--temp -1", "--temp"},
+      {"--top-k -2", "--top-k"},
+      {"--top-p 0", "--top-p"},
+      {"--min-p 1.5", "--min-p"},
   };
   for (const auto& [flags, flag] : cases) {
     auto r = run_command(bench_cmd(std::string(flags) + " 2>&1 >/dev/null"));

@@ -71,6 +71,13 @@ Status check_args(const BenchArgs& a) {
   HINGE_RETURN_IF_ERROR(check("--shared-prefix", a.shared_prefix, 0, kMaxTokens));
   if (a.prompt_tokens < 1 && a.shared_prefix < 1)
     return Status::Error("--prompt-tokens: must be at least 1 unless --shared-prefix is");
+  if (!(a.temperature >= 0 && a.temperature <= 100))
+    return Status::Errorf("--temp must be in [0, 100] (0: greedy), got {}", a.temperature);
+  if (a.top_k < 0) return Status::Errorf("--top-k must be >= 0 (0: off), got {}", a.top_k);
+  if (!(a.top_p > 0 && a.top_p <= 1))
+    return Status::Errorf("--top-p must be in (0, 1] (1: off), got {}", a.top_p);
+  if (!(a.min_p >= 0 && a.min_p <= 1))
+    return Status::Errorf("--min-p must be in [0, 1] (0: off), got {}", a.min_p);
   return Status::Ok();
 }
 
@@ -151,6 +158,7 @@ int bench_command(const BenchArgs& args) {
   // have to reserve prompt + G per request.
   std::vector<GenerateRequest> requests(static_cast<size_t>(n));
   std::vector<int64_t> prompt_lens;
+  uint64_t request_index = 0;
   for (auto& r : requests) {
     r.prompt_token_ids = prefix;
     int64_t own = args.prompt_tokens;
@@ -161,9 +169,12 @@ int bench_command(const BenchArgs& args) {
       gen = std::uniform_int_distribution<int64_t>(1, gen)(rng);
     }
     for (int64_t i = 0; i < own; ++i) r.prompt_token_ids.push_back(pick(rng));
-    r.sampling.temperature = 0.0f;
+    r.sampling.temperature = args.temperature;
+    r.sampling.top_k = args.top_k;
+    r.sampling.top_p = args.top_p;
+    r.sampling.min_p = args.min_p;
     r.sampling.ignore_eos = true;
-    r.sampling.seed = args.seed;
+    r.sampling.seed = args.seed + request_index++;  // each request its own random stream
     r.max_new_tokens = static_cast<int32_t>(gen);
     prompt_lens.push_back(static_cast<int64_t>(r.prompt_token_ids.size()));
   }

@@ -71,6 +71,11 @@ struct BenchArgs {
   uint64_t seed = 1234;
   bool json = false;
   bool mixed_lengths = false;   // own prompt uniform in [1, P], output uniform in [1, G]
+  // Sampling of every request (default greedy); --temp 1 alone is OpenAI's default sampling.
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
   bool membw = false;           // --membw: measure the memory read bandwidth instead (no model)
   std::string membw_size = "1GiB";
   int64_t membw_reps = 7;

@@ -121,6 +121,14 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-s,--seed", bench.seed, "Seed of the random prompts")
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of the table");
+  bench_cmd->add_option("--temp", bench.temperature, "Sampling temperature; 0 = greedy")
+      ->capture_default_str();
+  bench_cmd->add_option("--top-k", bench.top_k, "Keep the K most likely tokens; 0 = off")
+      ->capture_default_str();
+  bench_cmd->add_option("--top-p", bench.top_p, "Nucleus sampling threshold; 1 = off")
+      ->capture_default_str();
+  bench_cmd->add_option("--min-p", bench.min_p, "Drop tokens below P x the top probability; 0 = off")
+      ->capture_default_str();
   bench_cmd->add_flag("--mixed-lengths", bench.mixed_lengths,
                       "Own prompt length uniform in [1, P] and output length uniform in [1, G] "
                       "per request (as if EOS came early)");
