@@ -138,8 +138,14 @@ void Session::arm_read_deadline(Phase phase, Clock::time_point at) {
     if (ec || self->closed_ || self->deadline_phase_ != phase) return;
     if (self->read_timer_.expiry() > Clock::now()) return;  // re-armed meanwhile
     self->read_timed_out_ = true;
+    // cancel() only reaches an operation the reactor holds. A composed read (a header or a
+    // body read is several read_somes) whose inner completion is already queued starts its
+    // next read_some after the cancel and would wait on: a client dripping a byte a second in
+    // step with the deadline kept its connection. Shutting the receive side ends that read
+    // too (it sees end of stream); the answer (408) still goes out on the send side.
     beast::error_code ignored;
-    self->socket_.cancel(ignored);  // the pending read completes with operation_aborted
+    self->socket_.cancel(ignored);
+    self->socket_.shutdown(tcp::socket::shutdown_receive, ignored);
   });
 }
 

@@ -368,6 +368,45 @@ def slowloris():
 
 
 @test
+def header_drip():
+    """Connections dripping header bytes every few ms are still cut at the header deadline.
+
+    A deadline that only cancels the read the reactor holds misses a composed header read
+    caught between two of its reads; bytes arriving all the time make that race likely."""
+    with Server('--header-timeout', '2') as srv:
+        conns = [srv.connect() for _ in range(300)]
+        head = b'GET /health HTTP/1.1\r\nHost: x\r\nX-Drip: ' + b'a' * 60000
+        t0 = time.time()
+        closed_at = {}
+        i = 0
+        window = 12 if SANITIZED else 6
+        while time.time() - t0 < window and len(closed_at) < len(conns):
+            for k, s in enumerate(conns):
+                if k in closed_at:
+                    continue
+                s.setblocking(False)
+                try:
+                    s.send(head[i % len(head):i % len(head) + 1])
+                    d = s.recv(4096)
+                    if d or d == b'':
+                        closed_at[k] = time.time() - t0
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed_at[k] = time.time() - t0
+            i += 1
+            time.sleep(0.001)
+        check(len(closed_at) == len(conns), f'{len(closed_at)}/300 dripping connections dropped')
+        check(max(closed_at.values()) < 2 + 1.5 * SLACK,
+              f'all by {max(closed_at.values()):.1f} s (header timeout 2 s)')
+        check(srv.request('GET', '/health')[0] == 200, 'the server still answers')
+        check(srv.metric('hinge:http_timeouts_total', phase='header') >= len(conns),
+              'counted as header timeouts')
+        for s in conns:
+            s.close()
+
+
+@test
 def idle_keepalive():
     """An idle keep-alive connection closes after --keep-alive-timeout."""
     with Server('--keep-alive-timeout', '1') as srv:

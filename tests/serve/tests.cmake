@@ -4,7 +4,7 @@
 # Included from the top-level CMakeLists.txt inside if(HINGE_BUILD_TESTS).
 set(_hinge_hostile ${CMAKE_CURRENT_LIST_DIR}/hostile_clients.py)
 set(_hinge_hostile_cases trailers fd_exhaustion fd_exhaustion_emfile connection_limit slowloris
-    idle_keepalive stalled_readers tokenize_flood big_body protocol cors hosts_and_names
+    header_drip idle_keepalive stalled_readers tokenize_flood big_body protocol cors hosts_and_names
     sigterm_grace)
 set(_hinge_hostile_env "ASAN_OPTIONS=quarantine_size_mb=32:detect_leaks=1")
 if(CMAKE_CXX_FLAGS MATCHES "sanitize")
