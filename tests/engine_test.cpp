@@ -159,6 +159,24 @@ TEST_F(EnginePrefix, SameHundredTokenPrefixHitsSixBlocks) {
   EXPECT_EQ(computed, 120 - 96);
 }
 
+// Issue 13, trap 4: 8 identical prompts admitted in one step compute the prompt once plus the
+// last partial block for each of the other 7, and decode exactly as one alone does.
+TEST_F(EnginePrefix, EightIdenticalPromptsAdmittedTogetherComputeThePrefixOnce) {
+  const auto prompt = random_prompt(rng_, 100, m_->config.n_vocab);
+  const Finished alone = run_one(greedy_request(prompt, 6));
+  auto e = make_engine(*m_, f32_config());
+  ASSERT_TRUE(e);
+  std::vector<RequestId> ids;
+  for (int i = 0; i < 8; ++i) ids.push_back(e->add_request(greedy_request(prompt, 6)).value());
+  auto res = drain(*e);
+  EXPECT_EQ(e->stats().prompt_tokens_computed, 100 + 7 * 4);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Finished& f = res.at({ids[i].value, 0});
+    EXPECT_EQ(f.tokens, alone.tokens) << "request " << i;
+    EXPECT_EQ(f.usage.cached_tokens, i == 0 ? 0 : 96) << "request " << i;
+  }
+}
+
 TEST_F(EnginePrefix, NextChatTurnReusesPreviousTurnAndEditReusesOnlyBeforeTheEdit) {
   const auto turn1 = random_prompt(rng_, 50, m_->config.n_vocab);
   const Finished a = run_one(greedy_request(turn1, 20));

@@ -35,12 +35,10 @@ TEST(KvBlockPool, AllocateFreeLruAndRevive) {
   EXPECT_EQ(pool.generation(BlockId(0)), 1u);
 
   const std::vector<int32_t> a = {1, 2, 3, 4}, b = {5, 6, 7, 8};
-  const BlockParent root{-1, 9};
-  EXPECT_EQ(pool.cache_block(BlockId(0), BlockHash{10}, root, a), BlockId(0));
-  const BlockParent p0 = pool.as_parent(BlockId(0));
-  EXPECT_EQ(p0, (BlockParent{0, 1}));
-  EXPECT_EQ(pool.cache_block(BlockId(1), BlockHash{11}, p0, b), BlockId(1));
-  EXPECT_EQ(pool.cache_block(BlockId(1), BlockHash{11}, p0, b), BlockId(1));  // no-op
+  const BlockHash root{9, 0}, h0{10, 0}, h1{11, 0};
+  pool.cache_block(BlockId(0), h0, root, a);
+  pool.cache_block(BlockId(1), h1, h0, b);
+  pool.cache_block(BlockId(1), h1, h0, b);  // no-op
   EXPECT_INVARIANTS(pool);
 
   // A request's blocks are freed last-to-first: the tail lands before the head in the LRU.
@@ -54,19 +52,19 @@ TEST(KvBlockPool, AllocateFreeLruAndRevive) {
   EXPECT_EQ(c.num_cached_free_blocks, 2);
   EXPECT_EQ(c.num_evictions, 0);
 
-  // Lookup needs hash, parent and tokens to agree.
-  EXPECT_EQ(pool.lookup(BlockHash{10}, root, a), BlockId(0));
-  EXPECT_EQ(pool.lookup(BlockHash{11}, p0, b), BlockId(1));
-  EXPECT_EQ(pool.lookup(BlockHash{10}, root, b), std::nullopt);
-  EXPECT_EQ(pool.lookup(BlockHash{10}, BlockParent{-1, 8}, a), std::nullopt);
-  EXPECT_EQ(pool.lookup(BlockHash{12}, root, a), std::nullopt);
+  // Lookup needs hash, parent hash and tokens to agree.
+  EXPECT_EQ(pool.lookup(h0, root, a), BlockId(0));
+  EXPECT_EQ(pool.lookup(h1, h0, b), BlockId(1));
+  EXPECT_EQ(pool.lookup(h0, root, b), std::nullopt);
+  EXPECT_EQ(pool.lookup(h0, BlockHash{8, 0}, a), std::nullopt);
+  EXPECT_EQ(pool.lookup(BlockHash{12, 0}, root, a), std::nullopt);
 
   // A hit revives block 1 from the middle of the free list (O(1) unlink).
   pool.ref(BlockId(1));
   EXPECT_INVARIANTS(pool);
   EXPECT_EQ(pool.free_list(), ids({5, 0}));
   EXPECT_EQ(pool.ref_count(BlockId(1)), 1);
-  EXPECT_EQ(pool.cached_hash(BlockId(1)), BlockHash{11});
+  EXPECT_EQ(pool.cached_hash(BlockId(1)), h1);
   EXPECT_EQ(pool.render_map(3), "c##\n##.\n");
 
   // Allocation takes 5 (no hash) then 0, evicting 0's hash.
@@ -77,10 +75,10 @@ TEST(KvBlockPool, AllocateFreeLruAndRevive) {
   EXPECT_EQ(c.num_free_blocks, 0);
   EXPECT_EQ(c.num_cached_free_blocks, 0);
   EXPECT_EQ(pool.cached_hash(BlockId(0)), std::nullopt);
-  EXPECT_EQ(pool.lookup(BlockHash{10}, root, a), std::nullopt);
+  EXPECT_EQ(pool.lookup(h0, root, a), std::nullopt);
   EXPECT_EQ(pool.generation(BlockId(0)), 2u);
-  // Block 1 is still cached, but its parent incarnation (0, gen 1) is gone: unreachable.
-  EXPECT_EQ(pool.lookup(BlockHash{11}, pool.as_parent(BlockId(0)), b), std::nullopt);
+  // Block 1 is still cached under its content identity: it does not depend on block 0.
+  EXPECT_EQ(pool.lookup(h1, h0, b), BlockId(1));
 }
 
 TEST(KvBlockPool, SharedCountsAndDuplicates) {
@@ -94,21 +92,54 @@ TEST(KvBlockPool, SharedCountsAndDuplicates) {
   EXPECT_INVARIANTS(pool);
 
   const std::vector<int32_t> a = {1, 2}, b = {3, 4};
-  const BlockParent root{-1, 0};
-  EXPECT_EQ(pool.cache_block(BlockId(0), BlockHash{5}, root, a), BlockId(0));
-  // Same content computed into block 1: the cache keeps block 0 and says so.
-  EXPECT_EQ(pool.cache_block(BlockId(1), BlockHash{5}, root, a), BlockId(0));
-  // Same hash, other tokens: a collision, rejected.
-  EXPECT_EQ(pool.cache_block(BlockId(1), BlockHash{5}, root, b), std::nullopt);
-  EXPECT_EQ(pool.cached_hash(BlockId(1)), std::nullopt);
+  const BlockHash root{0, 0}, h{5, 0};
+  pool.cache_block(BlockId(0), h, root, a);
+  // Same content computed into block 1: both are cached (a duplicate, as vLLM keeps them).
+  pool.cache_block(BlockId(1), h, root, a);
+  EXPECT_EQ(pool.cached_hash(BlockId(1)), h);
+  EXPECT_TRUE(pool.lookup(h, root, a));
+  EXPECT_INVARIANTS(pool);
+  // Block 0 evicted or uncached: its duplicate still serves the content.
+  pool.uncache(BlockId(0));
+  EXPECT_EQ(pool.lookup(h, root, a), BlockId(1));
+  EXPECT_INVARIANTS(pool);
+  // Same hash, other tokens (a collision): cached too, and told apart by the tokens.
+  pool.cache_block(BlockId(0), h, root, b);
+  EXPECT_EQ(pool.lookup(h, root, a), BlockId(1));
+  EXPECT_EQ(pool.lookup(h, root, b), BlockId(0));
+  EXPECT_INVARIANTS(pool);
+  pool.uncache(BlockId(1));
+  EXPECT_EQ(pool.lookup(h, root, a), std::nullopt);
   EXPECT_INVARIANTS(pool);
 
   pool.free(ids({0, 0}));
   EXPECT_EQ(pool.counters().num_shared_blocks, 0);
   pool.free(ids({1, 0}));
   EXPECT_EQ(pool.free_list(), ids({2, 3, 1, 0}));
-  EXPECT_EQ(pool.render_map(), "c...\n");
+  EXPECT_EQ(pool.render_map(), "c...\n");  // block 0 (content b) stays cached
   EXPECT_INVARIANTS(pool);
+}
+
+// The index under heavy collisions: every key in one probe cluster, erased in random order.
+TEST(KvBlockHashIndex, CollidingKeysInsertFindEraseWithoutAllocating) {
+  BlockHashIndex index(64);
+  std::vector<std::pair<BlockHash, int32_t>> live;
+  for (int32_t b = 0; b < 64; ++b) {
+    const BlockHash k{static_cast<uint64_t>(b % 3) << 7, static_cast<uint64_t>(b % 5)};
+    index.insert(k, b);
+    live.push_back({k, b});
+  }
+  EXPECT_EQ(index.size(), 64u);
+  uint64_t x = 12345;
+  while (!live.empty()) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    const size_t i = static_cast<size_t>(x >> 33) % live.size();
+    EXPECT_TRUE(index.erase(live[i].first, live[i].second));
+    EXPECT_FALSE(index.erase(live[i].first, live[i].second));
+    live.erase(live.begin() + static_cast<ptrdiff_t>(i));
+    for (const auto& [k, b] : live) ASSERT_TRUE(index.contains(k, b)) << b;
+    EXPECT_EQ(index.size(), live.size());
+  }
 }
 
 TEST(KvBlockPoolDeathTest, MisuseAborts) {

@@ -4,8 +4,8 @@
 //   - a shadow "KV arena" proves every request reads back exactly its own KV. Each slot holds a
 //     fingerprint of (namespace, every token up to and including that position) written when the
 //     token is "computed"; prefix hits and CoW copies must reproduce the request's fingerprints.
-// Run with the real hash and with a deliberately weak one (collisions everywhere): the second
-// must be just as correct.
+// Run with the real hash and with one that piles every block into a few index positions: the
+// second must be just as correct.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,9 +26,11 @@ uint64_t mix(uint64_t x) {  // splitmix64 finalizer
   return x ^ (x >> 31);
 }
 
-// Two bits of one token: blocks collide constantly.
+// The index's probe position (the low word) from two bits of one token: blocks collide in the
+// index constantly. The high word keeps the chain identity (what a lookup compares) exact.
 BlockHash weak_hash(BlockHash parent, std::span<const int32_t> tokens) {
-  return BlockHash{parent.value * 31 + static_cast<uint64_t>(tokens[0] & 1)};
+  return BlockHash{parent.lo * 31 + static_cast<uint64_t>(tokens[0] & 1),
+                   hash_block_tokens(parent, tokens).hi};
 }
 
 struct Live {

@@ -171,6 +171,18 @@ TEST(SchedScheduler, PrefixHitSharesBlocksWhileBothRun) {
   EXPECT_EQ(s.find(RequestId(2))->num_cached_tokens(), 96);
 }
 
+// Issue 13, trap 4: blocks are cached when scheduled, so a burst of one prompt admitted in one
+// step computes its full blocks once (they used to be cached in update(), after the step).
+TEST(SchedScheduler, IdenticalPromptsAdmittedTogetherComputeThePrefixOnce) {
+  Scheduler s(config(/*budget=*/1024, 8, /*bs=*/16, /*blocks=*/64));
+  for (uint64_t id = 1; id <= 8; ++id) add(s, id, iota_tokens(0, 100), 2);
+  SchedulerOutput out;
+  EXPECT_EQ(step(s, &out), "1:0+100* 2:96+4* 3:96+4* 4:96+4* 5:96+4* 6:96+4* 7:96+4* 8:96+4*");
+  EXPECT_EQ(out.num_scheduled_tokens, 100 + 7 * 4);
+  for (int32_t b = 0; b < 6; ++b) EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(b)), 8);
+  for (uint64_t id = 2; id <= 8; ++id) EXPECT_EQ(s.find(RequestId(id))->num_cached_tokens(), 96);
+}
+
 TEST(SchedScheduler, PrefixCacheDisabledComputesEverything) {
   Scheduler s(config(256, 8, 16, 32, /*prefix_cache=*/false));
   add(s, 1, iota_tokens(0, 100), 2);

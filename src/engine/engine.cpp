@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/thread_pool.h"
+#include "engine/cache_identity.h"
 #include "engine/kv_budget.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
@@ -104,7 +105,8 @@ class EngineImpl final : public Engine {
                                       .max_num_seqs = config.max_num_seqs,
                                       .block_size_tokens = config.block_size,
                                       .num_kv_blocks = static_cast<int32_t>(arena_.num_blocks()),
-                                      .enable_prefix_cache = config.enable_prefix_cache}) {
+                                      .enable_prefix_cache = config.enable_prefix_cache,
+                                      .cache_fingerprint = kv_cache_fingerprint(model, spec)}) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     row_.resize(vocab);

@@ -8,9 +8,9 @@ namespace hinge::kv {
 BlockPool::BlockPool(int32_t num_blocks, int32_t block_size_tokens)
     : block_size_tokens_(block_size_tokens),
       meta_(static_cast<size_t>(num_blocks)),
-      tokens_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size_tokens)) {
+      tokens_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size_tokens)),
+      cached_(num_blocks) {
   HINGE_CHECK(num_blocks >= 0 && block_size_tokens > 0);
-  cached_.reserve(static_cast<size_t>(num_blocks));
   for (int32_t b = 0; b < num_blocks; ++b) push_tail(b);
 }
 
@@ -49,8 +49,7 @@ void BlockPool::allocate(int32_t n, std::vector<BlockId>* out) {
     unlink(b);
     BlockMeta& m = meta_[static_cast<size_t>(b)];
     if (m.has_hash) {
-      cached_.erase(m.hash.value);
-      m.has_hash = false;
+      drop_hash(m, b);
       ++num_evictions_;
     }
     m.ref_count = 1;
@@ -82,36 +81,47 @@ void BlockPool::ref(BlockId id) {
   ++m.ref_count;
 }
 
-std::optional<BlockId> BlockPool::lookup(BlockHash hash, const BlockParent& parent,
-                                         std::span<const int32_t> block_tokens) const {
-  auto it = cached_.find(hash.value);
-  if (it == cached_.end()) return std::nullopt;
-  const BlockMeta& m = meta_[static_cast<size_t>(it->second)];
-  if (!(m.parent == parent)) return std::nullopt;
-  if (block_tokens.size() != static_cast<size_t>(block_size_tokens_)) return std::nullopt;
-  const auto stored = tokens_of(it->second);
-  if (!std::equal(stored.begin(), stored.end(), block_tokens.begin())) return std::nullopt;
-  return BlockId(it->second);
+void BlockPool::drop_hash(BlockMeta& m, int32_t b) {
+  const bool erased = cached_.erase(m.hash, b);
+  HINGE_CHECK(erased);
+  m.has_hash = false;
 }
 
-std::optional<BlockId> BlockPool::cache_block(BlockId id, BlockHash hash, const BlockParent& parent,
-                                              std::span<const int32_t> block_tokens) {
+std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
+                                         std::span<const int32_t> block_tokens) const {
+  if (block_tokens.size() != static_cast<size_t>(block_size_tokens_)) return std::nullopt;
+  const int32_t b = cached_.find(hash, [&](int32_t c) {
+    if (!(meta_[static_cast<size_t>(c)].parent == parent)) return false;
+    const auto stored = tokens_of(c);
+    return std::equal(stored.begin(), stored.end(), block_tokens.begin());
+  });
+  if (b < 0) return std::nullopt;
+  return BlockId(b);
+}
+
+void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
+                            std::span<const int32_t> block_tokens) {
   BlockMeta& m = meta(id);
   HINGE_CHECK_MSG(m.ref_count > 0, "caching free block {}", id.value);
   HINGE_CHECK(block_tokens.size() == static_cast<size_t>(block_size_tokens_));
   if (m.has_hash) {
     HINGE_CHECK_MSG(m.hash == hash && m.parent == parent, "block {} re-cached as different content",
                     id.value);
-    return id;
+    return;
   }
-  auto [it, inserted] = cached_.emplace(hash.value, id.value);
-  if (!inserted) return lookup(hash, parent, block_tokens);  // duplicate, or nullopt: collision
+  cached_.insert(hash, id.value);
   m.has_hash = true;
   m.hash = hash;
   m.parent = parent;
   std::copy(block_tokens.begin(), block_tokens.end(),
             tokens_.begin() + static_cast<ptrdiff_t>(id.value) * block_size_tokens_);
-  return id;
+}
+
+void BlockPool::uncache(BlockId id) {
+  BlockMeta& m = meta(id);
+  if (!m.has_hash) return;
+  if (m.ref_count == 0) --num_cached_free_;
+  drop_hash(m, id.value);
 }
 
 std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
@@ -182,19 +192,24 @@ Status BlockPool::check_invariants() const {
     if (m.has_hash) {
       ++with_hash;
       if (m.ref_count == 0) ++cached_free;
-      auto it = cached_.find(m.hash.value);
-      if (it == cached_.end() || it->second != b)
-        return Status::Errorf("block {}: hash {:x} not mapped to it", b, m.hash.value);
+      if (!cached_.contains(m.hash, b))
+        return Status::Errorf("block {}: hash {:x} not indexed for it", b, m.hash.lo);
     }
   }
-  for (const auto& [h, b] : cached_) {
-    if (b < 0 || b >= n) return Status::Errorf("hash map: bad block {}", b);
+  Status bad = Status::Ok();
+  cached_.for_each([&](BlockHash h, int32_t b) {
+    if (!bad.ok()) return;
+    if (b < 0 || b >= n) {
+      bad = Status::Errorf("hash index: bad block {}", b);
+      return;
+    }
     const BlockMeta& m = meta_[static_cast<size_t>(b)];
-    if (!m.has_hash || m.hash.value != h)
-      return Status::Errorf("hash map: {:x} -> block {} which does not hold it", h, b);
-  }
+    if (!m.has_hash || !(m.hash == h))
+      bad = Status::Errorf("hash index: {:x} -> block {} which does not hold it", h.lo, b);
+  });
+  HINGE_RETURN_IF_ERROR(bad);
   if (with_hash != static_cast<int32_t>(cached_.size()))
-    return Status::Errorf("hash map size {} != hashed blocks {}", cached_.size(), with_hash);
+    return Status::Errorf("hash index size {} != hashed blocks {}", cached_.size(), with_hash);
   if (cached_free != num_cached_free_)
     return Status::Errorf("cached-free count {} != {}", num_cached_free_, cached_free);
   if (shared != num_shared_) return Status::Errorf("shared count {} != {}", num_shared_, shared);

@@ -12,7 +12,7 @@
 // Invariants (check_invariants()):
 //   - the free list holds exactly the blocks with ref 0, each once; num_free_blocks() is its
 //     length; prev/next links agree;
-//   - the hash map holds (h -> b) iff block b holds hash h;
+//   - the index holds (h -> b) iff block b holds hash h (several blocks may hold one hash);
 //   - num_cached_free / num_shared counters match a recount.
 //
 // Free list order is LRU: allocate() takes from the head (evicting a cached hash there), free()
@@ -25,26 +25,15 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
 #include "kv/block_hash.h"
+#include "kv/block_hash_index.h"
 #include "kv/kv_ids.h"
 
 namespace hinge::kv {
-
-// What a cached block's KV depends on besides its own token ids: the exact incarnation of its
-// parent block, or the namespace for the first block of a sequence. A lookup compares it and the
-// token ids, so a hit is exact by induction from the first block: a hash collision (even a forced
-// one) can only cause a miss, never wrong KV.
-struct BlockParent {
-  int32_t block = -1;  // parent block index; -1 for the first block of a sequence
-  uint64_t tag = 0;    // the parent's generation, or the namespace value when block == -1
-  bool operator==(const BlockParent&) const = default;
-  static BlockParent root(CacheNamespace ns) { return BlockParent{-1, ns.value}; }
-};
 
 struct BlockPoolCounters {
   int32_t num_total_blocks = 0;
@@ -75,21 +64,21 @@ class BlockPool {
   // Adds a reference; a block with ref 0 leaves the free list (O(1)).
   void ref(BlockId b);
 
-  // The cached block under `hash` whose parent and token ids equal the given ones, or nullopt
-  // (a miss, or a collision rejected by the comparison). No side effects.
-  std::optional<BlockId> lookup(BlockHash hash, const BlockParent& parent,
+  // A cached block with this identity: hash, parent hash and token ids all equal (a block
+  // whose hash collides with other content is never returned), or nullopt. No side effects.
+  std::optional<BlockId> lookup(BlockHash hash, BlockHash parent,
                                 std::span<const int32_t> block_tokens) const;
-  // Registers full block b (ref > 0) under `hash`. Returns the block that now holds this
-  // content in the cache: b itself; or another block already cached with the same hash, parent
-  // and tokens (a duplicate computed concurrently; b stays uncached); or nullopt when the hash
-  // is taken by different content (a collision; b stays uncached). Re-caching b is a no-op.
-  std::optional<BlockId> cache_block(BlockId b, BlockHash hash, const BlockParent& parent,
-                                     std::span<const int32_t> block_tokens);
+  // Registers full block b (ref > 0) as holding the content (hash, parent, tokens). Other blocks
+  // may hold the same content (computed concurrently) or the same hash with other content (a
+  // collision): all stay cached, lookups compare. Re-caching b with its own content is a no-op.
+  void cache_block(BlockId b, BlockHash hash, BlockHash parent,
+                   std::span<const int32_t> block_tokens);
+  // Drops b's cache entry, if any (KV registered for a step that never ran).
+  void uncache(BlockId b);
 
   int32_t ref_count(BlockId b) const { return meta(b).ref_count; }
   // Bumped each time the block is allocated: (block, generation) names one incarnation.
   uint64_t generation(BlockId b) const { return meta(b).generation; }
-  BlockParent as_parent(BlockId b) const { return BlockParent{b.value, meta(b).generation}; }
   std::optional<BlockHash> cached_hash(BlockId b) const;
   // Free list from head (next to be allocated) to tail.
   std::vector<BlockId> free_list() const;
@@ -108,7 +97,7 @@ class BlockPool {
     bool has_hash = false;
     uint64_t generation = 0;
     BlockHash hash;
-    BlockParent parent;  // valid while has_hash
+    BlockHash parent;  // the parent block's hash (the root for a first block), while has_hash
   };
 
   const BlockMeta& meta(BlockId b) const {
@@ -120,13 +109,14 @@ class BlockPool {
     return {tokens_.data() + static_cast<size_t>(b) * block_size_tokens_,
             static_cast<size_t>(block_size_tokens_)};
   }
+  void drop_hash(BlockMeta& m, int32_t b);
   void push_tail(int32_t b);
   void unlink(int32_t b);
 
   int32_t block_size_tokens_;
   std::vector<BlockMeta> meta_;  // [num_blocks]
   std::vector<int32_t> tokens_;  // [num_blocks * block_size_tokens], token ids of cached blocks
-  std::unordered_map<uint64_t, int32_t> cached_;  // hash value -> block index
+  BlockHashIndex cached_;  // hash -> blocks holding it
   int32_t head_ = kNone;
   int32_t tail_ = kNone;
   int32_t num_free_ = 0;

@@ -32,17 +32,15 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   // At least one token must remain to compute (its logits start generation).
   const size_t max_blocks = (prompt.size() - 1) / bs;
-  BlockHash parent_hash = namespace_root_hash(ns);
-  BlockParent parent = BlockParent::root(ns);
+  BlockHash parent = namespace_root_hash(ns, config_.fingerprint);
   for (size_t i = 0; i < max_blocks; ++i) {
     const auto tokens = prompt.subspan(i * bs, bs);
-    const BlockHash h = hash_fn_(parent_hash, tokens);
+    const BlockHash h = hash_fn_(parent, tokens);
     const auto hit = pool_.lookup(h, parent, tokens);
     if (!hit) break;
     out.blocks.push_back(*hit);
     out.hashes.push_back(h);
-    parent_hash = h;
-    parent = pool_.as_parent(*hit);
+    parent = h;
   }
   out.num_cached_tokens = static_cast<int32_t>(out.blocks.size() * bs);
   return out;
@@ -89,8 +87,6 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
   }
   if (num_hit_blocks > 0) {
     st.hashes = computed->hashes;
-    st.parents.clear();
-    for (BlockId b : computed->blocks) st.parents.push_back(pool_.as_parent(b));
     st.num_tokens = base_tokens;
   }
   if (computed != nullptr) {
@@ -115,27 +111,36 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
 }
 
 void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> tokens,
-                                       int32_t num_computed_tokens) {
+                                       int32_t num_tokens) {
   RequestState& st = state(id);
-  HINGE_CHECK_MSG(num_computed_tokens >= 0 && num_computed_tokens <= st.num_tokens &&
-                      static_cast<size_t>(num_computed_tokens) <= tokens.size(),
-                  "request {}: {} computed tokens, {} reserved, {} given", id.value,
-                  num_computed_tokens, st.num_tokens, tokens.size());
+  HINGE_CHECK_MSG(num_tokens >= 0 && num_tokens <= st.num_tokens &&
+                      static_cast<size_t>(num_tokens) <= tokens.size(),
+                  "request {}: {} tokens to cache, {} reserved, {} given", id.value, num_tokens,
+                  st.num_tokens, tokens.size());
   if (!config_.enable_prefix_cache) return;
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
-  const size_t num_full = static_cast<size_t>(num_computed_tokens) / bs;
+  const size_t num_full = static_cast<size_t>(num_tokens) / bs;
   for (size_t i = st.hashes.size(); i < num_full; ++i) {
-    const BlockHash parent_hash = i == 0 ? namespace_root_hash(st.ns) : st.hashes[i - 1];
-    const BlockParent parent = i == 0 ? BlockParent::root(st.ns) : st.parents[i - 1];
+    const BlockHash parent =
+        i == 0 ? namespace_root_hash(st.ns, config_.fingerprint) : st.hashes[i - 1];
     const auto block_tokens = tokens.subspan(i * bs, bs);
-    const BlockHash h = hash_fn_(parent_hash, block_tokens);
-    const BlockId own = st.table[static_cast<int32_t>(i)];
-    // Another block may already hold this content (computed concurrently): the successors are
-    // then cached under it. A collision leaves this block uncached, and its successors cached
-    // under a parent no lookup reaches (a miss, never wrong KV).
-    const std::optional<BlockId> canonical = pool_.cache_block(own, h, parent, block_tokens);
+    const BlockHash h = hash_fn_(parent, block_tokens);
+    // Another block may hold the same content (computed concurrently) or the same hash with
+    // other content (a collision): the pool keeps both, lookups compare tokens and parents.
+    pool_.cache_block(st.table[static_cast<int32_t>(i)], h, parent, block_tokens);
     st.hashes.push_back(h);
-    st.parents.push_back(pool_.as_parent(canonical.value_or(own)));
+  }
+}
+
+void KvCacheManager::uncache_uncomputed(RequestId id, int32_t num_computed_tokens) {
+  RequestState& st = state(id);
+  const size_t keep = static_cast<size_t>(std::max(0, num_computed_tokens)) /
+                      static_cast<size_t>(config_.block_size_tokens);
+  while (st.hashes.size() > keep) {
+    // Registered this step (hits and forks only share computed blocks): drop it even when a
+    // request admitted in the same step hit it, that request failed with this one.
+    pool_.uncache(st.table[static_cast<int32_t>(st.hashes.size() - 1)]);
+    st.hashes.pop_back();
   }
 }
 
@@ -172,9 +177,6 @@ Status KvCacheManager::check_invariants() const {
     if (st.table.num_blocks() != blocks_for(st.num_tokens))
       return Status::Errorf("request {}: {} blocks for {} tokens", id.value, st.table.num_blocks(),
                             st.num_tokens);
-    if (st.parents.size() != st.hashes.size())
-      return Status::Errorf("request {}: {} parents for {} hashes", id.value, st.parents.size(),
-                            st.hashes.size());
     if (static_cast<int32_t>(st.hashes.size()) > st.table.num_blocks())
       return Status::Errorf("request {}: {} hashes > {} blocks", id.value, st.hashes.size(),
                             st.table.num_blocks());

@@ -7,9 +7,13 @@
 //   hit = get_computed_blocks(prompt, ns)        // query only, no side effects
 //   alloc = allocate_slots(id, n, &hit)          // nullopt: does not fit, nothing changed;
 //                                                // success adopts the hit and counts the query
+//   cache_full_blocks(id, tokens, n)             // blocks full once the step ran become
+//                                                // prefix-cache entries at once, so requests
+//                                                // admitted in the same step share them
 //   ... the runner computes tokens, writing KV to slot(id, p) ...
-//   cache_full_blocks(id, tokens, num_computed)  // full blocks become prefix-cache entries
 //   allocate_slots(id, 1) ... (decode)           // each step
+//   uncache_uncomputed(id, num_computed)         // only when a step failed: drops what it
+//                                                // registered but never wrote
 //   free(id)                                     // blocks return tail-first
 //
 // Per request, token positions against blocks:
@@ -44,6 +48,9 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;
   int32_t block_size_tokens = 16;
   bool enable_prefix_cache = true;  // false: --no-prefix-cache (no hashing, no hits)
+  // What the KV bytes depend on besides the tokens (model, KV dtypes, layout, calibration):
+  // the root of every block hash, so KV of another format never hits (see block_hash.h).
+  uint64_t fingerprint = 0;
 };
 
 // Longest cached prefix of a prompt: blocks[i] holds tokens [i * bs, (i + 1) * bs).
@@ -106,10 +113,15 @@ class KvCacheManager {
   std::optional<SlotAllocation> allocate_slots(RequestId id, int32_t num_new_tokens,
                                                const ComputedBlocks* computed = nullptr);
 
-  // Registers the full blocks within tokens [0, num_computed_tokens) not registered yet as
-  // prefix-cache entries. `tokens` are the request's tokens (at least num_computed_tokens).
-  void cache_full_blocks(RequestId id, std::span<const int32_t> tokens,
-                         int32_t num_computed_tokens);
+  // Registers the full blocks within tokens [0, num_tokens) not registered yet as prefix-cache
+  // entries. `tokens` are the request's tokens (at least num_tokens), num_tokens at most the
+  // slots reserved. Called at scheduling time for the tokens the step will have computed: the
+  // forward pass writes every token's KV of a layer before any attention of that layer reads,
+  // so a request admitted later in the same step may already hit them.
+  void cache_full_blocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens);
+  // Drops the cache entries of the request's blocks past num_computed_tokens (registered for a
+  // step whose forward pass failed: their KV was never written).
+  void uncache_uncomputed(RequestId id, int32_t num_computed_tokens);
 
   // New request `child` sharing all of parent's blocks (refcount + 1 each), same token count.
   void fork(RequestId parent, RequestId child);
@@ -136,11 +148,8 @@ class KvCacheManager {
     CacheNamespace ns;
     BlockTable table;
     int32_t num_tokens = 0;  // slots reserved
-    // For each of the first hashes.size() (full, computed) blocks: its chain hash, and the
-    // parent identity its successor is cached under (the cached block holding the same
-    // content, or the request's own block when the hash was taken by other content).
+    // The chain hash of each of the first hashes.size() (full, registered) blocks.
     std::vector<BlockHash> hashes;
-    std::vector<BlockParent> parents;
   };
   const RequestState& state(RequestId id) const {
     auto it = requests_.find(id);

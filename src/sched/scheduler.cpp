@@ -41,7 +41,8 @@ kv::KvCacheConfig kv_config(const SchedulerConfig& c) {
   HINGE_CHECK_MSG(st.ok(), "scheduler config: {}", st.message());
   return kv::KvCacheConfig{.num_blocks = c.num_kv_blocks,
                            .block_size_tokens = c.block_size_tokens,
-                           .enable_prefix_cache = c.enable_prefix_cache};
+                           .enable_prefix_cache = c.enable_prefix_cache,
+                           .fingerprint = c.cache_fingerprint};
 }
 }  // namespace
 
@@ -138,6 +139,7 @@ SchedulerOutput Scheduler::schedule() {
     }
     if (!alloc) break;  // r itself was preempted; it was the last running request
     if (alloc->copy) out.block_copies.push_back(*alloc->copy);
+    kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
     out.scheduled.push_back(make_scheduled(r, num_new));
     r.num_inflight_tokens_ = num_new;
     budget -= num_new;
@@ -166,6 +168,8 @@ SchedulerOutput Scheduler::schedule() {
     r.num_computed_tokens_ = hit.num_cached_tokens;
     if (r.num_cached_tokens_ < 0) r.num_cached_tokens_ = hit.num_cached_tokens;
     if (alloc->copy) out.block_copies.push_back(*alloc->copy);
+    // Cached now, not after the step: the next waiting request with the same prefix hits.
+    kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
     out.scheduled.push_back(make_scheduled(r, num_new));
     r.num_inflight_tokens_ = num_new;
     budget -= num_new;
@@ -201,7 +205,6 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
     HINGE_CHECK(r.num_inflight_tokens_ == s.num_new_tokens);
     r.num_inflight_tokens_ = 0;
     r.num_computed_tokens_ += s.num_new_tokens;
-    kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_);
     if (!s.samples) continue;
     const size_t n = static_cast<size_t>(s.num_samples);
     HINGE_CHECK_MSG(next_sample + n <= sampled.size() && sampled[next_sample].id == s.id,

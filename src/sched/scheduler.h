@@ -17,7 +17,10 @@
 //      This repeats until the allocation fits or the request preempted is the one scheduling.
 //   2. Only when nothing was preempted this step: waiting requests in (priority, arrival)
 //      order, while the budget, max_num_seqs and the KV cache allow. Each looks up its prefix
-//      hit first (unless RequestParams::skip_prefix_cache). The first one that does not fit stops admission (no overtaking).
+//      hit first (unless RequestParams::skip_prefix_cache). The first one that does not fit
+//      stops admission (no overtaking).
+//   Blocks that will be full after the step are cached as each request is scheduled (vLLM
+//   caches at allocation too): requests admitted in one step with one prefix compute it once.
 //
 // Parallel samples (RequestParams::n > 1, see request.h): the step that computes the last
 // prompt token of a request with fork_pending() has ScheduledRequest::num_samples == n; the
@@ -64,6 +67,7 @@ struct SchedulerConfig {
   int32_t block_size_tokens = 16;
   int32_t num_kv_blocks = 0;              // size of the KV arena in blocks
   bool enable_prefix_cache = true;
+  uint64_t cache_fingerprint = 0;         // kv::KvCacheConfig::fingerprint
 
   Status validate() const;
 };
@@ -135,7 +139,7 @@ class Scheduler {
   // with ids id, sample_ids[0], ..., sample_ids[n - 2] (n tokens sampled from the one logits
   // row of the request's last prompt position). Entries of requests aborted or finished since
   // schedule() are skipped, their tokens may be omitted.
-  // Advances num_computed_tokens, caches full blocks, forks requests with num_samples > 1 (each
+  // Advances num_computed_tokens, forks requests with num_samples > 1 (each
   // sample gets its own token), appends tokens, finishes on max tokens (each sample on its own:
   // with max_new_tokens == 1 all n finish here).
   void update(const SchedulerOutput& output, std::span<const SampledToken> sampled);

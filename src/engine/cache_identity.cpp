@@ -1,0 +1,40 @@
+#include "engine/cache_identity.h"
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <string>
+
+#include "model/loaded_model.h"
+
+namespace hinge {
+
+namespace {
+
+uint64_t weight_digest(const kernels::MatrixView& m) {
+  if (m.data == nullptr) return 0;
+  const size_t bytes = std::min<size_t>(size_t{64} << 10, static_cast<size_t>(m.rows) * m.row_bytes);
+  return XXH3_64bits(m.data, bytes);
+}
+
+}  // namespace
+
+uint64_t kv_cache_fingerprint(const LoadedModel& model, const kv::KvSpec& spec) {
+  const LlamaConfig& c = model.config;
+  std::string id = fmt::format(
+      "layout {} | {} vocab {} dim {} layers {} heads {}/{} head_dim {} ffn {} rope {} {} {} | "
+      "k {} v {} block {} | embd {:x} out {:x}",
+      kKvLayoutVersion, c.architecture, c.n_vocab, c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
+      c.head_dim, c.ffn_dim, c.rope_theta, static_cast<int>(c.rope_style),
+      c.rope_freq_factors.size(), kv::kv_dtype_name(spec.k_dtype), kv::kv_dtype_name(spec.v_dtype),
+      spec.block_size_tokens, weight_digest(model.weights.token_embd),
+      weight_digest(model.weights.output));
+  uint64_t h = XXH3_64bits(id.data(), id.size());
+  if (!c.rope_freq_factors.empty())
+    h = XXH3_64bits_withSeed(c.rope_freq_factors.data(),
+                             c.rope_freq_factors.size() * sizeof(float), h);
+  return h;
+}
+
+}  // namespace hinge

@@ -1,0 +1,23 @@
+// The KV format fingerprint of an engine: what a cached block's KV bytes depend on besides its
+// tokens. It seeds every block hash (kv::KvCacheConfig::fingerprint), so KV written under
+// another model, KV dtype or layout never hits, in this process or when restored from another
+// one. Covers: the model's shape and RoPE, a digest of its embedding and output weights (the
+// first 64 KiB of each, which tells fine-tunes of one shape apart), the KV spec (dtypes, block
+// size) and the layout version below. The KV calibration (fp8 scales, the K-shift mean) is not
+// in it yet: it is still taken from the first batch the engine runs.
+#pragma once
+
+#include <cstdint>
+
+#include "kv/kv_spec.h"
+
+namespace hinge {
+
+struct LoadedModel;
+
+// Bump when the arena's byte layout of a block changes (kv_spec.h, kernels/paged_kv).
+inline constexpr uint32_t kKvLayoutVersion = 1;
+
+uint64_t kv_cache_fingerprint(const LoadedModel& model, const kv::KvSpec& spec);
+
+}  // namespace hinge
