@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -141,10 +142,11 @@ TEST(Sampler, PenaltiesFollowLlamaCpp) {
   Sampler s(p, 6);
   auto l = logits_fixture();
   const std::vector<int32_t> history = {1, 1, 5};
-  s.sample(l.data(), history);
-  EXPECT_FLOAT_EQ(l[1], 3.0f / 2.0f - 2 * 0.5f - 0.25f);
-  EXPECT_FLOAT_EQ(l[5], -1.0f * 2.0f - 0.5f - 0.25f);
-  EXPECT_FLOAT_EQ(l[4], 2.9f);
+  const float* adj = s.adjusted_for_testing(l.data(), history);
+  EXPECT_FLOAT_EQ(adj[1], 3.0f / 2.0f - 2 * 0.5f - 0.25f);
+  EXPECT_FLOAT_EQ(adj[5], -1.0f * 2.0f - 0.5f - 0.25f);
+  EXPECT_FLOAT_EQ(adj[4], 2.9f);
+  EXPECT_EQ(l, logits_fixture());  // the caller's row is left as it was
   // Token 1 is no longer the best: the penalty changed the greedy choice.
   auto l2 = logits_fixture();
   EXPECT_EQ(s.sample(l2.data(), history), 4);
@@ -183,8 +185,11 @@ TEST(Sampler, LogitBiasIsASparseAddBeforeGreedyAndSampling) {
   p.logit_bias = {{1, -100.0f}};
   auto l = logits_fixture();
   EXPECT_EQ(Sampler(p, 6).sample(l.data(), {}), 4);
-  EXPECT_FLOAT_EQ(l[1], 3.0f - 100.0f);
-  EXPECT_FLOAT_EQ(l[4], 2.9f);
+  Sampler biased(p, 6);
+  const float* adj = biased.adjusted_for_testing(l.data(), {});
+  EXPECT_FLOAT_EQ(adj[1], 3.0f - 100.0f);
+  EXPECT_FLOAT_EQ(adj[4], 2.9f);
+  EXPECT_EQ(l, logits_fixture());
   p.logit_bias = {{3, 2.0f}};
   l = logits_fixture();
   EXPECT_EQ(Sampler(p, 6).sample(l.data(), {}), 1);
@@ -238,6 +243,77 @@ TEST(StopMatcher, FlushReleasesHeldText) {
   EXPECT_EQ(m.flush(), "ST");
   StopMatcher none({});
   EXPECT_EQ(none.push("x"), "x");
+}
+
+}  // namespace
+}  // namespace hinge
+
+namespace hinge {
+namespace {
+
+// Logit rows of three shapes at a 49152 vocabulary: flat (random-weight models: the nucleus is
+// most of the vocabulary), peaked (trained models: a few tokens), and with ties.
+std::vector<float> row(int shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> l(49152);
+  for (size_t i = 0; i < l.size(); ++i) {
+    if (shape == 0) l[i] = normal(rng);
+    if (shape == 1) l[i] = normal(rng) * 4.0f - static_cast<float>(i % 997) * 0.02f;
+    if (shape == 2) l[i] = std::round(normal(rng) * 2.0f);  // many exact ties
+  }
+  if (shape == 1) l[123] = 30.0f;
+  return l;
+}
+
+// Issue 13: the truncation keeps exactly the set the sorted chain keeps, for every combination
+// of top-k / top-p / min-p and temperature, on flat, peaked and tied rows.
+TEST(Sampler, PartialSelectionKeepsWhatTheSortedChainKeeps) {
+  const int32_t ks[] = {0, 1, 40, 1000};
+  const float ps[] = {1.0f, 0.9f, 0.5f, 0.999f};
+  const float ms[] = {0.0f, 0.05f, 0.5f};
+  const float temps[] = {0.7f, 1.0f, 1.5f};
+  int cases = 0;
+  for (int shape = 0; shape < 3; ++shape) {
+    const auto l = row(shape, 7 + static_cast<uint64_t>(shape));
+    for (int32_t k : ks)
+      for (float p : ps)
+        for (float m : ms)
+          for (float t : temps) {
+            if (k == 0 && p == 1.0f && m == 0.0f) continue;  // no truncation
+            SamplingParams sp;
+            sp.temperature = t;
+            sp.top_k = k;
+            sp.top_p = p;
+            sp.min_p = m;
+            Sampler s(sp, static_cast<int64_t>(l.size()));
+            const auto fast = s.kept_for_testing(l.data(), {});
+            const auto ref = s.kept_sorted_ref(l.data(), {});
+            ASSERT_EQ(fast, ref) << "shape " << shape << " k " << k << " p " << p << " min_p " << m
+                                 << " T " << t << ": " << fast.size() << " vs " << ref.size();
+            ++cases;
+          }
+  }
+  EXPECT_EQ(cases, 3 * (4 * 4 * 3 - 1) * 3);
+}
+
+// Draws land in the kept set, and follow its weights (top-k 3 over a known row).
+TEST(Sampler, TruncatedDrawsFollowTheKeptWeights) {
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  sp.top_k = 3;
+  sp.top_p = 1.0f;
+  sp.min_p = 0.0f;
+  const std::vector<float> l = {0.0f, std::log(2.0f), -5.0f, std::log(5.0f), -9.0f, 0.0f};
+  Sampler s(sp, 6);
+  std::map<int32_t, int> seen;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++seen[s.sample(l.data(), {})];
+  // Top 3 by (weight, id): 3 (5), 1 (2), 0 (1; ties with 5, lower id first).
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_NEAR(seen[3] / static_cast<double>(n), 5.0 / 8, 0.015);
+  EXPECT_NEAR(seen[1] / static_cast<double>(n), 2.0 / 8, 0.015);
+  EXPECT_NEAR(seen[0] / static_cast<double>(n), 1.0 / 8, 0.015);
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The row-wise ops of the transformer block against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/sampling.h"
 
 namespace hinge::kernels {
 namespace {
@@ -128,6 +130,28 @@ TEST(KernelsOps, HadamardIsOrthonormalAndPreservesDotProducts) {
   EXPECT_FLOAT_EQ(f[1], -0.5f);
   EXPECT_FLOAT_EQ(f[2], 0.5f);
   EXPECT_FLOAT_EQ(f[3], -0.5f);
+}
+
+}  // namespace
+}  // namespace hinge::kernels
+
+namespace hinge::kernels {
+namespace {
+
+// The SIMD exp pass of sampling against std::exp, with a vector tail and values that flush to 0.
+TEST(KernelsSampling, ExpShiftedMatchesScalar) {
+  std::vector<float> x;
+  for (int i = 0; i < 5003; ++i) x.push_back(static_cast<float>((i * 7919) % 2001) * 0.05f - 90.0f);
+  const float mx = *std::max_element(x.begin(), x.end());
+  for (float scale : {1.0f, 0.5f, 1.3f}) {
+    std::vector<float> a(x.size()), b(x.size());
+    const double sa = exp_shifted(x.data(), static_cast<int64_t>(x.size()), mx, scale, a.data());
+    const double sb = exp_shifted_ref(x.data(), static_cast<int64_t>(x.size()), mx, scale, b.data());
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 4e-7f * b[i] + 1e-38f) << i << " scale " << scale;
+    EXPECT_NEAR(sa, sb, 1e-6 * sb);
+    EXPECT_FLOAT_EQ(a[static_cast<size_t>(std::max_element(x.begin(), x.end()) - x.begin())], 1.0f);
+  }
 }
 
 }  // namespace

@@ -109,7 +109,8 @@ class EngineImpl final : public Engine {
                                       .cache_fingerprint = kv_cache_fingerprint(model, spec)}) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
-    row_.resize(vocab);
+    scratch_.resize(static_cast<size_t>(pool_.size()));
+    draws_.reserve(static_cast<size_t>(config.max_num_seqs));
     const size_t t = static_cast<size_t>(config.max_batched_tokens);
     token_ids_.reserve(t);
     slots_.reserve(t);
@@ -374,42 +375,64 @@ class EngineImpl final : public Engine {
     return (*deltas)[it->second];
   }
 
+  // Draws every sample's token (in parallel on the pool: each sampler and scratch is one
+  // thread's), then turns them into deltas in schedule order on this thread.
   void sample(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas) {
     const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
+    draws_.clear();
     for (size_t i = 0; i < out.scheduled.size(); ++i) {
       const sched::ScheduledRequest& r = out.scheduled[i];
       if (!r.samples) continue;
-      const float* logits = &logits_[static_cast<size_t>(step_rows_[i].sample_row) * vocab];
       const sched::Request* req = sched_.find(r.id);
       if (!req) continue;  // aborted since schedule()
+      const float* logits = &logits_[static_cast<size_t>(step_rows_[i].sample_row) * vocab];
       const Group& g = *groups_.at(samples_.at(r.id).group);
       for (int32_t k = 0; k < r.num_samples; ++k) {
         const RequestId sid = k == 0 ? r.id : g.ids[static_cast<size_t>(samples_.at(r.id).index + k)];
-        SampleState& st = samples_.at(sid);
-        st.usage.cached_tokens = std::max(0, req->num_cached_tokens());
-        std::copy_n(logits, vocab, row_.data());
-        const int32_t token = st.sampler.sample(row_.data(), req->token_ids());
-        sampled_.push_back({sid, token});
-        ++output_tokens_;
-        RequestDelta& d = delta_for(sid, deltas);
-        if (g.params.prompt_logprobs >= 0 && !st.prompt_logprobs_sent) {
-          d.prompt_logprobs = g.prompt_logprobs;
-          st.prompt_logprobs_sent = true;
-        }
-        if (tok_ && !st.params->sampling.ignore_eos && tok_->is_eog(token)) {
-          st.stop_seen = true;
-          continue;
-        }
-        d.token_ids.push_back(token);
-        if (st.params->logprobs >= 0) {
-          d.logprobs.emplace_back();
-          fill_logprobs(logits, token, st.params->logprobs, &d.logprobs.back());
-        }
-        ++st.usage.completion_tokens;
-        if (st.detok) {
-          d.text += st.stops.push(st.detok->push(token));
-          if (st.stops.stopped()) st.stop_seen = true;
-        }
+        draws_.push_back({sid, &samples_.at(sid), req, logits, 0});
+      }
+    }
+    const int64_t n = static_cast<int64_t>(draws_.size());
+    auto draw_range = [&](int64_t b, int64_t e, SamplerScratch& scratch) {
+      for (int64_t j = b; j < e; ++j) {
+        Draw& d = draws_[static_cast<size_t>(j)];
+        d.token = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch);
+      }
+    };
+    if (n > 1 && pool_.size() > 1) {
+      pool_.run([&](int tid, int nt) {
+        const int64_t per = (n + nt - 1) / nt;
+        const int64_t b = std::min(n, tid * per), e = std::min(n, b + per);
+        draw_range(b, e, scratch_[static_cast<size_t>(tid)]);
+      });
+    } else {
+      draw_range(0, n, scratch_[0]);
+    }
+    for (const Draw& dr : draws_) {
+      SampleState& st = *dr.st;
+      const Group& g = *groups_.at(st.group);
+      st.usage.cached_tokens = std::max(0, dr.req->num_cached_tokens());
+      const int32_t token = dr.token;
+      sampled_.push_back({dr.sid, token});
+      ++output_tokens_;
+      RequestDelta& d = delta_for(dr.sid, deltas);
+      if (g.params.prompt_logprobs >= 0 && !st.prompt_logprobs_sent) {
+        d.prompt_logprobs = g.prompt_logprobs;
+        st.prompt_logprobs_sent = true;
+      }
+      if (tok_ && !st.params->sampling.ignore_eos && tok_->is_eog(token)) {
+        st.stop_seen = true;
+        continue;
+      }
+      d.token_ids.push_back(token);
+      if (st.params->logprobs >= 0) {
+        d.logprobs.emplace_back();
+        fill_logprobs(dr.logits, token, st.params->logprobs, &d.logprobs.back());
+      }
+      ++st.usage.completion_tokens;
+      if (st.detok) {
+        d.text += st.stops.push(st.detok->push(token));
+        if (st.stops.stopped()) st.stop_seen = true;
       }
     }
   }
@@ -491,7 +514,16 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> tables_;          // every sequence's block table, concatenated
   std::vector<size_t> table_offsets_;   // where sequence i's table starts in tables_
   std::vector<float> logits_;
-  std::vector<float> row_;
+  // One sample to draw this step (sample()).
+  struct Draw {
+    RequestId sid;
+    SampleState* st;
+    const sched::Request* req;
+    const float* logits;
+    int32_t token;
+  };
+  std::vector<Draw> draws_;
+  std::vector<SamplerScratch> scratch_;  // one per pool thread
   std::vector<sched::SampledToken> sampled_;
   std::unordered_map<RequestId, size_t> delta_index_;  // sample id -> index in deltas
   std::vector<RequestId> delta_sids_;                    // deltas[i] belongs to this sample

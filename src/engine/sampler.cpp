@@ -1,9 +1,11 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "kernels/ops.h"
+#include "kernels/sampling.h"
 
 namespace hinge {
 
@@ -34,23 +36,44 @@ Status SamplingParams::validate() const {
   return Status::Ok();
 }
 
+namespace {
+
+using Candidate = SamplerScratch::Candidate;
+
+// The chain's order: weight descending, then id ascending.
+bool before(const Candidate& a, const Candidate& b) {
+  return a.w != b.w ? a.w > b.w : a.id < b.id;
+}
+
+bool penalties_on(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+}  // namespace
+
 Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(params.seed) {}
 
-void Sampler::apply_penalties(float* logits, std::span<const int32_t> history) {
+// Bins of 1/32 octave, bin 0 holding weight 1 (the top token): larger weights, smaller bins.
+int32_t Sampler::bin_of(float w) {
+  const uint32_t bits = std::bit_cast<uint32_t>(w);
+  constexpr uint32_t kOne = 0x3F800000u;
+  if (bits >= kOne) return 0;
+  return std::min<int32_t>(static_cast<int32_t>((kOne - bits) >> 18), kBins - 1);
+}
+
+void Sampler::apply_penalties(float* logits, std::span<const int32_t> history, SamplerScratch& s) {
   const auto& p = params_;
-  if (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f)
-    return;
-  if (p.penalty_last_n == 0 || history.empty()) return;
+  if (!penalties_on(p) || p.penalty_last_n == 0 || history.empty()) return;
   size_t window = history.size();
   if (p.penalty_last_n > 0) window = std::min(window, static_cast<size_t>(p.penalty_last_n));
   auto recent = history.subspan(history.size() - window);
-  if (counts_.size() != static_cast<size_t>(n_vocab_)) counts_.assign(static_cast<size_t>(n_vocab_), 0);
+  if (s.counts.size() != static_cast<size_t>(n_vocab_)) s.counts.assign(static_cast<size_t>(n_vocab_), 0);
   for (int32_t id : recent)
-    if (id >= 0 && id < n_vocab_) counts_[static_cast<size_t>(id)]++;
+    if (id >= 0 && id < n_vocab_) s.counts[static_cast<size_t>(id)]++;
   for (int32_t id : recent) {
     if (id < 0 || id >= n_vocab_) continue;
-    int32_t& c = counts_[static_cast<size_t>(id)];
+    int32_t& c = s.counts[static_cast<size_t>(id)];
     if (c == 0) continue;  // already applied
     float& l = logits[id];
     // llama.cpp's penalties sampler: divide positive logits, multiply negative ones.
@@ -60,90 +83,235 @@ void Sampler::apply_penalties(float* logits, std::span<const int32_t> history) {
   }
 }
 
-int32_t Sampler::sample(float* logits, std::span<const int32_t> history) {
-  apply_penalties(logits, history);
+const float* Sampler::prepare(const float* logits, std::span<const int32_t> history,
+                              SamplerScratch& s) {
+  const bool penalize = penalties_on(params_) && params_.penalty_last_n != 0 && !history.empty();
+  if (!penalize && params_.logit_bias.empty()) return logits;
+  s.work.assign(logits, logits + n_vocab_);
+  apply_penalties(s.work.data(), history, s);
   for (const LogitBias& b : params_.logit_bias)
-    if (b.token < n_vocab_) logits[b.token] += b.bias;
+    if (b.token < n_vocab_) s.work[static_cast<size_t>(b.token)] += b.bias;
+  return s.work.data();
+}
+
+bool Sampler::truncates() const {
   const auto& p = params_;
-  if (p.temperature <= 0.0f) return static_cast<int32_t>(kernels::argmax(logits, n_vocab_));
+  return (p.top_k > 0 && p.top_k < n_vocab_) || p.top_p < 1.0f || p.min_p > 0.0f;
+}
 
-  // No truncation (OpenAI's defaults: temperature only): sample the softmax in id order,
-  // O(vocab) with one random draw, instead of sorting the vocabulary for nothing.
-  if ((p.top_k <= 0 || p.top_k >= n_vocab_) && p.top_p >= 1.0f && p.min_p <= 0.0f)
-    return sample_full(logits);
+double Sampler::weigh(const float* logits, SamplerScratch& s) {
+  max_logit_ = logits[kernels::argmax(logits, n_vocab_)];
+  s.weights.resize(static_cast<size_t>(n_vocab_));
+  return kernels::exp_shifted(logits, n_vocab_, max_logit_, 1.0f / params_.temperature,
+                              s.weights.data());
+}
 
-  candidates_.resize(static_cast<size_t>(n_vocab_));
-  for (int64_t i = 0; i < n_vocab_; ++i)
-    candidates_[static_cast<size_t>(i)] = {static_cast<int32_t>(i), logits[i] / p.temperature, 0.0f};
-  auto by_logit = [](const Candidate& a, const Candidate& b) {
-    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
-  };
-  size_t n = candidates_.size();
-  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) {
-    std::partial_sort(candidates_.begin(), candidates_.begin() + p.top_k, candidates_.end(), by_logit);
-    n = static_cast<size_t>(p.top_k);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
+  const auto& p = params_;
+  const bool use_k = p.top_k > 0 && p.top_k < n_vocab_;
+  const bool use_p = p.top_p < 1.0f;
+  const bool use_m = p.min_p > 0.0f;
+  const float* w = s.weights.data();
+  const int64_t n = n_vocab_;
+  s.bin_count.fill(0);
+  s.bin_mass.fill(0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t b = bin_of(w[i]);
+    ++s.bin_count[static_cast<size_t>(b)];
+    s.bin_mass[static_cast<size_t>(b)] += w[i];
   }
-  // Softmax over the kept candidates (sorted, so [0] is the max).
-  const float max_logit = candidates_[0].logit;
+  // The top weight is 1 up to the exp kernel's rounding; min-p is relative to it.
+  const float w_top = w[kernels::argmax(w, n)];
+  const float min_w = w_top * p.min_p;
+  // top-p's mass in f64 from the bins (the kernel's sum runs in f32 lanes): deep cuts such as
+  // top_p 0.999 land where the sorted chain's f64 sum puts them.
   double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    candidates_[i].p = std::exp(candidates_[i].logit - max_logit);
-    sum += candidates_[i].p;
-  }
-  for (size_t i = 0; i < n; ++i) candidates_[i].p = static_cast<float>(candidates_[i].p / sum);
-  if (p.top_p < 1.0f) {
-    double cum = 0.0;
-    size_t keep = n;
-    for (size_t i = 0; i < n; ++i) {
-      cum += candidates_[i].p;
-      if (cum >= p.top_p) {
-        keep = i + 1;
+  for (double m : s.bin_mass) sum += m;
+  const double target = use_p ? static_cast<double>(p.top_p) * sum : 0.0;
+  Cut c;
+  auto& cand = s.candidates;
+  cand.clear();
+  if (use_k) {
+    // The k heaviest lie in the bins up to the one where the count reaches k (and, with no
+    // top-p to normalize over all k, above min-p's bin): collect and sort just those.
+    int32_t kb = kBins - 1;
+    int64_t cum = 0;
+    for (int32_t b = 0; b < kBins; ++b) {
+      cum += s.bin_count[static_cast<size_t>(b)];
+      if (cum >= p.top_k) {
+        kb = b;
         break;
       }
     }
-    n = keep;
+    if (use_m && !use_p) kb = std::min(kb, bin_of(min_w));
+    for (int64_t i = 0; i < n; ++i)
+      if (bin_of(w[i]) <= kb) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
+    std::sort(cand.begin(), cand.end(), before);
+    size_t keep = std::min(cand.size(), static_cast<size_t>(p.top_k));
+    if (use_p) {
+      double zk = 0.0;
+      for (size_t i = 0; i < keep; ++i) zk += cand[i].w;
+      double cum_p = 0.0;
+      for (size_t i = 0; i < keep; ++i) {
+        cum_p += cand[i].w;
+        if (cum_p >= static_cast<double>(p.top_p) * zk) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    if (use_m) {
+      const float thr = cand[0].w * p.min_p;
+      size_t m = 1;
+      while (m < keep && cand[m].w >= thr) ++m;
+      keep = m;
+    }
+    c.bin = -1;
+    c.w_cut = cand[keep - 1].w;
+    c.id_cut = cand[keep - 1].id;
+    for (size_t i = 0; i < keep; ++i) c.mass += cand[i].w;
+    return c;
   }
-  if (p.min_p > 0.0f) {
-    const float threshold = candidates_[0].p * p.min_p;
-    size_t keep = 1;
-    while (keep < n && candidates_[keep].p >= threshold) ++keep;
-    n = keep;
+  // No top-k: every token in a bin before the boundary bin is kept (top-p's mass is not
+  // reached before it, min-p's threshold lies after it); sort only the boundary bin.
+  int32_t kb = kBins - 1;
+  if (use_p) {
+    double cum = 0.0;
+    for (int32_t b = 0; b < kBins; ++b) {
+      cum += s.bin_mass[static_cast<size_t>(b)];
+      if (cum >= target) {
+        kb = b;
+        break;
+      }
+    }
   }
-  double total = 0.0;
-  for (size_t i = 0; i < n; ++i) total += candidates_[i].p;
-  std::uniform_real_distribution<double> uni(0.0, total);
-  const double r = uni(rng_);
-  double acc = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    acc += candidates_[i].p;
-    if (r < acc) return candidates_[i].id;
+  if (use_m) kb = std::min(kb, bin_of(min_w));
+  double cum = 0.0;
+  for (int32_t b = 0; b < kb; ++b) cum += s.bin_mass[static_cast<size_t>(b)];
+  for (int64_t i = 0; i < n; ++i)
+    if (bin_of(w[i]) == kb) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
+  std::sort(cand.begin(), cand.end(), before);
+  c.bin = kb;
+  const bool any_before = cum > 0.0 || kb > 0;
+  for (size_t j = 0; j < cand.size(); ++j) {
+    const bool first = j == 0 && !any_before;  // the chain always keeps the top token
+    if (!first && use_p && cum >= target) break;
+    if (!first && use_m && cand[j].w < min_w) break;
+    cum += cand[j].w;
+    c.w_cut = cand[j].w;
+    c.id_cut = cand[j].id;
   }
-  return candidates_[n - 1].id;
+  c.mass = cum;
+  return c;
 }
 
-int32_t Sampler::sample_full(const float* logits) {
-  const auto n = static_cast<size_t>(n_vocab_);
-  const float inv_t = 1.0f / params_.temperature;
-  const float max_logit = logits[kernels::argmax(logits, n_vocab_)];
-  probs_.resize(n);
-  double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    probs_[i] = std::exp((logits[i] - max_logit) * inv_t);
-    sum += probs_[i];
+bool Sampler::kept(const Cut& c, const float* /*logits*/, const SamplerScratch& s,
+                   int64_t i) const {
+  if (c.all) return true;
+  const float w = s.weights[static_cast<size_t>(i)];
+  if (c.bin >= 0) {
+    const int32_t b = bin_of(w);
+    if (b != c.bin) return b < c.bin;
+    if (c.id_cut < 0) return false;  // nothing of the boundary bin
   }
-  std::uniform_real_distribution<double> uni(0.0, sum);
+  return w > c.w_cut || (w == c.w_cut && i <= c.id_cut);
+}
+
+int32_t Sampler::draw(const Cut& c, const float* logits, const SamplerScratch& s) {
+  std::uniform_real_distribution<double> uni(0.0, c.mass);
   const double r = uni(rng_);
+  const float* w = s.weights.data();
   double acc = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    acc += probs_[i];
+  int64_t last = -1;
+  for (int64_t i = 0; i < n_vocab_; ++i) {
+    if (!kept(c, logits, s, i)) continue;
+    acc += w[i];
+    if (w[i] > 0.0f) last = i;
     if (r < acc) return static_cast<int32_t>(i);
   }
-  // Rounding: the last token with any probability.
-  for (size_t i = n; i-- > 0;)
-    if (probs_[i] > 0.0f) return static_cast<int32_t>(i);
-  return 0;
+  // Rounding: the last kept token with any weight (the top token at worst).
+  return static_cast<int32_t>(last >= 0 ? last : kernels::argmax(logits, n_vocab_));
+}
+
+int32_t Sampler::sample(const float* logits, std::span<const int32_t> history,
+                        SamplerScratch& s) {
+  const float* l = prepare(logits, history, s);
+  if (params_.temperature <= 0.0f) return static_cast<int32_t>(kernels::argmax(l, n_vocab_));
+  const double total = weigh(l, s);
+  Cut c;
+  if (truncates()) {
+    c = find_cut(s);
+  } else {
+    c.all = true;
+    c.mass = total;
+  }
+  return draw(c, l, s);
+}
+
+int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
+  if (!own_) own_ = std::make_unique<SamplerScratch>();
+  return sample(logits, history, *own_);
+}
+
+const float* Sampler::adjusted_for_testing(const float* logits,
+                                          std::span<const int32_t> history) {
+  if (!own_) own_ = std::make_unique<SamplerScratch>();
+  return prepare(logits, history, *own_);
+}
+
+std::vector<int32_t> Sampler::kept_for_testing(const float* logits,
+                                               std::span<const int32_t> history) {
+  if (!own_) own_ = std::make_unique<SamplerScratch>();
+  SamplerScratch& s = *own_;
+  const float* l = prepare(logits, history, s);
+  weigh(l, s);
+  Cut c;
+  if (truncates()) {
+    c = find_cut(s);
+  } else {
+    c.all = true;
+  }
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n_vocab_; ++i)
+    if (kept(c, l, s, i)) out.push_back(static_cast<int32_t>(i));
+  return out;
+}
+
+std::vector<int32_t> Sampler::kept_sorted_ref(const float* logits,
+                                              std::span<const int32_t> history) {
+  if (!own_) own_ = std::make_unique<SamplerScratch>();
+  SamplerScratch& s = *own_;
+  const float* l = prepare(logits, history, s);
+  weigh(l, s);
+  const auto& p = params_;
+  std::vector<Candidate> c(static_cast<size_t>(n_vocab_));
+  for (int64_t i = 0; i < n_vocab_; ++i)
+    c[static_cast<size_t>(i)] = {static_cast<int32_t>(i), 0.0f, s.weights[static_cast<size_t>(i)]};
+  std::sort(c.begin(), c.end(), before);
+  size_t n = c.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n) n = static_cast<size_t>(p.top_k);
+  double z = 0.0;
+  for (size_t i = 0; i < n; ++i) z += c[i].w;
+  if (p.top_p < 1.0f) {
+    double cum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      cum += c[i].w;
+      if (cum >= static_cast<double>(p.top_p) * z) {
+        n = i + 1;
+        break;
+      }
+    }
+  }
+  if (p.min_p > 0.0f) {
+    const float thr = c[0].w * p.min_p;
+    size_t keep = 1;
+    while (keep < n && c[keep].w >= thr) ++keep;
+    n = keep;
+  }
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(c[i].id);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace hinge

@@ -1,13 +1,23 @@
 // Turns a logits row into the next token: penalties, logit bias (a sparse add), then greedy or
 // temperature -> top-k -> top-p -> min-p -> draw (llama.cpp's default chain order).
-// Temperature with no truncation (OpenAI's defaults: top_k off, top_p 1, min_p 0) skips the
-// sort: the softmax is drawn in id order, O(vocab) with one random number (same distribution;
-// another random stream than the sorted path's, so seeds map to other tokens than before
-// 2026-12-01). Deterministic for a given seed. Scratch is kept between calls, so after the
-// first token a sampler does not allocate.
+//
+// No sort of the vocabulary (issue 13): one SIMD pass computes every token's weight
+// exp((l - max) / T) (kernels/sampling.h), then
+//   - temperature only (OpenAI's defaults): draw in id order over the weights;
+//   - truncation: a histogram of the weights on a log scale (32 bins per octave) finds the bin
+//     where top-k's count, top-p's mass or min-p's threshold is reached; only the tokens of
+//     that one boundary bin are sorted (top-k: the few tokens up to it), the rest is known to be
+//     in or out. The kept set is exactly the sorted chain's (ties: lower id first), tested
+//     against the reference that sorts (sample_sorted_ref).
+// Deterministic for a given seed: one uniform draw per token over the kept weights in id order
+// (the sorted path drew in probability order: seeds map to other tokens than before
+// 2026-12-02). Scratch is kept between calls: after the first token a sampler does not
+// allocate. One Sampler is used by one thread at a time; different ones run in parallel.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -16,31 +26,70 @@
 
 namespace hinge {
 
+// The vocabulary-sized buffers of sampling: one per thread that samples (not per request).
+struct SamplerScratch {
+  static constexpr int32_t kBins = 4096;  // 32 per octave over the whole f32 range below 1
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float w;
+  };
+  std::vector<float> work;     // logits with penalties / bias, when there are any
+  std::vector<float> weights;  // exp((l - max) / T) in id order
+  std::vector<Candidate> candidates;
+  std::vector<int32_t> counts;  // occurrences per id in the penalty window (reset after use)
+  std::array<int32_t, kBins> bin_count{};
+  std::array<double, kBins> bin_mass{};
+};
+
 class Sampler {
  public:
   Sampler(const SamplingParams& params, int64_t n_vocab);
 
-  // `logits` is modified in place (penalties, bias). `history` holds prompt + generated ids so
-  // far. Bias entries with a token >= n_vocab are skipped (the engine rejects them earlier).
-  int32_t sample(float* logits, std::span<const int32_t> history);
+  // `logits` is left untouched: penalties and bias go to scratch.work when there are any.
+  // `history` holds prompt + generated ids so far. Bias entries with a token >= n_vocab are
+  // skipped (the engine rejects them earlier).
+  int32_t sample(const float* logits, std::span<const int32_t> history, SamplerScratch& scratch);
+  // With a scratch of this sampler's own (allocated on first use).
+  int32_t sample(const float* logits, std::span<const int32_t> history);
+
+  // The logits after penalties and bias (the input itself when there are none). For tests.
+  const float* adjusted_for_testing(const float* logits, std::span<const int32_t> history);
+  // The ids the truncation keeps (ascending) for these logits, penalties and bias applied:
+  // what sample() draws from. For tests.
+  std::vector<int32_t> kept_for_testing(const float* logits, std::span<const int32_t> history);
+  // The same set from the reference that sorts the whole vocabulary (the chain as written).
+  std::vector<int32_t> kept_sorted_ref(const float* logits, std::span<const int32_t> history);
 
   const SamplingParams& params() const { return params_; }
 
  private:
-  void apply_penalties(float* logits, std::span<const int32_t> history);
-  int32_t sample_full(const float* logits);  // temperature only: no sort
+  static constexpr int32_t kBins = SamplerScratch::kBins;
+  // Where the truncation cuts the order (weight descending, id ascending). With bin >= 0:
+  // tokens in bins < bin are kept, and in bin `bin` those up to (w_cut, id_cut) inclusive
+  // (id_cut -1: none of it). With bin -1: the tokens up to (w_cut, id_cut). all: no cut.
+  struct Cut {
+    bool all = false;
+    int32_t bin = -1;
+    float w_cut = 0;
+    int32_t id_cut = -1;
+    double mass = 0;  // total weight kept
+  };
+
+  const float* prepare(const float* logits, std::span<const int32_t> history, SamplerScratch& s);
+  void apply_penalties(float* logits, std::span<const int32_t> history, SamplerScratch& s);
+  bool truncates() const;
+  double weigh(const float* logits, SamplerScratch& s);  // fills s.weights, returns their sum
+  Cut find_cut(SamplerScratch& s) const;
+  bool kept(const Cut& c, const float* logits, const SamplerScratch& s, int64_t i) const;
+  int32_t draw(const Cut& c, const float* logits, const SamplerScratch& s);
+  static int32_t bin_of(float w);
 
   SamplingParams params_;
   int64_t n_vocab_;
   std::mt19937_64 rng_;
-  struct Candidate {
-    int32_t id;
-    float logit;
-    float p;
-  };
-  std::vector<Candidate> candidates_;
-  std::vector<float> probs_;     // sample_full's softmax, in id order
-  std::vector<int32_t> counts_;  // occurrences per id in the penalty window (reset after use)
+  float max_logit_ = 0;
+  std::unique_ptr<SamplerScratch> own_;
 };
 
 }  // namespace hinge

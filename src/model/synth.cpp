@@ -97,6 +97,9 @@ const std::vector<SynthPreset>& synth_presets() {
        make_config(30, 576, 1536, 9, 3, 49152, 2048, 10000.0f, "synth-smollm-135m")},
       {"llama-1b", "Llama-1B shape: 16 layers, dim 2048, ffn 8192, 32/8 heads, vocab 32000",
        make_config(16, 2048, 8192, 32, 8, 32000, 2048, 10000.0f, "synth-llama-1b")},
+      {"vocab-128k", "Llama 3 vocabulary on a small body: 8 layers, dim 576, ffn 1536, 9/3 heads, "
+                     "vocab 128256, tied (sampling and the output matrix dominate)",
+       make_config(8, 576, 1536, 9, 3, 128256, 2048, 500000.0f, "synth-vocab-128k")},
       {"tiny", "Test shape: 2 layers, dim 256, ffn 512, 8/4 heads, vocab 512",
        make_config(2, 256, 512, 8, 4, 512, 512, 10000.0f, "synth-tiny")},
   };
@@ -112,7 +115,7 @@ const SynthPreset* find_synth_preset(const std::string& name) {
 Status write_synth_model(const SynthPreset& preset, GgmlType type, uint64_t seed,
                          const std::string& path, ThreadPool& pool) {
   const LlamaConfig& c = preset.config;
-  const bool tied = preset.name == "smollm-135m";
+  const bool tied = preset.name == "smollm-135m" || preset.name == "vocab-128k";
   gguf::GgufWriter w;
   write_llama_metadata(w, c);
   write_vocab_metadata(w, synth_vocab(c.n_vocab));
