@@ -1,5 +1,7 @@
 #include "sched/admission.h"
 
+#include "sched/kv_demand.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -48,11 +50,8 @@ AdmissionController::AdmissionController(const AdmissionConfig& config) : config
 
 int32_t AdmissionController::worst_case_blocks(int64_t prompt_tokens, int64_t max_tokens,
                                                int32_t n, int32_t block_size_tokens) {
-  const int64_t bs = block_size_tokens;
-  const int64_t full_prompt = prompt_tokens / bs;
-  const int64_t per_sample = (prompt_tokens + max_tokens + bs - 1) / bs - full_prompt;
-  const int64_t total = full_prompt + std::max<int64_t>(n, 1) * per_sample;
-  return static_cast<int32_t>(std::min<int64_t>(total, INT32_MAX));
+  return static_cast<int32_t>(std::min<int64_t>(
+      worst_case_kv_blocks(prompt_tokens, max_tokens, n, block_size_tokens), INT32_MAX));
 }
 
 AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now,

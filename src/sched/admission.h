@@ -2,9 +2,9 @@
 // runs out and no client waits forever. Pure bookkeeping (no model, no clock of its own: every
 // call gets `now` in seconds). Not thread-safe: the engine thread owns it.
 //
-// Each request is sized by its worst case in KV blocks (worst_case_blocks): its prompt's full
-// blocks once, plus for each of its n samples the blocks from the last full prompt block to
-// prompt + max_tokens. Admitted requests hold that reservation until they finish.
+// Each request is sized by its worst case in KV blocks (worst_case_blocks, the formula of
+// sched/kv_demand.h the scheduler uses too). Admitted requests hold that reservation until
+// they finish.
 //
 //   offer(t, ...)     -> kAdmitted  (nothing of its class or above waits and it fits now),
 //                        kTooLarge  (400: needs more than max_request_share of the pool),
@@ -102,8 +102,7 @@ class AdmissionController {
  public:
   explicit AdmissionController(const AdmissionConfig& config);
 
-  // Blocks a request can need at most: shared full prompt blocks once, then per sample the
-  // blocks of [full prompt blocks * bs, prompt + max_tokens).
+  // Blocks a request can need at most (sched::worst_case_kv_blocks, capped to int32).
   static int32_t worst_case_blocks(int64_t prompt_tokens, int64_t max_tokens, int32_t n,
                                    int32_t block_size_tokens);
 

@@ -1,5 +1,7 @@
 #include "sched/scheduler.h"
 
+#include "sched/kv_demand.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -71,18 +73,10 @@ Status Scheduler::add_request(RequestId id, RequestParams params) {
     if (requests_.contains(sid) || reserved_ids_.contains(sid))
       return Status::Errorf("request {}: sample id {} already in use", id.value, sid.value);
   }
-  // The last sampled token is never computed: a sample holds at most
-  // prompt + max_new_tokens - 1 slots. The full prompt blocks are shared by all samples; the
-  // rest (a copy of the partial last prompt block, then the output) is per sample, except with
-  // max_new_tokens == 1, where nothing is written after the fork. The request must fit alone,
-  // or preemption could never help it.
-  const int64_t bs = config_.block_size_tokens;
+  // The request must fit alone, or preemption could never help it.
   const int64_t num_prompt = static_cast<int64_t>(params.prompt_token_ids.size());
-  const int64_t max_slots = num_prompt + params.max_new_tokens - 1;
-  const int64_t shared_blocks = num_prompt / bs;
-  const int64_t per_sample_blocks = (max_slots + bs - 1) / bs - shared_blocks;
-  const int64_t num_writers = params.max_new_tokens > 1 ? params.n : 1;
-  const int64_t max_blocks = shared_blocks + num_writers * per_sample_blocks;
+  const int64_t max_blocks = worst_case_kv_blocks(num_prompt, params.max_new_tokens, params.n,
+                                                  config_.block_size_tokens);
   if (max_blocks > config_.num_kv_blocks) {
     if (params.n == 1)
       return Status::Errorf(

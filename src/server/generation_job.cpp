@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/stop_matcher.h"
+#include "sched/kv_demand.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
 
@@ -348,12 +349,10 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   } else {
     // The rest of the context, capped to what admission lets one request reserve.
     max_tokens = ctx - n_prompt;
-    const int64_t bs = et.block_size();
-    const int64_t limit_tokens = static_cast<int64_t>(et.max_request_blocks()) * bs;
-    const int64_t full_prompt = n_prompt / bs * bs;
-    const int64_t per_sample = (limit_tokens - full_prompt) / std::max(1, req.n);
-    const int64_t cap = full_prompt + per_sample - n_prompt - bs;  // leave the partial block
-    if (et.max_request_blocks() < INT32_MAX) max_tokens = std::min(max_tokens, std::max<int64_t>(1, cap));
+    if (et.max_request_blocks() < INT32_MAX)
+      max_tokens = std::max<int64_t>(
+          1, sched::max_new_tokens_within(et.max_request_blocks(), n_prompt, req.best_of,
+                                          et.block_size(), max_tokens));
   }
 
   GenerateRequest g;
