@@ -285,6 +285,67 @@ TEST(SchedScheduler, CallerFinishesOnStop) {
   EXPECT_EQ(vec(done[0].output_token_ids()), expected_output(5, 2));
 }
 
+// A failed step (the forward pass returned an error): abort_step finishes every request that
+// step scheduled with kError, frees their blocks (a fork-pending request's sample ids too) and
+// ends the step, so the next schedule() works; requests outside the step go on.
+TEST(SchedScheduler, AbortStepFinishesTheScheduledRequestsWithError) {
+  Scheduler s(config(/*budget=*/8, 8, /*bs=*/4, /*blocks=*/16));
+  add(s, 1, iota_tokens(0, 5), 10);
+  EXPECT_EQ(step(s), "1:0+5*");
+  ASSERT_TRUE(s.add_request(RequestId(2), {.prompt_token_ids = iota_tokens(100, 7),
+                                           .max_new_tokens = 3,
+                                           .cache_namespace = kv::CacheNamespace(7),
+                                           .n = 2,
+                                           .sample_ids = {RequestId(20)}})
+                  .ok());
+  add(s, 3, iota_tokens(200, 6), 3);  // the budget is spent by 1 and 2: not in the step
+  SchedulerOutput out = s.schedule();
+  EXPECT_EQ(describe(out), "1:5+1* 2:0+7*2");
+  s.abort_step(out);
+  EXPECT_SCHED_INVARIANTS(s);
+  EXPECT_EQ(s.find(RequestId(1)), nullptr);
+  EXPECT_EQ(s.find(RequestId(2)), nullptr);
+  EXPECT_EQ(s.stats().num_running, 0);
+  EXPECT_EQ(s.stats().num_waiting, 1);
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 16);
+  EXPECT_FALSE(s.abort_request(RequestId(1)));
+  std::vector<Request> done = s.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  for (const Request& r : done) EXPECT_EQ(r.finish_reason(), FinishReason::kError);
+  EXPECT_EQ(done[0].id(), RequestId(1));
+  EXPECT_EQ(done[0].num_computed_tokens(), 5);  // the failed step's token was never computed
+  EXPECT_EQ(vec(done[0].output_token_ids()), expected_output(5, 1));
+  // The blocks the failed step registered at scheduling (2's first, full block) held no KV:
+  // they are no prefix hit. Request 1's first block was computed before: it still is.
+  auto hit = [&](std::vector<int32_t> prompt) {
+    return s.kv().get_computed_blocks(prompt, kv::CacheNamespace(7)).num_cached_tokens;
+  };
+  EXPECT_EQ(hit(iota_tokens(100, 7)), 0);
+  EXPECT_EQ(hit(iota_tokens(0, 6)), 4);
+  // The sample id reserved by 2 is free again.
+  add(s, 20, iota_tokens(300, 2), 1);
+  EXPECT_EQ(step(s), "3:0+6* 20:0+2* fin 1 2");
+  while (s.has_unfinished()) step(s);
+  done = s.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].id(), RequestId(20));
+  EXPECT_EQ(done[1].id(), RequestId(3));
+  EXPECT_EQ(done[1].finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(vec(done[1].output_token_ids()), expected_output(6, 3));
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 16);
+
+  // A request aborted between schedule() and abort_step() is skipped (finished once).
+  add(s, 4, iota_tokens(400, 3), 2);
+  out = s.schedule();
+  EXPECT_TRUE(s.abort_request(RequestId(4)));
+  s.abort_step(out);
+  EXPECT_SCHED_INVARIANTS(s);
+  done = s.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finish_reason(), FinishReason::kAborted);
+  EXPECT_EQ(step(s), "fin 4");
+}
+
 TEST(SchedScheduler, AddRequestRejectsBadInput) {
   Scheduler s(config(64, 8, /*bs=*/4, /*blocks=*/4));
   EXPECT_TRUE(s.add_request(RequestId(1), {.prompt_token_ids = {1, 2}, .max_new_tokens = 4}).ok());

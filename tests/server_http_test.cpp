@@ -26,6 +26,7 @@ struct Server {
   std::unique_ptr<LoadedModel> model;
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<EngineThread> engine;
+  Engine* raw_engine = nullptr;  // owned by `engine`; for fail_next_steps_for_testing only
   std::unique_ptr<server::ApiServer> api;
   std::unique_ptr<http::Server> http;
   uint16_t port = 0;
@@ -39,7 +40,9 @@ struct Server {
     c.kv_memory_bytes = kv_bytes;
     c.max_model_len = 512;
     c.detokenize = false;
-    engine = std::make_unique<EngineThread>(std::move(Engine::create(*model, tok.get(), c)).value(), ac);
+    auto e = std::move(Engine::create(*model, tok.get(), c)).value();
+    raw_engine = e.get();
+    engine = std::make_unique<EngineThread>(std::move(e), ac);
     server::ApiServerConfig sc;
     sc.model_name = "stories";
     sc.n_vocab = static_cast<int32_t>(model->config.n_vocab);
@@ -124,6 +127,71 @@ TEST(ServerHttp, BadInputGetsOpenAiErrorsAndTheServerKeepsServing) {
   auto ok = http_call(p, "POST", cmpl, R"({"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0})");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_TRUE(s.wait_idle());
+}
+
+// The last "data: {...}" event of an SSE body, parsed.
+nlohmann::json last_event(const std::string& body) {
+  const size_t last = body.rfind("data: {");
+  if (last == std::string::npos) return nullptr;
+  return nlohmann::json::parse(body.substr(last + 6, body.find('\n', last) - last - 6), nullptr,
+                               false);
+}
+
+// A failed engine step (issue 13): the request it was computing gets a 500 with OpenAI's error
+// JSON, or, streaming, a final error event and [DONE]; the message holds no prompt text; the
+// next request is served.
+TEST(ServerHttp, FailedEngineStepIs500OrAFinalSseErrorAndTheNextRequestIsServed) {
+  Server s;
+  const uint16_t p = s.port;
+  const char* cmpl = "/v1/completions";
+  const std::string prompt = "Once upon a time";
+  auto check_message = [&](const nlohmann::json& e) {
+    ASSERT_TRUE(e.is_object());
+    EXPECT_EQ(e["type"], "server_error");
+    const std::string msg = e["message"];
+    EXPECT_EQ(msg.find("Once"), std::string::npos) << msg;
+  };
+  s.raw_engine->fail_next_steps_for_testing(1);
+  auto r = http_call(p, "POST", cmpl, R"({"prompt": "Once upon a time", "max_tokens": 8, "n": 2})");
+  expect_error(r, 500, "failed step");
+  check_message(nlohmann::json::parse(r->body)["error"]);
+  EXPECT_TRUE(s.wait_idle());
+
+  // Streaming, failing before the first token (chat) and in the middle (completions).
+  s.raw_engine->fail_next_steps_for_testing(1);
+  r = http_call(p, "POST", "/v1/chat/completions",
+                R"({"messages": [{"role": "user", "content": "Once upon a time"}], "stream": true,
+                    "stream_options": {"include_usage": true}})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  ASSERT_GE(r->body.size(), 14u);
+  EXPECT_EQ(r->body.substr(r->body.size() - 14), "data: [DONE]\n\n") << r->body;
+  check_message(last_event(r->body)["error"]);
+  EXPECT_EQ(r->body.find("\"finish_reason\":\"error\""), std::string::npos) << r->body;
+  {
+    HttpConn c(p);
+    const nlohmann::json body = {{"prompt", prompt}, {"max_tokens", 480}, {"ignore_eos", true},
+                                 {"stream", true}};
+    ASSERT_TRUE(c.send("POST", cmpl, body.dump()));
+    ASSERT_TRUE(c.read_until("\"text\""));  // tokens are flowing
+    s.raw_engine->fail_next_steps_for_testing(1);
+    auto sr = c.read_reply();
+    ASSERT_TRUE(sr);
+    EXPECT_EQ(sr->status, 200);
+    ASSERT_GE(sr->body.size(), 14u);
+    EXPECT_EQ(sr->body.substr(sr->body.size() - 14), "data: [DONE]\n\n");
+    check_message(last_event(sr->body)["error"]);
+  }
+  EXPECT_TRUE(s.wait_idle());
+  EXPECT_LT(s.engine->stats().engine.output_tokens, 480);
+
+  auto ok = http_call(p, "POST", cmpl, R"({"prompt": "Once upon a time", "max_tokens": 8})");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto m = http_call(p, "GET", "/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("finished_reason=\"error\"} 3"), std::string::npos) << m->body;
   EXPECT_TRUE(s.wait_idle());
 }
 

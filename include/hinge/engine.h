@@ -159,6 +159,10 @@ class Engine {
   virtual bool abort_sample(RequestId id, int32_t index) = 0;
   // Runs one step; `deltas` is cleared, then receives one entry per (request, sample) that got
   // tokens or finished this step.
+  // Errors: the forward pass failed (a bug, a broken model). Every sample of the requests that
+  // step scheduled is then finished with kError (their KV freed; the final deltas are in
+  // `deltas`, with those of aborts and earlier finishes), the rest is untouched, and the engine
+  // stays usable: step() again serves the others and any new request.
   virtual Status step(std::vector<RequestDelta>* deltas) = 0;
   virtual bool has_unfinished() const = 0;
 
@@ -168,6 +172,11 @@ class Engine {
   virtual int32_t max_model_len() const = 0;
   virtual const kv::KvSpec& kv_spec() const = 0;
   virtual const EngineConfig& config() const = 0;
+
+  // Test hook: the next n steps that have work fail as a broken forward pass would (step()
+  // returns an error), before the model runs or any KV is written. The one method that is safe
+  // from any thread (an atomic counter), so a test can arm it on an engine an EngineThread owns.
+  virtual void fail_next_steps_for_testing(int32_t n) = 0;
 };
 
 }  // namespace hinge

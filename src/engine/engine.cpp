@@ -4,6 +4,7 @@
 #include "hinge/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -225,7 +226,10 @@ class EngineImpl final : public Engine {
 
     sampled_.clear();
     if (!out.empty()) {
-      HINGE_RETURN_IF_ERROR(run_forward(out));
+      if (Status st = run_forward(out); !st.ok()) {
+        fail_step(out, deltas);
+        return st;
+      }
       record_prompt_logprobs(out);
       sample(out, deltas);
     }
@@ -235,16 +239,7 @@ class EngineImpl final : public Engine {
       if (it != samples_.end() && it->second.stop_seen && sched_.find(s.id) != nullptr)
         sched_.finish_request(s.id, FinishReason::kStop);
     }
-    for (sched::Request& r : sched_.take_finished()) finish_sample(r.id(), r.finish_reason(), deltas);
-    for (RequestId sid : pending_aborts_) finish_sample(sid, FinishReason::kAborted, deltas);
-    pending_aborts_.clear();
-    for (size_t i = 0; i < deltas->size(); ++i) {
-      auto it = samples_.find(delta_sids_[i]);
-      if (it != samples_.end()) (*deltas)[i].usage = it->second.usage;
-    }
-    if (config_.kv_debug)
-      std::fprintf(stderr, "step %lld\n%s\n", static_cast<long long>(steps_),
-                   sched_.kv().debug_string().c_str());
+    finish_step(deltas);
     return Status::Ok();
   }
 
@@ -274,9 +269,15 @@ class EngineImpl final : public Engine {
 
   const kv::KvSpec& kv_spec() const override { return spec_; }
   const EngineConfig& config() const override { return config_; }
+  void fail_next_steps_for_testing(int32_t n) override { fail_steps_.store(n); }
 
  private:
   Status run_forward(const sched::SchedulerOutput& out) {
+    int32_t left = fail_steps_.load();
+    while (left > 0 && !fail_steps_.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left > 0)
+      return Status::Error("forward pass failed (injected by fail_next_steps_for_testing)");
     token_ids_.clear();
     slots_.clear();
     logit_rows_.clear();
@@ -323,6 +324,36 @@ class EngineImpl final : public Engine {
     const size_t need = logit_rows_.size() * static_cast<size_t>(model_.config.n_vocab);
     if (need > logits_.size()) logits_.resize(need);
     return llama_.forward_batch(b, arena_, logits_.data());
+  }
+
+  // The forward pass of `out` failed (nothing was sampled): its requests finish with kError
+  // instead of the scheduler's update(), every other request goes on. Samples 1..n-1 of a
+  // request that had not forked yet exist only here: they finish with it.
+  void fail_step(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas) {
+    std::vector<RequestId> unforked;
+    for (const sched::ScheduledRequest& r : out.scheduled) {
+      const sched::Request* req = sched_.find(r.id);
+      if (req && req->fork_pending())
+        unforked.insert(unforked.end(), req->sample_ids().begin(), req->sample_ids().end());
+    }
+    sched_.abort_step(out);
+    finish_step(deltas, unforked);
+  }
+
+  // The end of every step: final deltas of the requests the scheduler finished, of `errored`
+  // (kError) and of pending aborts; each delta's usage.
+  void finish_step(std::vector<RequestDelta>* deltas, std::span<const RequestId> errored = {}) {
+    for (sched::Request& r : sched_.take_finished()) finish_sample(r.id(), r.finish_reason(), deltas);
+    for (RequestId sid : errored) finish_sample(sid, FinishReason::kError, deltas);
+    for (RequestId sid : pending_aborts_) finish_sample(sid, FinishReason::kAborted, deltas);
+    pending_aborts_.clear();
+    for (size_t i = 0; i < deltas->size(); ++i) {
+      auto it = samples_.find(delta_sids_[i]);
+      if (it != samples_.end()) (*deltas)[i].usage = it->second.usage;
+    }
+    if (config_.kv_debug)
+      std::fprintf(stderr, "step %lld\n%s\n", static_cast<long long>(steps_),
+                   sched_.kv().debug_string().c_str());
   }
 
   // The prompt positions of r whose logits give prompt logprobs this step: those in
@@ -532,6 +563,7 @@ class EngineImpl final : public Engine {
   int64_t prompt_tokens_computed_ = 0;
   int64_t output_tokens_ = 0;
   int32_t kv_blocks_peak_ = 0;
+  std::atomic<int32_t> fail_steps_{0};  // fail_next_steps_for_testing
 };
 
 }  // namespace

@@ -293,12 +293,10 @@ void EngineThread::loop() {
     }
     admit_queued();
     if (engine_->has_unfinished()) {
-      if (Status st = engine_->step(&deltas); !st.ok()) {
-        // A failed step is a bug or a broken model: abort everything rather than spin.
+      // A failed step (a bug, a broken model) has finished the requests it scheduled with
+      // kError: their sinks get those final deltas like any other, and the loop serves on.
+      if (Status st = engine_->step(&deltas); !st.ok())
         std::fprintf(stderr, "hinge: engine step failed: %s\n", st.message().c_str());
-        for (const auto& [id, a] : active_) engine_->abort(id);
-        continue;
-      }
       dispatch(deltas);
     }
     const auto now = Clock::now();

@@ -12,7 +12,8 @@
 // queued requests while they fit (sched::AdmissionController: worst-case KV blocks minus the
 // prefix-cache hit, interactive reserve, bounded queue, per-user cap), run one step if anything
 // is unfinished, hand each delta to its request's sink, release the reservations of finished
-// requests, publish a stats snapshot; sleep on a condition variable when idle.
+// requests, publish a stats snapshot; sleep on a condition variable when idle. A failed step is
+// logged; the requests it scheduled get final kError deltas and the loop goes on.
 //
 // Callbacks run on the engine thread and must not block (the server posts to its I/O threads).
 // on_result is called exactly once per enqueue: kAccepted before the first delta, or a rejection

@@ -43,6 +43,7 @@ enum class FinishReason : uint8_t {
   kLength,   // max_new_tokens reached
   kStop,     // the caller saw EOS or a stop sequence (Scheduler::finish_request)
   kAborted,  // Scheduler::abort_request (client gone, cancelled)
+  kError,    // the step that scheduled it failed (Scheduler::abort_step); nothing more follows
 };
 
 const char* request_status_name(RequestStatus s);

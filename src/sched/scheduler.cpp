@@ -23,6 +23,7 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::kLength: return "length";
     case FinishReason::kStop: return "stop";
     case FinishReason::kAborted: return "abort";
+    case FinishReason::kError: return "error";
   }
   return "?";
 }
@@ -107,7 +108,8 @@ bool Scheduler::finish_request(RequestId id, FinishReason reason) {
 }
 
 SchedulerOutput Scheduler::schedule() {
-  HINGE_CHECK_MSG(!awaiting_update_, "schedule() called twice without update()");
+  HINGE_CHECK_MSG(!awaiting_update_,
+                  "schedule() called twice without update() or abort_step()");
   awaiting_update_ = true;
   SchedulerOutput out;
   out.finished = std::move(finished_ids_);
@@ -227,6 +229,22 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
   }
   HINGE_CHECK_MSG(next_sample == sampled.size(), "{} sampled tokens given, {} used",
                   sampled.size(), next_sample);
+}
+
+void Scheduler::abort_step(const SchedulerOutput& output) {
+  HINGE_CHECK_MSG(awaiting_update_, "abort_step() without schedule()");
+  awaiting_update_ = false;
+  for (const ScheduledRequest& s : output.scheduled) {
+    auto it = requests_.find(s.id);
+    if (it == requests_.end()) continue;  // aborted or finished by the caller since schedule()
+    // schedule() registered the blocks this step fills as prefix-cache entries; the forward
+    // pass never wrote them (or only partly): drop them before the blocks go back to the pool,
+    // or a later request with this prefix would hit KV that was never computed. A request of
+    // the same step that hit them fails here too (it is in output.scheduled).
+    kv_.uncache_uncomputed(s.id, it->second.num_computed_tokens_);
+    it->second.num_inflight_tokens_ = 0;
+    finish(s.id, FinishReason::kError);
+  }
 }
 
 void Scheduler::fork_sample(Request& parent, int32_t k, int32_t token) {

@@ -143,6 +143,15 @@ class Scheduler {
   // sample gets its own token), appends tokens, finishes on max tokens (each sample on its own:
   // with max_new_tokens == 1 all n finish here).
   void update(const SchedulerOutput& output, std::span<const SampledToken> sampled);
+  // Instead of update(), when the step's forward pass failed: every request of
+  // output.scheduled still live finishes with kError (its blocks freed; a fork-pending request
+  // releases its sample ids, which never become live), and the step ends, so schedule() may be
+  // called again. Nothing of the step is kept: no token computed, none appended, and the
+  // blocks schedule() registered in the prefix cache for it are dropped from it
+  // (kv::KvCacheManager::uncache_uncomputed). Requests outside the step (waiting, preempted,
+  // not scheduled) are untouched. One aborted between schedule() and this call is skipped and
+  // keeps the entries it registered (its KV state is gone): the engine never aborts there.
+  void abort_step(const SchedulerOutput& output);
 
   // Finished requests (with output tokens and finish reason), handed over once.
   std::vector<Request> take_finished();
@@ -178,7 +187,7 @@ class Scheduler {
   int32_t num_running_seqs_ = 0;                     // sum of num_seqs() over running_
   std::vector<RequestId> finished_ids_;              // since the previous schedule()
   std::vector<Request> finished_;                    // not yet taken
-  bool awaiting_update_ = false;                     // schedule() called, update() not yet
+  bool awaiting_update_ = false;  // schedule() called, update() / abort_step() not yet
   uint64_t next_arrival_seq_ = 0;
   int64_t num_steps_ = 0;
   int64_t num_preemptions_ = 0;

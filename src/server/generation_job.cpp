@@ -100,6 +100,7 @@ struct Job {
   void echo_logprobs(const std::vector<PositionLogprobs>& prompt_lps,
                      std::vector<LogprobEntry>* out) const;
   void finish();
+  void fail();
 };
 
 // The prompt's tokens as logprob entries (OpenAI's echo format): pieces as they appear in the
@@ -124,6 +125,7 @@ void Job::echo_logprobs(const std::vector<PositionLogprobs>& prompt_lps,
 void Job::process(const RequestDelta& d) {
   const auto i = static_cast<size_t>(d.index);
   if (done || i >= state.size() || state[i].finished) return;
+  if (d.finish_reason == FinishReason::kError) return fail();
   ChoiceState& c = state[i];
   const Tokenizer& tok = api->tokenizer();
   const auto now = Clock::now();
@@ -237,6 +239,29 @@ void Job::finish() {
                        ? chat_completion_response(header, choices, usage)
                        : completion_response(header, choices, usage));
   api->respond(ex, std::move(r));
+}
+
+// The engine's step failed for one of the samples (engine.h, Engine::step): the request as a
+// whole fails, whatever its other samples did. Non-streaming: a 500; streaming (the 200 is
+// sent): a last event with the error object, then [DONE], as vLLM does. The engine's own
+// message goes to the log only (it names internals); the client's never quotes the prompt.
+void Job::fail() {
+  done = true;
+  api->engine().cancel(ticket);  // samples still running, if any
+  const double e2e = std::chrono::duration<double>(Clock::now() - arrival).count();
+  api->metrics().request_finished(sched::finish_reason_name(FinishReason::kError), e2e);
+  if (api->config().log_requests)
+    std::fprintf(stderr, "hinge: %s n=%d prompt=%d e2e=%.3fs finish=error%s\n", header.id.c_str(),
+                 n, prompt_tokens, e2e, stream ? " stream" : "");
+  ApiError e = ApiError::server_error(
+      "the engine failed while computing this request; retry it (the server keeps serving)");
+  e.code = "engine_error";
+  if (stream) {
+    ex->write(sse_event(api_error_json(e)) + sse_done());
+    ex->end_stream();
+    return;
+  }
+  api->respond_error(ex, e);
 }
 
 ApiError rejection_error(const SubmitResult& r, HttpHeaders* headers) {

@@ -54,6 +54,8 @@ OJson finish_reason_json(FinishReason reason) {
       return "length";
     case FinishReason::kAborted:
       return "abort";
+    case FinishReason::kError:  // the server answers an error instead (generation_job.cpp)
+      return "error";
     case FinishReason::kNone:
       break;
   }

@@ -16,7 +16,8 @@
 //   With include_usage every chunk has "usage": null and a last chunk has "choices": [] and the
 //   usage; without it no chunk has a "usage" key.
 // finish_reason: kStop -> "stop", kLength -> "length", kNone -> null (still streaming),
-// kAborted -> "abort" (vLLM's string; OpenAI has none; a client that disconnected never sees it).
+// kAborted -> "abort" (vLLM's string; OpenAI has none; a client that disconnected never sees it),
+// kError -> "error" (never sent: a failed step answers a 500 or a final SSE error event).
 // Ids ("chatcmpl-<hex>", "cmpl-<hex>") and `created` (unix seconds) come from the caller.
 // Serialization never throws: invalid UTF-8 is replaced by U+FFFD.
 #pragma once
