@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <type_traits>
 
 #include "engine/engine_thread.h"
 #include "model_test_util.h"
@@ -111,7 +112,7 @@ TEST(EngineThread, RejectsBadRequestsAbortsAndStops) {
   };
   auto ida = et.submit(request(1, 1500), collect(a));
   ASSERT_TRUE(ida.ok());
-  et.abort(*ida);
+  et.cancel(*ida);
   auto idb = et.submit(request(2, 1500), collect(b));
   ASSERT_TRUE(idb.ok());
   for (int guard = 0; guard < 2000; ++guard) {
@@ -134,6 +135,64 @@ TEST(EngineThread, RejectsBadRequestsAbortsAndStops) {
   }
   EXPECT_FALSE(et.submit(request(3, 4), sink).ok());
   et.stop();  // idempotent
+}
+
+// Tickets (EngineThread) and request ids (the engine, carried by deltas) are two id spaces: a
+// refused submit takes a ticket but no engine id, so after one they disagree. They are distinct
+// types: a delta's id cannot be passed to cancel() (it used to be accepted and cancelled the
+// request whose ticket had that value, here the other one).
+static_assert(!std::is_convertible_v<RequestId, SubmitTicket>);
+static_assert(!std::is_convertible_v<SubmitTicket, RequestId>);
+static_assert(!std::is_invocable_v<decltype(&EngineThread::cancel), EngineThread&, RequestId>);
+static_assert(std::is_invocable_v<decltype(&EngineThread::cancel), EngineThread&, SubmitTicket>);
+static_assert(!std::is_invocable_v<decltype(&EngineThread::cancel_sample), EngineThread&,
+                                   RequestId, int32_t>);
+
+TEST(EngineThread, CancelAfterARefusedSubmitHitsTheRightRequest) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  auto engine = Engine::create(*m, nullptr, config());
+  ASSERT_TRUE(engine.ok());
+  EngineThread et(std::move(engine).value());
+  EXPECT_FALSE(et.submit(request(0, 0), [](const RequestDelta&) {}).ok());  // refused
+  Stream a, b;
+  std::atomic<uint64_t> b_id{0};
+  auto collect = [](Stream& s, std::atomic<uint64_t>* id) {
+    return [&s, id](const RequestDelta& d) {
+      if (id) id->store(d.id.value);
+      std::lock_guard lock(s.mu);
+      s.tokens.insert(s.tokens.end(), d.token_ids.begin(), d.token_ids.end());
+      if (d.finished()) {
+        s.reason = d.finish_reason;
+        ++s.finals;
+      }
+    };
+  };
+  auto ta = et.submit(request(1, 1500), collect(a, nullptr));
+  auto tb = et.submit(request(2, 1500), collect(b, &b_id));
+  ASSERT_TRUE(ta.ok() && tb.ok());
+  for (int guard = 0; b_id.load() == 0 && guard < 2000; ++guard)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_NE(b_id.load(), 0u);
+  EXPECT_NE(b_id.load(), tb->value);  // the spaces differ: ticket 3, engine id 2
+  et.cancel(*tb);
+  for (int guard = 0; guard < 4000; ++guard) {
+    {
+      std::lock_guard lock(b.mu);
+      if (b.finals) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  {
+    std::lock_guard lock(b.mu);
+    EXPECT_EQ(b.reason, FinishReason::kAborted);
+    EXPECT_LT(b.tokens.size(), 1500u);
+  }
+  {
+    std::lock_guard lock(a.mu);
+    EXPECT_EQ(a.finals, 0) << "cancelled the other request";
+  }
+  et.stop();
 }
 
 }  // namespace

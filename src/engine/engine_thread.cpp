@@ -49,15 +49,15 @@ EngineThread::EngineThread(std::unique_ptr<Engine> engine,
 
 EngineThread::~EngineThread() { stop(); }
 
-uint64_t EngineThread::enqueue(GenerateRequest request, SubmitOptions options, ResultFn on_result,
-                               Sink sink) {
+SubmitTicket EngineThread::enqueue(GenerateRequest request, SubmitOptions options,
+                                   ResultFn on_result, Sink sink) {
   HINGE_CHECK(on_result && sink);
   const auto now = Clock::now();
-  uint64_t ticket = 0;
+  SubmitTicket ticket;
   bool refused = false;
   {
     std::lock_guard lock(mu_);
-    ticket = next_ticket_++;
+    ticket = SubmitTicket(next_ticket_++);
     refused = stopping_ || draining_;
     if (!refused) {
       num_active_.fetch_add(1);
@@ -77,7 +77,7 @@ uint64_t EngineThread::enqueue(GenerateRequest request, SubmitOptions options, R
   return ticket;
 }
 
-void EngineThread::cancel(uint64_t ticket) {
+void EngineThread::cancel(SubmitTicket ticket) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -86,7 +86,7 @@ void EngineThread::cancel(uint64_t ticket) {
   cv_.notify_one();
 }
 
-void EngineThread::cancel_sample(uint64_t ticket, int32_t index) {
+void EngineThread::cancel_sample(SubmitTicket ticket, int32_t index) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
@@ -95,16 +95,16 @@ void EngineThread::cancel_sample(uint64_t ticket, int32_t index) {
   cv_.notify_one();
 }
 
-StatusOr<RequestId> EngineThread::submit(GenerateRequest request, Sink sink) {
+StatusOr<SubmitTicket> EngineThread::submit(GenerateRequest request, Sink sink) {
   if (!sink) return Status::Error("submit: a sink is required");
   auto done = std::make_shared<std::promise<SubmitResult>>();
   auto result = done->get_future();
-  const uint64_t ticket = enqueue(
+  const SubmitTicket ticket = enqueue(
       std::move(request), {}, [done](const SubmitResult& r) { done->set_value(r); },
       std::move(sink));
   const SubmitResult r = result.get();
   if (!r.accepted()) return Status::Error(r.message);
-  return RequestId(ticket);
+  return ticket;
 }
 
 EngineThreadStats EngineThread::stats() const {
@@ -143,11 +143,11 @@ void EngineThread::reject(ResultFn& fn, SubmitResult::Kind kind, std::string mes
   num_active_.fetch_sub(1);
 }
 
-void EngineThread::start(uint64_t ticket, Pending& p) {
+void EngineThread::start(SubmitTicket ticket, Pending& p) {
   const int32_t n = p.request.n;
   auto id = engine_->add_request(std::move(p.request));
   if (!id.ok()) {
-    if (admission_) admission_->cancel(ticket);
+    if (admission_) admission_->cancel(ticket.value);
     reject(p.on_result, SubmitResult::Kind::kInvalid, id.status().message(), 0, p.at);
     return;
   }
@@ -174,7 +174,7 @@ void EngineThread::handle_add(Add& add, bool stopping) {
     return;
   }
   sched::AdmissionTicket t;
-  t.id = add.ticket;
+  t.id = add.ticket.value;
   t.user = std::move(add.options.user);
   t.priority = p.request.priority;
   t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
@@ -203,9 +203,9 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   }
 }
 
-void EngineThread::handle_cancel(uint64_t ticket) {
+void EngineThread::handle_cancel(SubmitTicket ticket) {
   if (auto it = pending_.find(ticket); it != pending_.end()) {
-    if (admission_) admission_->cancel(ticket);
+    if (admission_) admission_->cancel(ticket.value);
     Pending p = std::move(it->second);
     pending_.erase(it);
     reject(p.on_result, SubmitResult::Kind::kCancelled, "cancelled", 0, p.at);
@@ -218,7 +218,7 @@ void EngineThread::admit_queued() {
   if (!admission_ || pending_.empty()) return;  // expiry and admission concern queued tickets
   const double now = seconds_since_start();
   for (uint64_t ticket : admission_->expire(now)) {
-    auto it = pending_.find(ticket);
+    auto it = pending_.find(SubmitTicket(ticket));
     if (it == pending_.end()) continue;
     Pending p = std::move(it->second);
     pending_.erase(it);
@@ -229,17 +229,17 @@ void EngineThread::admit_queued() {
   for (;;) {
     const EngineStats s = engine_->stats();
     auto cached = [&](uint64_t ticket) {
-      const Pending& p = pending_.at(ticket);
+      const Pending& p = pending_.at(SubmitTicket(ticket));
       if (p.request.prompt_logprobs >= 0) return 0;  // computes every position
       return engine_->cached_prefix_blocks(p.request.prompt_token_ids, p.request.cache_namespace);
     };
     const auto next = admission_->admit_next(now, s.kv_blocks_total - s.kv_blocks_used, cached);
     if (!next) break;
-    auto it = pending_.find(*next);
+    auto it = pending_.find(SubmitTicket(*next));
     HINGE_CHECK(it != pending_.end());
     Pending p = std::move(it->second);
     pending_.erase(it);
-    start(*next, p);
+    start(SubmitTicket(*next), p);
   }
 }
 
@@ -249,8 +249,8 @@ void EngineThread::dispatch(const std::vector<RequestDelta>& deltas) {
     if (it == active_.end()) continue;
     it->second.sink(d);
     if (d.finished() && --it->second.samples_left == 0) {
-      const uint64_t ticket = it->second.ticket;
-      if (admission_) admission_->release(ticket, seconds_since_start());
+      const SubmitTicket ticket = it->second.ticket;
+      if (admission_) admission_->release(ticket.value, seconds_since_start());
       running_.erase(ticket);
       active_.erase(it);
       num_active_.fetch_sub(1);
@@ -284,7 +284,7 @@ void EngineThread::loop() {
     commands.clear();
     if (stopping) {
       for (auto& [ticket, p] : pending_) {
-        if (admission_) admission_->cancel(ticket);
+        if (admission_) admission_->cancel(ticket.value);
         reject(p.on_result, SubmitResult::Kind::kShuttingDown, "the server is shutting down", 5,
                p.at);
       }

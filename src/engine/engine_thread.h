@@ -3,7 +3,7 @@
 // it, and the admission controller, if any).
 //
 //   EngineThread et(std::move(engine), admission_config);       // or no admission control
-//   uint64_t t = et.enqueue(request, {.user = "key"},
+//   SubmitTicket t = et.enqueue(request, {.user = "key"},
 //                           [](const SubmitResult& r) {...},     // once: accepted or why not
 //                           [](const RequestDelta& d) {...});    // every delta of every sample
 //   et.cancel(t);                                                // queued or running
@@ -38,6 +38,26 @@
 
 #include "hinge/engine.h"
 #include "sched/admission.h"
+
+namespace hinge {
+
+// What enqueue() and submit() hand back, for cancel() and cancel_sample(). Its own id space:
+// tickets count every enqueue (a refused one too), while the engine's RequestId, which deltas
+// carry, counts accepted requests and their samples; after one refusal (or one request with
+// n > 1) the two disagree, so neither converts to the other.
+struct SubmitTicket {
+  uint64_t value = 0;
+  constexpr SubmitTicket() = default;
+  constexpr explicit SubmitTicket(uint64_t v) : value(v) {}
+  constexpr auto operator<=>(const SubmitTicket&) const = default;
+};
+
+}  // namespace hinge
+
+template <>
+struct std::hash<hinge::SubmitTicket> {
+  size_t operator()(hinge::SubmitTicket t) const noexcept { return std::hash<uint64_t>()(t.value); }
+};
 
 namespace hinge {
 
@@ -88,17 +108,17 @@ class EngineThread {
 
   // Asynchronous: returns the request's ticket at once; on_result and sink are called on the
   // engine thread. Both are required.
-  uint64_t enqueue(GenerateRequest request, SubmitOptions options, ResultFn on_result, Sink sink);
+  SubmitTicket enqueue(GenerateRequest request, SubmitOptions options, ResultFn on_result,
+                       Sink sink);
   // Asynchronous; unknown or finished tickets are ignored. A queued request gets kCancelled, a
   // running one its final kAborted deltas.
-  void cancel(uint64_t ticket);
+  void cancel(SubmitTicket ticket);
   // Asynchronous: ends one sample (index in [0, n)) of a running request with kAborted (a stop
   // string matched it); ignored when unknown, finished, or not forked yet.
-  void cancel_sample(uint64_t ticket, int32_t index);
+  void cancel_sample(SubmitTicket ticket, int32_t index);
 
-  // Blocking convenience: enqueue and wait for the decision. The id is the ticket.
-  StatusOr<RequestId> submit(GenerateRequest request, Sink sink);
-  void abort(RequestId id) { cancel(id.value); }
+  // Blocking convenience: enqueue and wait for the decision; the ticket once accepted.
+  StatusOr<SubmitTicket> submit(GenerateRequest request, Sink sink);
 
   // Snapshot taken after the last step.
   EngineThreadStats stats() const;
@@ -120,7 +140,7 @@ class EngineThread {
  private:
   using Clock = std::chrono::steady_clock;
   struct Add {
-    uint64_t ticket;
+    SubmitTicket ticket;
     GenerateRequest request;
     SubmitOptions options;
     ResultFn on_result;
@@ -128,7 +148,7 @@ class EngineThread {
     Clock::time_point at;
   };
   struct Cancel {
-    uint64_t ticket;
+    SubmitTicket ticket;
     int32_t sample = -1;  // -1: the whole request
   };
   using Command = std::variant<Add, Cancel>;
@@ -139,15 +159,15 @@ class EngineThread {
     Clock::time_point at;
   };
   struct Active {
-    uint64_t ticket;
+    SubmitTicket ticket;
     Sink sink;
     int32_t samples_left = 1;
   };
 
   void loop();
   void handle_add(Add& add, bool stopping);
-  void handle_cancel(uint64_t ticket);
-  void start(uint64_t ticket, Pending& p);
+  void handle_cancel(SubmitTicket ticket);
+  void start(SubmitTicket ticket, Pending& p);
   void admit_queued();
   void dispatch(const std::vector<RequestDelta>& deltas);
   double seconds_since_start() const;
@@ -168,13 +188,14 @@ class EngineThread {
   std::deque<Command> queue_;  // guarded by mu_
   bool stopping_ = false;      // guarded by mu_
   bool draining_ = false;      // guarded by mu_
-  uint64_t next_ticket_ = 1;   // guarded by mu_
+  uint64_t next_ticket_ = 1;   // guarded by mu_ (SubmitTicket values)
   EngineThreadStats stats_;    // guarded by mu_
   std::atomic<int32_t> num_active_{0};
 
   // Engine thread only.
-  std::unordered_map<uint64_t, Pending> pending_;        // ticket -> queued request
-  std::unordered_map<uint64_t, RequestId> running_;      // ticket -> engine id
+  // Admission tracks tickets by their value (sched::AdmissionTicket::id).
+  std::unordered_map<SubmitTicket, Pending> pending_;    // ticket -> queued request
+  std::unordered_map<SubmitTicket, RequestId> running_;  // ticket -> engine id
   std::unordered_map<RequestId, Active> active_;         // engine id -> sink
   Clock::time_point last_map_{};
   std::thread thread_;

@@ -75,7 +75,7 @@ struct Job {
   std::vector<int32_t> echo_ids;  // echo with logprobs: the prompt, for its tokens' pieces
   std::vector<std::string> stop;
   Clock::time_point arrival;
-  uint64_t ticket = 0;
+  SubmitTicket ticket;
 
   // The connection's strand only.
   std::vector<ChoiceOutput> choices;
