@@ -16,12 +16,21 @@ StatusOr<KvArena> KvArena::create(const KvSpec& spec, int64_t num_blocks) {
   a.num_blocks_ = num_blocks;
   a.k_row_ = kv_dtype_head_bytes(spec.k_dtype, spec.head_dim);
   a.v_row_ = kv_dtype_head_bytes(spec.v_dtype, spec.head_dim);
-  a.layer_bytes_ = int64_t{spec.block_size_tokens} * spec.n_kv_heads * (a.k_row_ + a.v_row_);
-  a.bytes_per_block_ = a.layer_bytes_ * spec.n_layers;
+  // Sizes are int64: every product is checked as it is made (a signed overflow is undefined
+  // behaviour, and a check after it can be compiled away, which is what happened here).
+  // bs x heads (two int32) always fits; the factors are positive (validated above), so once the
+  // block size fits, any order of its product (KvSpec::bytes_per_block's) fits too.
+  if (__builtin_mul_overflow(int64_t{spec.block_size_tokens} * spec.n_kv_heads,
+                             a.k_row_ + a.v_row_, &a.layer_bytes_) ||
+      __builtin_mul_overflow(a.layer_bytes_, int64_t{spec.n_layers}, &a.bytes_per_block_))
+    return Status::Errorf(
+        "kv arena: a block of {} tokens x {} layers x {} KV heads x {} + {} bytes overflows int64",
+        spec.block_size_tokens, spec.n_layers, spec.n_kv_heads, a.k_row_, a.v_row_);
   HINGE_CHECK(a.bytes_per_block_ == spec.bytes_per_block());
-  const int64_t total = a.bytes_per_block_ * num_blocks;
-  if (total / num_blocks != a.bytes_per_block_)
-    return Status::Errorf("kv arena: {} blocks of {} bytes overflow", num_blocks, a.bytes_per_block_);
+  int64_t total = 0;
+  if (__builtin_mul_overflow(a.bytes_per_block_, num_blocks, &total))
+    return Status::Errorf("kv arena: {} blocks of {} bytes overflow int64", num_blocks,
+                          a.bytes_per_block_);
   void* p = mmap(nullptr, static_cast<size_t>(total), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)

@@ -26,7 +26,8 @@ namespace hinge::kv {
 
 class KvArena {
  public:
-  // Errors: invalid spec, num_blocks < 1, allocation failure (message says how much).
+  // Errors: invalid spec, num_blocks < 1, a block or arena size beyond int64, allocation
+  // failure (message says how much).
   static StatusOr<KvArena> create(const KvSpec& spec, int64_t num_blocks);
 
   KvArena(KvArena&& other) noexcept;

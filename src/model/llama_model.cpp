@@ -104,7 +104,7 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
     return Status::Error("forward: KV arena shape does not match the model");
   for (int32_t t : b.token_ids)
     if (t < 0 || t >= c.n_vocab)
-      return Status::Errorf("token id {} is out of range [0, {})", t, c.n_vocab);
+      return Status::Errorf("forward: a token id is out of range [0, {})", c.n_vocab);
   const int64_t total_slots = arena.num_blocks() * s.block_size_tokens;
   for (int64_t slot : b.slot_mapping)
     if (slot < 0 || slot >= total_slots)
@@ -119,6 +119,14 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
                             c.context_length);
     if (int64_t{seq.num_blocks} * s.block_size_tokens < end)
       return Status::Error("forward: block table too short for the sequence");
+    // Attention reads whole blocks through the table: an id outside the arena would read (and
+    // the K/V of this step be read back from) memory that is not the arena's.
+    if (seq.num_blocks > 0 && seq.block_table == nullptr)
+      return Status::Error("forward: sequence without a block table");
+    for (int32_t j = 0; j < seq.num_blocks; ++j)
+      if (seq.block_table[j] < 0 || seq.block_table[j] >= arena.num_blocks())
+        return Status::Errorf("forward: block id {} (entry {} of a block table) outside the arena "
+                              "of {} blocks", seq.block_table[j], j, arena.num_blocks());
     for (int32_t j = 0; j < seq.num_queries; ++j)
       positions_[static_cast<size_t>(row + j)] = seq.first_position + j;
     row += seq.num_queries;
