@@ -145,13 +145,42 @@ TEST(KernelsSampling, ExpShiftedMatchesScalar) {
   const float mx = *std::max_element(x.begin(), x.end());
   for (float scale : {1.0f, 0.5f, 1.3f}) {
     std::vector<float> a(x.size()), b(x.size());
-    const double sa = exp_shifted(x.data(), static_cast<int64_t>(x.size()), mx, scale, a.data());
-    const double sb = exp_shifted_ref(x.data(), static_cast<int64_t>(x.size()), mx, scale, b.data());
+    std::vector<double> ra(5, -1), rb(5, -1);
+    const double sa =
+        exp_shifted(x.data(), static_cast<int64_t>(x.size()), mx, scale, a.data(), ra.data());
+    const double sb =
+        exp_shifted_ref(x.data(), static_cast<int64_t>(x.size()), mx, scale, b.data(), rb.data());
+    for (size_t k = 0; k < 5; ++k) EXPECT_NEAR(ra[k], rb[k], 1e-6 * rb[k] + 1e-30) << k;
     for (size_t i = 0; i < x.size(); ++i)
       ASSERT_NEAR(a[i], b[i], 4e-7f * b[i] + 1e-38f) << i << " scale " << scale;
     EXPECT_NEAR(sa, sb, 1e-6 * sb);
     EXPECT_FLOAT_EQ(a[static_cast<size_t>(std::max_element(x.begin(), x.end()) - x.begin())], 1.0f);
   }
+}
+
+}  // namespace
+}  // namespace hinge::kernels
+
+namespace hinge::kernels {
+namespace {
+
+// SIMD argmax against the scalar one: every length up to 70 (vector tails), the max anywhere,
+// ties (the first wins), and a large row.
+TEST(KernelsOps, ArgmaxMatchesScalarFirstOnTies) {
+  std::vector<float> x(70);
+  for (size_t n = 1; n <= x.size(); ++n) {
+    for (size_t at = 0; at < n; ++at) {
+      for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 11) - 20.0f;
+      x[at] = 5.0f;
+      ASSERT_EQ(argmax(x.data(), static_cast<int64_t>(n)), static_cast<int64_t>(at)) << n;
+      if (at + 3 < n) x[at + 3] = 5.0f;  // a later tie does not win
+      ASSERT_EQ(argmax(x.data(), static_cast<int64_t>(n)), argmax_ref(x.data(), static_cast<int64_t>(n)));
+    }
+  }
+  std::vector<float> big(49157);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>((i * 7919) % 10007) * 0.01f;
+  EXPECT_EQ(argmax(big.data(), static_cast<int64_t>(big.size())),
+            argmax_ref(big.data(), static_cast<int64_t>(big.size())));
 }
 
 }  // namespace

@@ -100,10 +100,12 @@ bool Sampler::truncates() const {
 }
 
 double Sampler::weigh(const float* logits, SamplerScratch& s) {
-  max_logit_ = logits[kernels::argmax(logits, n_vocab_)];
+  top_ = kernels::argmax(logits, n_vocab_);
+  max_logit_ = logits[top_];
   s.weights.resize(static_cast<size_t>(n_vocab_));
+  s.run_sums.resize(static_cast<size_t>((n_vocab_ + kernels::kExpRun - 1) / kernels::kExpRun));
   return kernels::exp_shifted(logits, n_vocab_, max_logit_, 1.0f / params_.temperature,
-                              s.weights.data());
+                              s.weights.data(), s.run_sums.data());
 }
 
 Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
@@ -113,20 +115,41 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
   const bool use_m = p.min_p > 0.0f;
   const float* w = s.weights.data();
   const int64_t n = n_vocab_;
-  s.bin_count.fill(0);
-  s.bin_mass.fill(0.0);
-  for (int64_t i = 0; i < n; ++i) {
-    const int32_t b = bin_of(w[i]);
-    ++s.bin_count[static_cast<size_t>(b)];
-    s.bin_mass[static_cast<size_t>(b)] += w[i];
+  constexpr int32_t kWays = SamplerScratch::kWays;
+  // top-k needs the count per bin, top-p (without top-k) the mass, min-p neither.
+  if (use_k) {
+    s.bin_count.fill(0);
+    int64_t i = 0;
+    for (; i + kWays <= n; i += kWays)
+      for (int32_t j = 0; j < kWays; ++j)
+        ++s.bin_count[static_cast<size_t>(bin_of(w[i + j]) * kWays + j)];
+    for (; i < n; ++i) ++s.bin_count[static_cast<size_t>(bin_of(w[i]) * kWays)];
+  } else if (use_p) {
+    s.bin_mass.fill(0.0);
+    int64_t i = 0;
+    for (; i + kWays <= n; i += kWays)
+      for (int32_t j = 0; j < kWays; ++j)
+        s.bin_mass[static_cast<size_t>(bin_of(w[i + j]) * kWays + j)] += w[i + j];
+    for (; i < n; ++i) s.bin_mass[static_cast<size_t>(bin_of(w[i]) * kWays)] += w[i];
   }
+  auto count_of = [&](int32_t b) {
+    int64_t c = 0;
+    for (int32_t j = 0; j < kWays; ++j) c += s.bin_count[static_cast<size_t>(b * kWays + j)];
+    return c;
+  };
+  auto mass_of = [&](int32_t b) {
+    double m = 0;
+    for (int32_t j = 0; j < kWays; ++j) m += s.bin_mass[static_cast<size_t>(b * kWays + j)];
+    return m;
+  };
   // The top weight is 1 up to the exp kernel's rounding; min-p is relative to it.
-  const float w_top = w[kernels::argmax(w, n)];
+  const float w_top = w[top_];
   const float min_w = w_top * p.min_p;
   // top-p's mass in f64 from the bins (the kernel's sum runs in f32 lanes): deep cuts such as
   // top_p 0.999 land where the sorted chain's f64 sum puts them.
   double sum = 0.0;
-  for (double m : s.bin_mass) sum += m;
+  if (!use_k && use_p)
+    for (int32_t b = 0; b < kBins; ++b) sum += mass_of(b);
   const double target = use_p ? static_cast<double>(p.top_p) * sum : 0.0;
   Cut c;
   auto& cand = s.candidates;
@@ -137,7 +160,7 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
     int32_t kb = kBins - 1;
     int64_t cum = 0;
     for (int32_t b = 0; b < kBins; ++b) {
-      cum += s.bin_count[static_cast<size_t>(b)];
+      cum += count_of(b);
       if (cum >= p.top_k) {
         kb = b;
         break;
@@ -169,6 +192,7 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
     c.bin = -1;
     c.w_cut = cand[keep - 1].w;
     c.id_cut = cand[keep - 1].id;
+    c.list = keep;
     for (size_t i = 0; i < keep; ++i) c.mass += cand[i].w;
     return c;
   }
@@ -178,7 +202,7 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
   if (use_p) {
     double cum = 0.0;
     for (int32_t b = 0; b < kBins; ++b) {
-      cum += s.bin_mass[static_cast<size_t>(b)];
+      cum += mass_of(b);
       if (cum >= target) {
         kb = b;
         break;
@@ -186,8 +210,14 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
     }
   }
   if (use_m) kb = std::min(kb, bin_of(min_w));
+  // The mass before the boundary bin (min-p alone kept no histogram: one pass adds it).
   double cum = 0.0;
-  for (int32_t b = 0; b < kb; ++b) cum += s.bin_mass[static_cast<size_t>(b)];
+  if (use_p) {
+    for (int32_t b = 0; b < kb; ++b) cum += mass_of(b);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      if (bin_of(w[i]) < kb) cum += w[i];
+  }
   for (int64_t i = 0; i < n; ++i)
     if (bin_of(w[i]) == kb) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
   std::sort(cand.begin(), cand.end(), before);
@@ -220,10 +250,26 @@ bool Sampler::kept(const Cut& c, const float* /*logits*/, const SamplerScratch& 
 int32_t Sampler::draw(const Cut& c, const float* logits, const SamplerScratch& s) {
   std::uniform_real_distribution<double> uni(0.0, c.mass);
   const double r = uni(rng_);
+  if (c.list > 0) {  // top-k: draw from the few kept, no pass over the vocabulary
+    double acc = 0.0;
+    for (size_t j = 0; j < c.list; ++j) {
+      acc += s.candidates[j].w;
+      if (r < acc) return s.candidates[j].id;
+    }
+    return s.candidates[0].id;
+  }
   const float* w = s.weights.data();
   double acc = 0.0;
   int64_t last = -1;
-  for (int64_t i = 0; i < n_vocab_; ++i) {
+  int64_t from = 0;
+  if (c.all) {  // skip whole runs by their sums
+    const int64_t runs = static_cast<int64_t>(s.run_sums.size());
+    for (int64_t k = 0; k + 1 < runs && acc + s.run_sums[static_cast<size_t>(k)] <= r; ++k) {
+      acc += s.run_sums[static_cast<size_t>(k)];
+      from = (k + 1) * kernels::kExpRun;
+    }
+  }
+  for (int64_t i = from; i < n_vocab_; ++i) {
     if (!kept(c, logits, s, i)) continue;
     acc += w[i];
     if (w[i] > 0.0f) last = i;

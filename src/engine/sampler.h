@@ -9,9 +9,9 @@
 //     that one boundary bin are sorted (top-k: the few tokens up to it), the rest is known to be
 //     in or out. The kept set is exactly the sorted chain's (ties: lower id first), tested
 //     against the reference that sorts (sample_sorted_ref).
-// Deterministic for a given seed: one uniform draw per token over the kept weights in id order
-// (the sorted path drew in probability order: seeds map to other tokens than before
-// 2026-12-02). Scratch is kept between calls: after the first token a sampler does not
+// Deterministic for a given seed: one uniform draw per token over the kept weights (in id
+// order; with top-k over the k kept, heaviest first), so seeds map to other tokens than before
+// 2026-12-02. Scratch is kept between calls: after the first token a sampler does not
 // allocate. One Sampler is used by one thread at a time; different ones run in parallel.
 #pragma once
 
@@ -28,7 +28,11 @@ namespace hinge {
 
 // The vocabulary-sized buffers of sampling: one per thread that samples (not per request).
 struct SamplerScratch {
-  static constexpr int32_t kBins = 4096;  // 32 per octave over the whole f32 range below 1
+  // 32 bins per octave over weights down to 2^-32 (~22 nats below the top), the rest in the
+  // last bin; kWays interleaved copies so that consecutive tokens in one bin do not wait on
+  // each other's increment.
+  static constexpr int32_t kBins = 1024;
+  static constexpr int32_t kWays = 4;
   struct Candidate {
     int32_t id;
     float logit;
@@ -36,10 +40,11 @@ struct SamplerScratch {
   };
   std::vector<float> work;     // logits with penalties / bias, when there are any
   std::vector<float> weights;  // exp((l - max) / T) in id order
+  std::vector<double> run_sums;  // their sum per kernels::kExpRun ids
   std::vector<Candidate> candidates;
   std::vector<int32_t> counts;  // occurrences per id in the penalty window (reset after use)
-  std::array<int32_t, kBins> bin_count{};
-  std::array<double, kBins> bin_mass{};
+  std::array<int32_t, kBins * kWays> bin_count{};
+  std::array<double, kBins * kWays> bin_mass{};
 };
 
 class Sampler {
@@ -70,6 +75,7 @@ class Sampler {
   // (id_cut -1: none of it). With bin -1: the tokens up to (w_cut, id_cut). all: no cut.
   struct Cut {
     bool all = false;
+    size_t list = 0;  // > 0: the kept tokens are scratch.candidates[0, list) (top-k)
     int32_t bin = -1;
     float w_cut = 0;
     int32_t id_cut = -1;
@@ -89,6 +95,7 @@ class Sampler {
   int64_t n_vocab_;
   std::mt19937_64 rng_;
   float max_logit_ = 0;
+  int64_t top_ = 0;  // the heaviest token (weigh())
   std::unique_ptr<SamplerScratch> own_;
 };
 

@@ -82,7 +82,7 @@ void llama3_freq_factors(float* factors, int64_t head_dim, float theta, float fa
   }
 }
 
-int64_t argmax(const float* x, int64_t n) {
+int64_t argmax_ref(const float* x, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
     if (x[i] > x[best]) best = i;

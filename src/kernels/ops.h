@@ -46,8 +46,10 @@ void llama3_freq_factors(float* factors, int64_t head_dim, float theta, float fa
 // quantizer sees no outlier channel.
 void hadamard_inplace(float* x, int64_t count, int64_t d);
 
-// Index of the largest value (the first on ties), as llama2.c's argmax.
+// Index of the largest value (the first on ties), as llama2.c's argmax. SIMD (a max pass, then
+// the first position holding it); argmax_ref is the scalar definition. No NaN in x.
 int64_t argmax(const float* x, int64_t n);
+int64_t argmax_ref(const float* x, int64_t n);
 
 // Dot product of two f32 vectors.
 float dot_f32(const float* a, const float* b, int64_t n);

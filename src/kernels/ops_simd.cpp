@@ -35,6 +35,29 @@ void SwigluSimd(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t 
     hn::StoreU(hn::Mul(Silu(d1, hn::LoadU(d1, gate + i)), hn::LoadU(d1, up + i)), d1, gate + i);
 }
 
+int64_t ArgmaxSimd(const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  if (n < 2 * N) return argmax_ref(x, n);
+  auto m0 = hn::LoadU(df, x), m1 = hn::LoadU(df, x + N);
+  int64_t i = 2 * N;
+  for (; i + 2 * N <= n; i += 2 * N) {  // two accumulators: the max's latency overlaps
+    m0 = hn::Max(m0, hn::LoadU(df, x + i));
+    m1 = hn::Max(m1, hn::LoadU(df, x + i + N));
+  }
+  float m = hn::GetLane(hn::MaxOfLanes(df, hn::Max(m0, m1)));
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const auto vm = hn::Set(df, m);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) {
+    const intptr_t k = hn::FindFirstTrue(df, hn::Eq(hn::LoadU(df, x + j), vm));
+    if (k >= 0) return j + k;
+  }
+  for (; j < n; ++j)
+    if (x[j] == m) return j;
+  return 0;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace hinge::kernels
 HWY_AFTER_NAMESPACE();
@@ -43,6 +66,9 @@ HWY_AFTER_NAMESPACE();
 namespace hinge::kernels {
 
 HWY_EXPORT(SwigluSimd);
+HWY_EXPORT(ArgmaxSimd);
+
+int64_t argmax(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxSimd)(x, n); }
 
 void swiglu(float* gate, const float* up, int64_t n) {
   HWY_DYNAMIC_DISPATCH(SwigluSimd)(gate, up, n);

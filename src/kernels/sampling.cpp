@@ -17,28 +17,29 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 double ExpShiftedSimd(const float* HWY_RESTRICT x, int64_t n, float max, float scale,
-                      float* HWY_RESTRICT probs) {
+                      float* HWY_RESTRICT probs, double* HWY_RESTRICT run_sums) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto vmax = hn::Set(df, max);
   const auto vscale = hn::Set(df, scale);
   double total = 0.0;
-  int64_t i = 0;
-  // f32 lanes over runs of 1024 values, then f64: the sum stays accurate for large vocabularies.
-  constexpr int64_t kRun = 1024;
-  while (i + N <= n) {
+  // f32 lanes within a run of kExpRun values, then f64: accurate for large vocabularies.
+  for (int64_t r = 0; r < n; r += kExpRun) {
+    const int64_t end = std::min(n, r + kExpRun);
     auto acc = hn::Zero(df);
-    const int64_t end = std::min(n, i + kRun);
+    int64_t i = r;
     for (; i + N <= end; i += N) {
       const auto e = hn::Exp(df, hn::Mul(hn::Sub(hn::LoadU(df, x + i), vmax), vscale));
       hn::StoreU(e, df, probs + i);
       acc = hn::Add(acc, e);
     }
-    total += static_cast<double>(hn::GetLane(hn::SumOfLanes(df, acc)));
-  }
-  for (; i < n; ++i) {
-    probs[i] = std::exp((x[i] - max) * scale);
-    total += probs[i];
+    double run = static_cast<double>(hn::GetLane(hn::SumOfLanes(df, acc)));
+    for (; i < end; ++i) {
+      probs[i] = std::exp((x[i] - max) * scale);
+      run += probs[i];
+    }
+    if (run_sums) run_sums[r / kExpRun] = run;
+    total += run;
   }
   return total;
 }
@@ -52,15 +53,22 @@ namespace hinge::kernels {
 
 HWY_EXPORT(ExpShiftedSimd);
 
-double exp_shifted(const float* x, int64_t n, float max, float scale, float* probs) {
-  return HWY_DYNAMIC_DISPATCH(ExpShiftedSimd)(x, n, max, scale, probs);
+double exp_shifted(const float* x, int64_t n, float max, float scale, float* probs,
+                   double* run_sums) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftedSimd)(x, n, max, scale, probs, run_sums);
 }
 
-double exp_shifted_ref(const float* x, int64_t n, float max, float scale, float* probs) {
+double exp_shifted_ref(const float* x, int64_t n, float max, float scale, float* probs,
+                       double* run_sums) {
   double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    probs[i] = std::exp((x[i] - max) * scale);
-    total += probs[i];
+  for (int64_t r = 0; r < n; r += kExpRun) {
+    double run = 0.0;
+    for (int64_t i = r; i < std::min(n, r + kExpRun); ++i) {
+      probs[i] = std::exp((x[i] - max) * scale);
+      run += probs[i];
+    }
+    if (run_sums) run_sums[r / kExpRun] = run;
+    total += run;
   }
   return total;
 }
