@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "kernels/sampling.h"
@@ -104,8 +105,10 @@ double Sampler::weigh(const float* logits, SamplerScratch& s) {
   max_logit_ = logits[top_];
   s.weights.resize(static_cast<size_t>(n_vocab_));
   s.run_sums.resize(static_cast<size_t>((n_vocab_ + kernels::kExpRun - 1) / kernels::kExpRun));
+  s.block_max.resize(
+      static_cast<size_t>((n_vocab_ + kernels::kExpBlock - 1) / kernels::kExpBlock));
   return kernels::exp_shifted(logits, n_vocab_, max_logit_, 1.0f / params_.temperature,
-                              s.weights.data(), s.run_sums.data());
+                              s.weights.data(), s.run_sums.data(), s.block_max.data());
 }
 
 Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
@@ -116,15 +119,8 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
   const float* w = s.weights.data();
   const int64_t n = n_vocab_;
   constexpr int32_t kWays = SamplerScratch::kWays;
-  // top-k needs the count per bin, top-p (without top-k) the mass, min-p neither.
-  if (use_k) {
-    s.bin_count.fill(0);
-    int64_t i = 0;
-    for (; i + kWays <= n; i += kWays)
-      for (int32_t j = 0; j < kWays; ++j)
-        ++s.bin_count[static_cast<size_t>(bin_of(w[i + j]) * kWays + j)];
-    for (; i < n; ++i) ++s.bin_count[static_cast<size_t>(bin_of(w[i]) * kWays)];
-  } else if (use_p) {
+  // top-p without top-k needs the mass per bin; top-k and min-p need no histogram.
+  if (!use_k && use_p) {
     s.bin_mass.fill(0.0);
     int64_t i = 0;
     for (; i + kWays <= n; i += kWays)
@@ -132,11 +128,6 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
         s.bin_mass[static_cast<size_t>(bin_of(w[i + j]) * kWays + j)] += w[i + j];
     for (; i < n; ++i) s.bin_mass[static_cast<size_t>(bin_of(w[i]) * kWays)] += w[i];
   }
-  auto count_of = [&](int32_t b) {
-    int64_t c = 0;
-    for (int32_t j = 0; j < kWays; ++j) c += s.bin_count[static_cast<size_t>(b * kWays + j)];
-    return c;
-  };
   auto mass_of = [&](int32_t b) {
     double m = 0;
     for (int32_t j = 0; j < kWays; ++j) m += s.bin_mass[static_cast<size_t>(b * kWays + j)];
@@ -155,20 +146,20 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
   auto& cand = s.candidates;
   cand.clear();
   if (use_k) {
-    // The k heaviest lie in the bins up to the one where the count reaches k (and, with no
-    // top-p to normalize over all k, above min-p's bin): collect and sort just those.
-    int32_t kb = kBins - 1;
-    int64_t cum = 0;
-    for (int32_t b = 0; b < kBins; ++b) {
-      cum += count_of(b);
-      if (cum >= p.top_k) {
-        kb = b;
-        break;
-      }
+    // The k largest block maxima are k distinct tokens: the k-th of them is at most the k-th
+    // weight, so every token of the top k weighs at least that much. With no top-p to
+    // normalize over all k, min-p's threshold may cut higher.
+    float tau = 0.0f;
+    const size_t k = static_cast<size_t>(p.top_k);
+    if (k <= s.block_max.size()) {
+      s.block_sel.assign(s.block_max.begin(), s.block_max.end());
+      std::nth_element(s.block_sel.begin(), s.block_sel.begin() + static_cast<ptrdiff_t>(k - 1),
+                       s.block_sel.end(), std::greater<float>());
+      tau = s.block_sel[k - 1];
     }
-    if (use_m && !use_p) kb = std::min(kb, bin_of(min_w));
+    if (use_m && !use_p) tau = std::max(tau, min_w);
     for (int64_t i = 0; i < n; ++i)
-      if (bin_of(w[i]) <= kb) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
+      if (w[i] >= tau) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
     std::sort(cand.begin(), cand.end(), before);
     size_t keep = std::min(cand.size(), static_cast<size_t>(p.top_k));
     if (use_p) {
@@ -196,10 +187,18 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
     for (size_t i = 0; i < keep; ++i) c.mass += cand[i].w;
     return c;
   }
+  if (!use_p) {  // min-p alone: the kept set is every token at or above its threshold
+    c.bin = -1;
+    c.w_cut = min_w;
+    c.id_cut = INT32_MAX;
+    for (int64_t i = 0; i < n; ++i)
+      if (w[i] >= min_w) c.mass += w[i];
+    return c;
+  }
   // No top-k: every token in a bin before the boundary bin is kept (top-p's mass is not
   // reached before it, min-p's threshold lies after it); sort only the boundary bin.
   int32_t kb = kBins - 1;
-  if (use_p) {
+  {
     double cum = 0.0;
     for (int32_t b = 0; b < kBins; ++b) {
       cum += mass_of(b);
@@ -210,14 +209,8 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
     }
   }
   if (use_m) kb = std::min(kb, bin_of(min_w));
-  // The mass before the boundary bin (min-p alone kept no histogram: one pass adds it).
-  double cum = 0.0;
-  if (use_p) {
-    for (int32_t b = 0; b < kb; ++b) cum += mass_of(b);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      if (bin_of(w[i]) < kb) cum += w[i];
-  }
+  double cum = 0.0;  // the mass before the boundary bin
+  for (int32_t b = 0; b < kb; ++b) cum += mass_of(b);
   for (int64_t i = 0; i < n; ++i)
     if (bin_of(w[i]) == kb) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
   std::sort(cand.begin(), cand.end(), before);

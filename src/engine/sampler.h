@@ -4,10 +4,11 @@
 // No sort of the vocabulary (issue 13): one SIMD pass computes every token's weight
 // exp((l - max) / T) (kernels/sampling.h), then
 //   - temperature only (OpenAI's defaults): draw in id order over the weights;
-//   - truncation: a histogram of the weights on a log scale (32 bins per octave) finds the bin
-//     where top-k's count, top-p's mass or min-p's threshold is reached; only the tokens of
-//     that one boundary bin are sorted (top-k: the few tokens up to it), the rest is known to be
-//     in or out. The kept set is exactly the sorted chain's (ties: lower id first), tested
+//   - top-k: the k-th largest of the per-64-token block maxima the exp pass keeps bounds the
+//     k-th weight from below; the few tokens at or above it are sorted (at most 64k);
+//   - top-p / min-p without top-k: a histogram of the weights on a log scale (32 bins per
+//     octave) finds the bin where top-p's mass or min-p's threshold is reached; only the
+//     tokens of that one boundary bin are sorted, the rest is known to be in or out. The kept set is exactly the sorted chain's (ties: lower id first), tested
 //     against the reference that sorts (sample_sorted_ref).
 // Deterministic for a given seed: one uniform draw per token over the kept weights (in id
 // order; with top-k over the k kept, heaviest first), so seeds map to other tokens than before
@@ -41,9 +42,10 @@ struct SamplerScratch {
   std::vector<float> work;     // logits with penalties / bias, when there are any
   std::vector<float> weights;  // exp((l - max) / T) in id order
   std::vector<double> run_sums;  // their sum per kernels::kExpRun ids
+  std::vector<float> block_max;  // their largest per kernels::kExpBlock ids
+  std::vector<float> block_sel;  // a copy of block_max that top-k selects in
   std::vector<Candidate> candidates;
   std::vector<int32_t> counts;  // occurrences per id in the penalty window (reset after use)
-  std::array<int32_t, kBins * kWays> bin_count{};
   std::array<double, kBins * kWays> bin_mass{};
 };
 

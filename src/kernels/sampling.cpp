@@ -17,7 +17,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 double ExpShiftedSimd(const float* HWY_RESTRICT x, int64_t n, float max, float scale,
-                      float* HWY_RESTRICT probs, double* HWY_RESTRICT run_sums) {
+                      float* HWY_RESTRICT probs, double* HWY_RESTRICT run_sums,
+                      float* HWY_RESTRICT block_max) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto vmax = hn::Set(df, max);
@@ -28,16 +29,25 @@ double ExpShiftedSimd(const float* HWY_RESTRICT x, int64_t n, float max, float s
     const int64_t end = std::min(n, r + kExpRun);
     auto acc = hn::Zero(df);
     int64_t i = r;
-    for (; i + N <= end; i += N) {
-      const auto e = hn::Exp(df, hn::Mul(hn::Sub(hn::LoadU(df, x + i), vmax), vscale));
-      hn::StoreU(e, df, probs + i);
-      acc = hn::Add(acc, e);
+    // Whole blocks of kExpBlock (a multiple of every vector width), then the tail.
+    for (; i + kExpBlock <= end; i += kExpBlock) {
+      auto bmax = hn::Zero(df);
+      for (int64_t j = i; j < i + kExpBlock; j += N) {
+        const auto e = hn::Exp(df, hn::Mul(hn::Sub(hn::LoadU(df, x + j), vmax), vscale));
+        hn::StoreU(e, df, probs + j);
+        acc = hn::Add(acc, e);
+        bmax = hn::Max(bmax, e);
+      }
+      if (block_max) block_max[i / kExpBlock] = hn::GetLane(hn::MaxOfLanes(df, bmax));
     }
     double run = static_cast<double>(hn::GetLane(hn::SumOfLanes(df, acc)));
+    float tail_max = 0.0f;
     for (; i < end; ++i) {
       probs[i] = std::exp((x[i] - max) * scale);
       run += probs[i];
+      tail_max = std::max(tail_max, probs[i]);
     }
+    if (block_max && end % kExpBlock != 0) block_max[end / kExpBlock] = tail_max;
     if (run_sums) run_sums[r / kExpRun] = run;
     total += run;
   }
@@ -54,18 +64,21 @@ namespace hinge::kernels {
 HWY_EXPORT(ExpShiftedSimd);
 
 double exp_shifted(const float* x, int64_t n, float max, float scale, float* probs,
-                   double* run_sums) {
-  return HWY_DYNAMIC_DISPATCH(ExpShiftedSimd)(x, n, max, scale, probs, run_sums);
+                   double* run_sums, float* block_max) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftedSimd)(x, n, max, scale, probs, run_sums, block_max);
 }
 
 double exp_shifted_ref(const float* x, int64_t n, float max, float scale, float* probs,
-                       double* run_sums) {
+                       double* run_sums, float* block_max) {
   double total = 0.0;
+  if (block_max)
+    for (int64_t b = 0; b * kExpBlock < n; ++b) block_max[b] = 0.0f;
   for (int64_t r = 0; r < n; r += kExpRun) {
     double run = 0.0;
     for (int64_t i = r; i < std::min(n, r + kExpRun); ++i) {
       probs[i] = std::exp((x[i] - max) * scale);
       run += probs[i];
+      if (block_max) block_max[i / kExpBlock] = std::max(block_max[i / kExpBlock], probs[i]);
     }
     if (run_sums) run_sums[r / kExpRun] = run;
     total += run;
