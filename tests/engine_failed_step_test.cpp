@@ -22,11 +22,7 @@ using testing::load_or_die;
 using testing::shared_path;
 
 EngineConfig config() {
-  EngineConfig c;
-  c.threads = 1;
-  c.k_dtype = c.v_dtype = KvDtype::kF32;
-  c.kv_memory_bytes = 32 << 20;
-  c.max_batched_tokens = 64;
+  EngineConfig c = testing::small_f32_engine_config();
   c.max_num_seqs = 16;
   return c;
 }

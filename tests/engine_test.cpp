@@ -44,11 +44,7 @@ std::map<std::pair<uint64_t, int32_t>, Finished> drain(Engine& e) {
 }
 
 EngineConfig f32_config(int threads = 1) {
-  EngineConfig c;
-  c.threads = threads;
-  c.k_dtype = c.v_dtype = KvDtype::kF32;
-  c.kv_memory_bytes = 64 << 20;
-  c.max_batched_tokens = 64;
+  EngineConfig c = testing::small_f32_engine_config(threads, 64 << 20);
   c.max_num_seqs = 32;
   return c;
 }

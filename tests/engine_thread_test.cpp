@@ -19,14 +19,7 @@ namespace {
 using testing::load_or_die;
 using testing::shared_path;
 
-EngineConfig config() {
-  EngineConfig c;
-  c.threads = 1;
-  c.k_dtype = c.v_dtype = KvDtype::kF32;
-  c.kv_memory_bytes = 32 << 20;
-  c.max_batched_tokens = 64;
-  return c;
-}
+EngineConfig config() { return testing::small_f32_engine_config(); }
 
 GenerateRequest request(int i, int32_t max_new) {
   GenerateRequest r;

@@ -7,11 +7,23 @@
 #include <string>
 #include <vector>
 
+#include "hinge/engine.h"
 #include "model/llama_model.h"
 #include "model/loaded_model.h"
 #include "test_util.h"
 
 namespace hinge::testing {
+
+// A small engine for the model tests: f32 KV (exact against the reference path), a 64-token
+// step budget, `kv_bytes` of KV arena, `threads` threads.
+inline EngineConfig small_f32_engine_config(int threads = 1, int64_t kv_bytes = 32 << 20) {
+  EngineConfig c;
+  c.threads = threads;
+  c.k_dtype = c.v_dtype = KvDtype::kF32;
+  c.kv_memory_bytes = kv_bytes;
+  c.max_batched_tokens = 64;
+  return c;
+}
 
 inline std::unique_ptr<LoadedModel> load_or_die(const std::string& path,
                                                 const std::string& tokenizer = "") {

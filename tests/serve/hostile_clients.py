@@ -310,6 +310,22 @@ def connection_limit():
             s.close()
 
 
+def drip(s, byte):
+    """Sends one byte and looks for the server's answer without waiting: True once the server
+    answered or closed the connection."""
+    s.setblocking(False)
+    try:
+        s.send(byte)
+        s.recv(4096)  # an answer (the 408) or b'' (closed)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        s.setblocking(True)
+
+
 @test
 def slowloris():
     """200 connections sending a header byte per second are dropped at the header deadline."""
@@ -325,21 +341,8 @@ def slowloris():
             for k, s in enumerate(conns):
                 if k in closed_at:
                     continue
-                try:
-                    s.send(head[i:i + 1])
-                except OSError:
+                if drip(s, head[i:i + 1]):
                     closed_at[k] = time.time() - t0
-                    continue
-                s.setblocking(False)
-                try:
-                    d = s.recv(4096)
-                    if d or d == b'':
-                        closed_at[k] = time.time() - t0
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    closed_at[k] = time.time() - t0
-                s.setblocking(True)
             st, dt = health_latency(srv)
             served.append((st, dt))
             i += 1
@@ -384,15 +387,7 @@ def header_drip():
             for k, s in enumerate(conns):
                 if k in closed_at:
                     continue
-                s.setblocking(False)
-                try:
-                    s.send(head[i % len(head):i % len(head) + 1])
-                    d = s.recv(4096)
-                    if d or d == b'':
-                        closed_at[k] = time.time() - t0
-                except BlockingIOError:
-                    pass
-                except OSError:
+                if drip(s, head[i % len(head):i % len(head) + 1]):
                     closed_at[k] = time.time() - t0
             i += 1
             time.sleep(0.001)
