@@ -55,14 +55,6 @@ bool penalties_on(const SamplingParams& p) {
 Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(params.seed) {}
 
-// Bins of 1/32 octave, bin 0 holding weight 1 (the top token): larger weights, smaller bins.
-int32_t Sampler::bin_of(float w) {
-  const uint32_t bits = std::bit_cast<uint32_t>(w);
-  constexpr uint32_t kOne = 0x3F800000u;
-  if (bits >= kOne) return 0;
-  return std::min<int32_t>(static_cast<int32_t>((kOne - bits) >> 18), kBins - 1);
-}
-
 void Sampler::apply_penalties(float* logits, std::span<const int32_t> history, SamplerScratch& s) {
   const auto& p = params_;
   if (!penalties_on(p) || p.penalty_last_n == 0 || history.empty()) return;
@@ -107,8 +99,12 @@ double Sampler::weigh(const float* logits, SamplerScratch& s) {
   s.run_sums.resize(static_cast<size_t>((n_vocab_ + kernels::kExpRun - 1) / kernels::kExpRun));
   s.block_max.resize(
       static_cast<size_t>((n_vocab_ + kernels::kExpBlock - 1) / kernels::kExpBlock));
+  // top-p without top-k histograms the weights' log bins, computed in the same pass.
+  const bool bins = params_.top_p < 1.0f && !(params_.top_k > 0 && params_.top_k < n_vocab_);
+  if (bins) s.log_bins.resize(static_cast<size_t>(n_vocab_));
   return kernels::exp_shifted(logits, n_vocab_, max_logit_, 1.0f / params_.temperature,
-                              s.weights.data(), s.run_sums.data(), s.block_max.data());
+                              s.weights.data(), s.run_sums.data(), s.block_max.data(),
+                              bins ? s.log_bins.data() : nullptr);
 }
 
 Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
@@ -117,32 +113,14 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
   const bool use_p = p.top_p < 1.0f;
   const bool use_m = p.min_p > 0.0f;
   const float* w = s.weights.data();
+  const float* bmax = s.block_max.data();
   const int64_t n = n_vocab_;
-  constexpr int32_t kWays = SamplerScratch::kWays;
-  // top-p without top-k needs the mass per bin; top-k and min-p need no histogram.
-  if (!use_k && use_p) {
-    s.bin_mass.fill(0.0);
-    int64_t i = 0;
-    for (; i + kWays <= n; i += kWays)
-      for (int32_t j = 0; j < kWays; ++j)
-        s.bin_mass[static_cast<size_t>(bin_of(w[i + j]) * kWays + j)] += w[i + j];
-    for (; i < n; ++i) s.bin_mass[static_cast<size_t>(bin_of(w[i]) * kWays)] += w[i];
-  }
-  auto mass_of = [&](int32_t b) {
-    double m = 0;
-    for (int32_t j = 0; j < kWays; ++j) m += s.bin_mass[static_cast<size_t>(b * kWays + j)];
-    return m;
-  };
   // The top weight is 1 up to the exp kernel's rounding; min-p is relative to it.
   const float w_top = w[top_];
   const float min_w = w_top * p.min_p;
-  // top-p's mass in f64 from the bins (the kernel's sum runs in f32 lanes): deep cuts such as
-  // top_p 0.999 land where the sorted chain's f64 sum puts them.
-  double sum = 0.0;
-  if (!use_k && use_p)
-    for (int32_t b = 0; b < kBins; ++b) sum += mass_of(b);
-  const double target = use_p ? static_cast<double>(p.top_p) * sum : 0.0;
+  s.ids.resize(static_cast<size_t>(n + kernels::kGatherSlack));
   Cut c;
+  c.cut = {w_top, static_cast<int32_t>(top_)};  // the chain always keeps the top token
   auto& cand = s.candidates;
   cand.clear();
   if (use_k) {
@@ -158,8 +136,11 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
       tau = s.block_sel[k - 1];
     }
     if (use_m && !use_p) tau = std::max(tau, min_w);
-    for (int64_t i = 0; i < n; ++i)
-      if (w[i] >= tau) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
+    const int64_t m = kernels::gather_between(w, n, tau, HUGE_VALF, s.ids.data(), bmax);
+    for (int64_t j = 0; j < m; ++j) {
+      const int32_t id = s.ids[static_cast<size_t>(j)];
+      cand.push_back({id, 0.0f, w[id]});
+    }
     std::sort(cand.begin(), cand.end(), before);
     size_t keep = std::min(cand.size(), static_cast<size_t>(p.top_k));
     if (use_p) {
@@ -176,71 +157,114 @@ Sampler::Cut Sampler::find_cut(SamplerScratch& s) const {
     }
     if (use_m) {
       const float thr = cand[0].w * p.min_p;
-      size_t m = 1;
-      while (m < keep && cand[m].w >= thr) ++m;
-      keep = m;
+      size_t j = 1;
+      while (j < keep && cand[j].w >= thr) ++j;
+      keep = j;
     }
-    c.bin = -1;
-    c.w_cut = cand[keep - 1].w;
-    c.id_cut = cand[keep - 1].id;
+    c.cut = {cand[keep - 1].w, cand[keep - 1].id};
     c.list = keep;
     for (size_t i = 0; i < keep; ++i) c.mass += cand[i].w;
     return c;
   }
-  if (!use_p) {  // min-p alone: the kept set is every token at or above its threshold
-    c.bin = -1;
-    c.w_cut = min_w;
-    c.id_cut = INT32_MAX;
-    for (int64_t i = 0; i < n; ++i)
-      if (w[i] >= min_w) c.mass += w[i];
-    return c;
+  if (use_p)
+    c = top_p_cut(s);
+  else
+    c.cut = {-HUGE_VALF, INT32_MAX};  // min-p alone cuts below
+  // min-p after top-p: both keep a prefix of the order, so the shorter one stands.
+  if (use_m && c.cut.w_cut < min_w) {
+    c.cut = {min_w, INT32_MAX};
+    c.mass = kernels::kept_sum(w, n, c.cut, bmax);
   }
-  // No top-k: every token in a bin before the boundary bin is kept (top-p's mass is not
-  // reached before it, min-p's threshold lies after it); sort only the boundary bin.
+  return c;
+}
+
+// top-p without top-k, as a radix select on the weights' log scale: a histogram of 1/32-octave
+// bins over the whole vocabulary finds the bin where top-p's mass is reached; only that bin's
+// tokens are gathered, refined by the next 10 and then the last 8 bits of the scale the same
+// way, and the few left are sorted. Masses in f64, so deep cuts (top_p 0.999) land where the
+// sorted chain's f64 sum puts them.
+Sampler::Cut Sampler::top_p_cut(SamplerScratch& s) const {
+  constexpr int32_t kWays = SamplerScratch::kWays;
+  const float* w = s.weights.data();
+  const int64_t n = n_vocab_;
+  s.bin_mass.fill(0.0);
+  int64_t i = 0;
+  const uint16_t* lb = s.log_bins.data();
+  for (; i + kWays <= n; i += kWays)
+    for (int32_t j = 0; j < kWays; ++j) s.bin_mass[lb[i + j] * kWays + j] += w[i + j];
+  for (; i < n; ++i) s.bin_mass[lb[i] * kWays] += w[i];
+  double total = 0.0;
+  for (int32_t b = 0; b < kBins; ++b)
+    for (int32_t j = 0; j < kWays; ++j) total += s.bin_mass[static_cast<size_t>(b * kWays + j)];
+  const double target = static_cast<double>(params_.top_p) * total;
+  // The first bin whose cumulative mass reaches the target; cum: the mass before it.
+  double cum = 0.0;
   int32_t kb = kBins - 1;
-  {
-    double cum = 0.0;
-    for (int32_t b = 0; b < kBins; ++b) {
-      cum += mass_of(b);
-      if (cum >= target) {
-        kb = b;
+  for (int32_t b = 0; b < kBins; ++b) {
+    double m = 0.0;
+    for (int32_t j = 0; j < kWays; ++j) m += s.bin_mass[static_cast<size_t>(b * kWays + j)];
+    if (cum + m >= target) {
+      kb = b;
+      break;
+    }
+    cum += m;
+  }
+  // The bin's weights: d in [kb << 18, (kb + 1) << 18), the last bin everything below.
+  const uint32_t d_lo = static_cast<uint32_t>(kb) << 18;
+  const float hi = kb == 0 ? HUGE_VALF : std::bit_cast<float>(kernels::kLogOne - d_lo);
+  const float lo =
+      kb == kBins - 1 ? 0.0f : std::bit_cast<float>(kernels::kLogOne - ((static_cast<uint32_t>(kb) + 1) << 18) + 1);
+  int32_t* ids = s.ids.data();
+  int64_t m = kernels::gather_between(w, n, lo, hi, ids, s.block_max.data());
+  // Refine by the lower bits of d (weights descending as the field ascends), keeping the ids
+  // in ascending order; the last bin mixes scales and is only sorted (it holds weights below
+  // 2^-32, reached by top_p within ~1e-9 of 1).
+  struct Level {
+    int shift;
+    uint32_t mask;
+  };
+  constexpr Level kLevels[] = {{8, 1023u}, {0, 255u}};
+  for (const Level& lv : kLevels) {
+    if (kb == kBins - 1 || m <= 64) break;
+    s.sub_mass.fill(0.0);
+    for (int64_t j = 0; j < m; ++j) {
+      const float x = w[ids[j]];
+      s.sub_mass[(kernels::log_dist(x) >> lv.shift) & lv.mask] += x;
+    }
+    uint32_t sb = lv.mask;
+    for (uint32_t b = 0; b <= lv.mask; ++b) {
+      if (cum + s.sub_mass[b] >= target) {
+        sb = b;
         break;
       }
+      cum += s.sub_mass[b];
     }
+    int64_t kept = 0;
+    for (int64_t j = 0; j < m; ++j)
+      if (((kernels::log_dist(w[ids[j]]) >> lv.shift) & lv.mask) == sb) ids[kept++] = ids[j];
+    m = kept;
   }
-  if (use_m) kb = std::min(kb, bin_of(min_w));
-  double cum = 0.0;  // the mass before the boundary bin
-  for (int32_t b = 0; b < kb; ++b) cum += mass_of(b);
-  for (int64_t i = 0; i < n; ++i)
-    if (bin_of(w[i]) == kb) cand.push_back({static_cast<int32_t>(i), 0.0f, w[i]});
+  auto& cand = s.candidates;
+  cand.clear();
+  for (int64_t j = 0; j < m; ++j) cand.push_back({ids[j], 0.0f, w[ids[j]]});
   std::sort(cand.begin(), cand.end(), before);
-  c.bin = kb;
-  const bool any_before = cum > 0.0 || kb > 0;
+  Cut c;
+  c.cut = {w[top_], static_cast<int32_t>(top_)};
   for (size_t j = 0; j < cand.size(); ++j) {
-    const bool first = j == 0 && !any_before;  // the chain always keeps the top token
-    if (!first && use_p && cum >= target) break;
-    if (!first && use_m && cand[j].w < min_w) break;
+    const bool first = j == 0 && cum == 0.0;  // nothing before it: the chain keeps it
+    if (!first && cum >= target) break;
     cum += cand[j].w;
-    c.w_cut = cand[j].w;
-    c.id_cut = cand[j].id;
+    c.cut = {cand[j].w, cand[j].id};
   }
   c.mass = cum;
   return c;
 }
 
-bool Sampler::kept(const Cut& c, const float* /*logits*/, const SamplerScratch& s,
-                   int64_t i) const {
-  if (c.all) return true;
-  const float w = s.weights[static_cast<size_t>(i)];
-  if (c.bin >= 0) {
-    const int32_t b = bin_of(w);
-    if (b != c.bin) return b < c.bin;
-    if (c.id_cut < 0) return false;  // nothing of the boundary bin
-  }
-  return w > c.w_cut || (w == c.w_cut && i <= c.id_cut);
+bool Sampler::kept(const Cut& c, const SamplerScratch& s, int64_t i) const {
+  return c.all || kernels::is_kept(s.weights[static_cast<size_t>(i)], i, c.cut);
 }
 
-int32_t Sampler::draw(const Cut& c, const float* logits, const SamplerScratch& s) {
+int32_t Sampler::draw(const Cut& c, const SamplerScratch& s) {
   std::uniform_real_distribution<double> uni(0.0, c.mass);
   const double r = uni(rng_);
   if (c.list > 0) {  // top-k: draw from the few kept, no pass over the vocabulary
@@ -252,24 +276,23 @@ int32_t Sampler::draw(const Cut& c, const float* logits, const SamplerScratch& s
     return s.candidates[0].id;
   }
   const float* w = s.weights.data();
+  if (!c.all) {
+    const int64_t k = kernels::draw_kept(w, n_vocab_, c.cut, r, s.block_max.data());
+    return static_cast<int32_t>(k >= 0 ? k : top_);  // rounding past the total: the top token
+  }
+  // No truncation: skip whole runs by their sums, then walk one run.
   double acc = 0.0;
-  int64_t last = -1;
   int64_t from = 0;
-  if (c.all) {  // skip whole runs by their sums
-    const int64_t runs = static_cast<int64_t>(s.run_sums.size());
-    for (int64_t k = 0; k + 1 < runs && acc + s.run_sums[static_cast<size_t>(k)] <= r; ++k) {
-      acc += s.run_sums[static_cast<size_t>(k)];
-      from = (k + 1) * kernels::kExpRun;
-    }
+  const int64_t runs = static_cast<int64_t>(s.run_sums.size());
+  for (int64_t k = 0; k + 1 < runs && acc + s.run_sums[static_cast<size_t>(k)] <= r; ++k) {
+    acc += s.run_sums[static_cast<size_t>(k)];
+    from = (k + 1) * kernels::kExpRun;
   }
   for (int64_t i = from; i < n_vocab_; ++i) {
-    if (!kept(c, logits, s, i)) continue;
     acc += w[i];
-    if (w[i] > 0.0f) last = i;
     if (r < acc) return static_cast<int32_t>(i);
   }
-  // Rounding: the last kept token with any weight (the top token at worst).
-  return static_cast<int32_t>(last >= 0 ? last : kernels::argmax(logits, n_vocab_));
+  return static_cast<int32_t>(top_);
 }
 
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history,
@@ -284,7 +307,7 @@ int32_t Sampler::sample(const float* logits, std::span<const int32_t> history,
     c.all = true;
     c.mass = total;
   }
-  return draw(c, l, s);
+  return draw(c, s);
 }
 
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
@@ -312,7 +335,7 @@ std::vector<int32_t> Sampler::kept_for_testing(const float* logits,
   }
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n_vocab_; ++i)
-    if (kept(c, l, s, i)) out.push_back(static_cast<int32_t>(i));
+    if (kept(c, s, i)) out.push_back(static_cast<int32_t>(i));
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "kernels/sampling.h"
 
 namespace hinge {
 
@@ -32,7 +33,7 @@ struct SamplerScratch {
   // 32 bins per octave over weights down to 2^-32 (~22 nats below the top), the rest in the
   // last bin; kWays interleaved copies so that consecutive tokens in one bin do not wait on
   // each other's increment.
-  static constexpr int32_t kBins = 1024;
+  static constexpr int32_t kBins = kernels::kLogBins;
   static constexpr int32_t kWays = 4;
   struct Candidate {
     int32_t id;
@@ -45,8 +46,11 @@ struct SamplerScratch {
   std::vector<float> block_max;  // their largest per kernels::kExpBlock ids
   std::vector<float> block_sel;  // a copy of block_max that top-k selects in
   std::vector<Candidate> candidates;
+  std::vector<uint16_t> log_bins;  // kernels::log_bin of each weight (top-p)
+  std::vector<int32_t> ids;  // ids gathered by a threshold (n_vocab + kernels::kGatherSlack)
   std::vector<int32_t> counts;  // occurrences per id in the penalty window (reset after use)
   std::array<double, kBins * kWays> bin_mass{};
+  std::array<double, 1024> sub_mass{};  // a histogram within one bin
 };
 
 class Sampler {
@@ -72,15 +76,11 @@ class Sampler {
 
  private:
   static constexpr int32_t kBins = SamplerScratch::kBins;
-  // Where the truncation cuts the order (weight descending, id ascending). With bin >= 0:
-  // tokens in bins < bin are kept, and in bin `bin` those up to (w_cut, id_cut) inclusive
-  // (id_cut -1: none of it). With bin -1: the tokens up to (w_cut, id_cut). all: no cut.
+  // Where the truncation cuts the order (weight descending, id ascending); all: no cut.
   struct Cut {
     bool all = false;
     size_t list = 0;  // > 0: the kept tokens are scratch.candidates[0, list) (top-k)
-    int32_t bin = -1;
-    float w_cut = 0;
-    int32_t id_cut = -1;
+    kernels::KeptCut cut{0.0f, -1};
     double mass = 0;  // total weight kept
   };
 
@@ -89,9 +89,9 @@ class Sampler {
   bool truncates() const;
   double weigh(const float* logits, SamplerScratch& s);  // fills s.weights, returns their sum
   Cut find_cut(SamplerScratch& s) const;
-  bool kept(const Cut& c, const float* logits, const SamplerScratch& s, int64_t i) const;
-  int32_t draw(const Cut& c, const float* logits, const SamplerScratch& s);
-  static int32_t bin_of(float w);
+  Cut top_p_cut(SamplerScratch& s) const;
+  bool kept(const Cut& c, const SamplerScratch& s, int64_t i) const;
+  int32_t draw(const Cut& c, const SamplerScratch& s);
 
   SamplingParams params_;
   int64_t n_vocab_;
