@@ -10,6 +10,8 @@
 namespace hinge::kv {
 namespace {
 
+std::vector<BlockId> vec(std::span<const BlockId> s) { return {s.begin(), s.end()}; }
+
 std::vector<BlockId> ids(std::initializer_list<int32_t> v) {
   std::vector<BlockId> out;
   for (int32_t x : v) out.push_back(BlockId(x));
@@ -64,7 +66,7 @@ TEST(KvCacheManager, AllocateShareFreeRevive) {
   EXPECT_EQ(none.num_cached_tokens, 0);
   auto a = m.allocate_slots(RequestId(1), 10, &none);
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->new_blocks, ids({0, 1, 2}));
+  EXPECT_EQ(vec(a->new_blocks), ids({0, 1, 2}));
   EXPECT_FALSE(a->copy);
   EXPECT_EQ(m.num_tokens(RequestId(1)), 10);
   EXPECT_EQ(m.slot(RequestId(1), 5), 5);
@@ -83,7 +85,7 @@ TEST(KvCacheManager, AllocateShareFreeRevive) {
   EXPECT_EQ(hit.num_cached_tokens, 8);
   auto b = m.allocate_slots(RequestId(2), 3, &hit);
   ASSERT_TRUE(b);
-  EXPECT_EQ(b->new_blocks, ids({3}));
+  EXPECT_EQ(vec(b->new_blocks), ids({3}));
   EXPECT_EQ(table(m, 2), ids({0, 1, 3}));
   EXPECT_EQ(m.num_tokens(RequestId(2)), 11);
   EXPECT_EQ(m.pool().ref_count(BlockId(0)), 2);
@@ -112,7 +114,7 @@ TEST(KvCacheManager, AllocateShareFreeRevive) {
   EXPECT_EQ(hit2.blocks, ids({0, 1}));
   auto c = m.allocate_slots(RequestId(3), 2, &hit2);
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->new_blocks, ids({4}));
+  EXPECT_EQ(vec(c->new_blocks), ids({4}));
   EXPECT_EQ(table(m, 3), ids({0, 1, 4}));
   EXPECT_EQ(m.pool().free_list(), ids({5, 6, 7, 2, 3}));
   EXPECT_EQ(m.stats().pool.num_evictions, 0);
@@ -158,7 +160,7 @@ TEST(KvCacheManager, Same100TokenPrefixHits96) {
   EXPECT_EQ(hit.blocks, id_range(0, 6));
   auto b = m.allocate_slots(RequestId(2), 4, &hit);
   ASSERT_TRUE(b);
-  EXPECT_EQ(b->new_blocks, ids({7}));
+  EXPECT_EQ(vec(b->new_blocks), ids({7}));
   EXPECT_EQ(table(m, 2), ids({0, 1, 2, 3, 4, 5, 7}));
   for (int32_t i = 0; i < 6; ++i) EXPECT_EQ(m.pool().ref_count(BlockId(i)), 2);
   EXPECT_EQ(m.pool().ref_count(BlockId(6)), 1);
@@ -179,7 +181,7 @@ TEST(KvCacheManager, MultiTurnReusesPreviousTurn) {
     seq.push_back(5000 + k);
     auto a = m.allocate_slots(RequestId(1), 1);
     ASSERT_TRUE(a);
-    EXPECT_EQ(a->new_blocks, k == 8 ? ids({3}) : ids({}));  // position 48 opens block 3
+    EXPECT_EQ(vec(a->new_blocks), k == 8 ? ids({3}) : ids({}));  // position 48 opens block 3
     m.cache_full_blocks(RequestId(1), seq, static_cast<int32_t>(seq.size()));
     EXPECT_INVARIANTS(m);
   }
@@ -349,7 +351,7 @@ TEST(KvCacheManager, FourForksOf512TokenPromptShareItsBlocks) {
     auto a = m.allocate_slots(RequestId(r), 1);
     ASSERT_TRUE(a);
     EXPECT_FALSE(a->copy);
-    EXPECT_EQ(a->new_blocks, ids({static_cast<int32_t>(31 + r)}));
+    EXPECT_EQ(vec(a->new_blocks), ids({static_cast<int32_t>(31 + r)}));
     EXPECT_EQ(m.slot(RequestId(r), 512), (31 + static_cast<int64_t>(r)) * 16);
     EXPECT_INVARIANTS(m);
   }
@@ -392,7 +394,7 @@ TEST(KvCacheManager, CopyOnWriteOfSharedPartialBlock) {
   auto c = m.allocate_slots(RequestId(1), 2);
   ASSERT_TRUE(c);
   EXPECT_FALSE(c->copy);
-  EXPECT_EQ(c->new_blocks, ids({3}));
+  EXPECT_EQ(vec(c->new_blocks), ids({3}));
   EXPECT_EQ(m.pool().render_map(), "S###....\n");
   EXPECT_EQ(m.stats().num_cow_copies, 1);
   EXPECT_INVARIANTS(m);
@@ -432,7 +434,7 @@ TEST(KvCacheManager, AllocationAccountsForRevivedHits) {
   EXPECT_INVARIANTS(m);
   auto a = m.allocate_slots(RequestId(2), 8, &hit);  // 16 tokens = 4 blocks: fits exactly
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->new_blocks, ids({3, 2}));
+  EXPECT_EQ(vec(a->new_blocks), ids({3, 2}));
   EXPECT_EQ(table(m, 2), ids({0, 1, 3, 2}));
   EXPECT_EQ(m.stats().pool.num_evictions, 0);
   EXPECT_INVARIANTS(m);

@@ -26,9 +26,9 @@ std::vector<SampledToken> sample_all(const SchedulerOutput& out) {
   std::vector<SampledToken> sampled;
   for (const ScheduledRequest& r : out.scheduled) {
     if (!r.samples) continue;
-    EXPECT_EQ(r.sample_ids.size(), static_cast<size_t>(r.num_samples - 1));
+    EXPECT_EQ(out.sample_ids(r).size(), static_cast<size_t>(r.num_samples - 1));
     sampled.push_back({r.id, fake_token(r.id, r.end_position())});
-    for (RequestId sid : r.sample_ids) sampled.push_back({sid, fake_token(sid, r.end_position())});
+    for (RequestId sid : out.sample_ids(r)) sampled.push_back({sid, fake_token(sid, r.end_position())});
   }
   return sampled;
 }
@@ -77,7 +77,7 @@ TEST(SchedParallelSampling, FourSamplesOf512TokenPromptShareItsBlocks) {
   ASSERT_TRUE(add(s, 1, iota_tokens(0, 512), 3, ids({11, 12, 13})).ok());
   SchedulerOutput out;
   EXPECT_EQ(step(s, &out), "1:0+512*4");
-  EXPECT_EQ(out.scheduled[0].sample_ids, ids({11, 12, 13}));
+  EXPECT_EQ(vec(out.sample_ids(out.scheduled[0])), ids({11, 12, 13}));
   EXPECT_TRUE(out.block_copies.empty());
   EXPECT_EQ(s.running(), ids({1, 11, 12, 13}));
   // The 32 prompt blocks, once each, referenced by the 4 samples.
@@ -113,9 +113,9 @@ TEST(SchedParallelSampling, FourSamplesOf512TokenPromptShareItsBlocks) {
     const int32_t own = 32 + static_cast<int32_t>(k);
     std::vector<kv::BlockId> expected_table = block_range(0, 32);
     expected_table.push_back(kv::BlockId(own));
-    EXPECT_EQ(r.block_table, expected_table);
-    EXPECT_EQ(r.slot_mapping, std::vector<int64_t>{int64_t{own} * 16});
-    EXPECT_EQ(r.token_ids, std::vector<int32_t>{fake_token(r.id, 512)});
+    EXPECT_EQ(vec(out.block_table(r)), expected_table);
+    EXPECT_EQ(vec(out.slot_mapping(r)), std::vector<int64_t>{int64_t{own} * 16});
+    EXPECT_EQ(vec(out.token_ids(r)), std::vector<int32_t>{fake_token(r.id, 512)});
   }
   EXPECT_EQ(step(s), "1:513+1* 11:513+1* 12:513+1* 13:513+1*");
   EXPECT_FALSE(s.has_unfinished());
@@ -140,7 +140,7 @@ TEST(SchedParallelSampling, PartialPromptBlockCopyOnWriteAndPreemptedSample) {
   ASSERT_TRUE(add(s, 1, iota_tokens(0, 100), 20, ids({11, 12})).ok());
   SchedulerOutput out;
   EXPECT_EQ(step(s, &out), "9:0+32* 1:0+100*3");
-  EXPECT_EQ(out.scheduled[1].block_table, block_range(2, 7));
+  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), block_range(2, 7));
   for (uint64_t id : {1, 11, 12}) EXPECT_EQ(table(s, id), block_range(2, 7));
   for (int32_t b = 2; b <= 8; ++b) EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(b)), 3);
   EXPECT_EQ(s.kv().stats().pool.num_used_blocks, 9);
@@ -156,11 +156,11 @@ TEST(SchedParallelSampling, PartialPromptBlockCopyOnWriteAndPreemptedSample) {
     t.push_back(kv::BlockId(last));
     return t;
   };
-  EXPECT_EQ(out.scheduled[1].block_table, with(10));
-  EXPECT_EQ(out.scheduled[2].block_table, with(11));
-  EXPECT_EQ(out.scheduled[3].block_table, with(8));
-  EXPECT_EQ(out.scheduled[1].slot_mapping, std::vector<int64_t>{10 * 16 + 4});
-  EXPECT_EQ(out.scheduled[3].slot_mapping, std::vector<int64_t>{8 * 16 + 4});
+  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), with(10));
+  EXPECT_EQ(vec(out.block_table(out.scheduled[2])), with(11));
+  EXPECT_EQ(vec(out.block_table(out.scheduled[3])), with(8));
+  EXPECT_EQ(vec(out.slot_mapping(out.scheduled[1])), std::vector<int64_t>{10 * 16 + 4});
+  EXPECT_EQ(vec(out.slot_mapping(out.scheduled[3])), std::vector<int64_t>{8 * 16 + 4});
   EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(8)), 1);
   EXPECT_EQ(s.kv().stats().num_cow_copies, 2);
   EXPECT_EQ(s.kv().stats().pool.num_used_blocks, 12);
@@ -194,7 +194,7 @@ TEST(SchedParallelSampling, PartialPromptBlockCopyOnWriteAndPreemptedSample) {
   // 1 and 11 reached 20 tokens; 12 resumes: the 96 prompt tokens of the 6 shared blocks are
   // still cached, the partial prompt block and its 13 outputs are recomputed.
   EXPECT_EQ(step(s, &out), "9:51+1* 12:96+17* fin 1 11");
-  EXPECT_EQ(out.scheduled[1].token_ids[4], fake_token(RequestId(12), 100));
+  EXPECT_EQ(out.token_ids(out.scheduled[1])[4], fake_token(RequestId(12), 100));
   EXPECT_EQ(s.kv().stats().num_prefix_query_tokens, queries_before + 113);
   EXPECT_EQ(s.kv().stats().num_prefix_hit_tokens, 96);
   const std::vector<kv::BlockId> table12 = table(s, 12);
@@ -244,7 +244,7 @@ TEST(SchedParallelSampling, PreemptedBeforeTheForkForksAfterRecompute) {
   EXPECT_EQ(s.find(RequestId(1))->num_preemptions(), 2);
   SchedulerOutput out;
   EXPECT_EQ(step(s, &out), "1:9+1*2");
-  EXPECT_EQ(out.scheduled[0].sample_ids, ids({11}));
+  EXPECT_EQ(vec(out.sample_ids(out.scheduled[0])), ids({11}));
   EXPECT_EQ(s.running(), ids({1, 11}));
   EXPECT_EQ(s.find(RequestId(11))->num_preemptions(), 2);  // a sample inherits the history
   // The prompt's last block (positions 8, 9) is shared: 1 copies it, 11 writes in place.
@@ -253,8 +253,8 @@ TEST(SchedParallelSampling, PreemptedBeforeTheForkForksAfterRecompute) {
   EXPECT_EQ(step(s, &out), "1:10+1* 11:10+1*");  // both reach max_new_tokens
   ASSERT_EQ(out.block_copies.size(), 1u);
   EXPECT_EQ(out.block_copies[0].src, shared[2]);
-  EXPECT_EQ(out.scheduled[1].block_table, shared);
-  EXPECT_EQ(out.scheduled[0].block_table,
+  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), shared);
+  EXPECT_EQ(vec(out.block_table(out.scheduled[0])),
             (std::vector<kv::BlockId>{shared[0], shared[1], out.block_copies[0].dst}));
   EXPECT_EQ(step(s), "fin 1 11");
   std::vector<Request> done = s.take_finished();

@@ -149,22 +149,26 @@ void simulate(const SimConfig& cfg, SimResult* result) {
     std::vector<SampledToken> sampled;
     std::vector<RequestId> stops;
     for (const ScheduledRequest& r : out.scheduled) {
-      ASSERT_EQ(r.slot_mapping.size(), r.token_ids.size());
-      for (size_t j = 0; j < r.token_ids.size(); ++j) {
+      const auto slots = out.slot_mapping(r);
+      const auto tokens = out.token_ids(r);
+      const auto table = out.block_table(r);
+      const auto sample_ids = out.sample_ids(r);
+      ASSERT_EQ(slots.size(), tokens.size());
+      for (size_t j = 0; j < tokens.size(); ++j) {
         const int32_t p = r.first_position + static_cast<int32_t>(j);
-        ASSERT_EQ(r.slot_mapping[j],
-                  int64_t{r.block_table[static_cast<size_t>(p / bs)].value} * bs + p % bs);
-        arena[static_cast<size_t>(r.slot_mapping[j])] = r.token_ids[j];
+        ASSERT_EQ(slots[j],
+                  int64_t{table[static_cast<size_t>(p / bs)].value} * bs + p % bs);
+        arena[static_cast<size_t>(slots[j])] = tokens[j];
       }
       if (!r.samples) continue;
       // Attention reads positions [0, end) through the block table.
       std::vector<int32_t> seen;
       for (int32_t p = 0; p < r.end_position(); ++p)
         seen.push_back(arena[static_cast<size_t>(
-            int64_t{r.block_table[static_cast<size_t>(p / bs)].value} * bs + p % bs)]);
-      ASSERT_EQ(r.sample_ids.size(), static_cast<size_t>(r.num_samples - 1));
+            int64_t{table[static_cast<size_t>(p / bs)].value} * bs + p % bs)]);
+      ASSERT_EQ(sample_ids.size(), static_cast<size_t>(r.num_samples - 1));
       for (int32_t k = 0; k < r.num_samples; ++k) {
-        const RequestId id = k == 0 ? r.id : r.sample_ids[static_cast<size_t>(k - 1)];
+        const RequestId id = k == 0 ? r.id : sample_ids[static_cast<size_t>(k - 1)];
         const int32_t t = fake_token(id, seen);
         sampled.push_back({id, t});
         if (t % kEosModulo == 0) stops.push_back(id);

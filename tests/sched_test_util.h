@@ -60,6 +60,9 @@ inline std::vector<kv::BlockId> block_range(int32_t first, int32_t n) {
 }
 
 inline std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
+inline std::vector<int64_t> vec(std::span<const int64_t> s) { return {s.begin(), s.end()}; }
+inline std::vector<kv::BlockId> vec(std::span<const kv::BlockId> s) { return {s.begin(), s.end()}; }
+inline std::vector<RequestId> vec(std::span<const RequestId> s) { return {s.begin(), s.end()}; }
 
 inline SchedulerConfig config(int32_t budget, int32_t max_seqs, int32_t bs, int32_t blocks,
                               bool prefix_cache = true) {

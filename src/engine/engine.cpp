@@ -57,6 +57,8 @@ struct SampleState {
   RequestUsage usage;
   bool stop_seen = false;  // EOS or stop string: finish after update()
   bool prompt_logprobs_sent = false;  // the group's prompt logprobs went out in a delta
+  int64_t delta_step = -1;  // the step whose deltas hold this sample's, at delta_slot
+  size_t delta_slot = 0;
 
   SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
               const Tokenizer* tok, bool detokenize)
@@ -112,12 +114,26 @@ class EngineImpl final : public Engine {
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     scratch_.resize(static_cast<size_t>(pool_.size()));
     draws_.reserve(static_cast<size_t>(config.max_num_seqs));
+    // Every per-step buffer at its largest once, so steady steps allocate nothing: tokens up
+    // to the step budget, block tables of every running sequence at full length.
     const size_t t = static_cast<size_t>(config.max_batched_tokens);
-    token_ids_.reserve(t);
-    slots_.reserve(t);
-    logit_rows_.reserve(static_cast<size_t>(config.max_num_seqs));
-    seqs_.reserve(static_cast<size_t>(config.max_num_seqs));
-    step_rows_.reserve(static_cast<size_t>(config.max_num_seqs));
+    const size_t seqs = static_cast<size_t>(config.max_num_seqs);
+    const size_t table = static_cast<size_t>((max_model_len + config.block_size - 1) /
+                                             config.block_size);
+    out_.scheduled.reserve(seqs);
+    out_.all_token_ids.reserve(t);
+    out_.all_slots.reserve(t);
+    out_.all_block_ids.reserve(seqs * table);
+    out_.all_sample_ids.reserve(seqs);
+    out_.block_copies.reserve(seqs);
+    out_.preempted.reserve(seqs);
+    tables_.reserve(seqs * table);
+    table_offsets_.reserve(seqs);
+    logit_rows_.reserve(seqs);
+    seqs_.reserve(seqs);
+    step_rows_.reserve(seqs);
+    sampled_.reserve(seqs);
+    delta_sids_.reserve(seqs);
   }
 
   Status check_request(const GenerateRequest& req) const override {
@@ -216,10 +232,12 @@ class EngineImpl final : public Engine {
   bool has_unfinished() const override { return !samples_.empty(); }
 
   Status step(std::vector<RequestDelta>* deltas) override {
-    deltas->clear();
-    delta_index_.clear();
+    // The caller's deltas are reused in place (their buffers keep their capacity); the first
+    // num_deltas_ are this step's, the rest are dropped at the end.
+    num_deltas_ = 0;
     delta_sids_.clear();
-    const sched::SchedulerOutput out = sched_.schedule();
+    sched_.schedule(&out_);
+    const sched::SchedulerOutput& out = out_;
     ++steps_;
     for (const kv::BlockCopy& cp : out.block_copies) arena_.copy_block(cp.src, cp.dst);
     kv_blocks_peak_ = std::max(kv_blocks_peak_, sched_.kv().pool().counters().num_used_blocks);
@@ -228,6 +246,7 @@ class EngineImpl final : public Engine {
     if (!out.empty()) {
       if (Status st = run_forward(out); !st.ok()) {
         fail_step(out, deltas);
+        deltas->resize(num_deltas_);
         return st;
       }
       record_prompt_logprobs(out);
@@ -240,6 +259,7 @@ class EngineImpl final : public Engine {
         sched_.finish_request(s.id, FinishReason::kStop);
     }
     finish_step(deltas);
+    deltas->resize(num_deltas_);
     return Status::Ok();
   }
 
@@ -278,8 +298,6 @@ class EngineImpl final : public Engine {
     }
     if (left > 0)
       return Status::Error("forward pass failed (injected by fail_next_steps_for_testing)");
-    token_ids_.clear();
-    slots_.clear();
     logit_rows_.clear();
     seqs_.clear();
     tables_.clear();
@@ -287,15 +305,13 @@ class EngineImpl final : public Engine {
     step_rows_.clear();
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
-      token_ids_.insert(token_ids_.end(), r.token_ids.begin(), r.token_ids.end());
-      slots_.insert(slots_.end(), r.slot_mapping.begin(), r.slot_mapping.end());
       kernels::AttentionSeq seq;
       seq.query_begin = row;
       seq.num_queries = r.num_new_tokens;
       seq.first_position = r.first_position;
-      seq.num_blocks = static_cast<int32_t>(r.block_table.size());
+      seq.num_blocks = r.num_blocks;
       table_offsets_.push_back(tables_.size());  // pointer set below, once tables_ is final
-      for (kv::BlockId b : r.block_table) tables_.push_back(b.value);
+      for (kv::BlockId b : out.block_table(r)) tables_.push_back(b.value);
       seqs_.push_back(seq);
       StepRows rows = prompt_logprob_rows(r, seq.query_begin);
       for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
@@ -316,8 +332,8 @@ class EngineImpl final : public Engine {
     for (size_t i = 0; i < seqs_.size(); ++i)
       seqs_[i].block_table = tables_.data() + table_offsets_[i];
     ForwardBatch b;
-    b.token_ids = token_ids_;
-    b.slot_mapping = slots_;
+    b.token_ids = out.all_token_ids;  // in schedule order: the batch's rows
+    b.slot_mapping = out.all_slots;
     b.seqs = seqs_;
     b.logit_rows = logit_rows_;
     // More rows than max_num_seqs only with prompt logprobs: grow once, keep the capacity.
@@ -330,7 +346,7 @@ class EngineImpl final : public Engine {
   // instead of the scheduler's update(), every other request goes on. Samples 1..n-1 of a
   // request that had not forked yet exist only here: they finish with it.
   void fail_step(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas) {
-    std::vector<RequestId> unforked;
+    std::vector<RequestId> unforked;  // (a failed step may allocate)
     for (const sched::ScheduledRequest& r : out.scheduled) {
       const sched::Request* req = sched_.find(r.id);
       if (req && req->fork_pending())
@@ -347,7 +363,7 @@ class EngineImpl final : public Engine {
     for (RequestId sid : errored) finish_sample(sid, FinishReason::kError, deltas);
     for (RequestId sid : pending_aborts_) finish_sample(sid, FinishReason::kAborted, deltas);
     pending_aborts_.clear();
-    for (size_t i = 0; i < deltas->size(); ++i) {
+    for (size_t i = 0; i < num_deltas_; ++i) {
       auto it = samples_.find(delta_sids_[i]);
       if (it != samples_.end()) (*deltas)[i].usage = it->second.usage;
     }
@@ -393,17 +409,24 @@ class EngineImpl final : public Engine {
     }
   }
 
+  // This step's delta of sample sid: the next one of the caller's vector, reset in place.
   RequestDelta& delta_for(RequestId sid, std::vector<RequestDelta>* deltas) {
-    auto [it, inserted] = delta_index_.try_emplace(sid, deltas->size());
-    if (inserted) {
-      delta_sids_.push_back(sid);
-      const SampleState& st = samples_.at(sid);
-      RequestDelta d;
-      d.id = st.group;
-      d.index = st.index;
-      deltas->push_back(std::move(d));
-    }
-    return (*deltas)[it->second];
+    SampleState& st = samples_.at(sid);
+    if (st.delta_step == steps_) return (*deltas)[st.delta_slot];
+    st.delta_step = steps_;
+    st.delta_slot = num_deltas_++;
+    delta_sids_.push_back(sid);
+    if (st.delta_slot == deltas->size()) deltas->emplace_back();
+    RequestDelta& d = (*deltas)[st.delta_slot];
+    d.id = st.group;
+    d.index = st.index;
+    d.token_ids.clear();
+    d.text.clear();
+    d.finish_reason = FinishReason::kNone;
+    d.usage = {};
+    d.logprobs.clear();
+    d.prompt_logprobs.clear();
+    return d;
   }
 
   // Draws every sample's token (in parallel on the pool: each sampler and scratch is one
@@ -419,7 +442,8 @@ class EngineImpl final : public Engine {
       const float* logits = &logits_[static_cast<size_t>(step_rows_[i].sample_row) * vocab];
       const Group& g = *groups_.at(samples_.at(r.id).group);
       for (int32_t k = 0; k < r.num_samples; ++k) {
-        const RequestId sid = k == 0 ? r.id : g.ids[static_cast<size_t>(samples_.at(r.id).index + k)];
+        const RequestId sid =
+            k == 0 ? r.id : g.ids[static_cast<size_t>(samples_.at(r.id).index + k)];
         draws_.push_back({sid, &samples_.at(sid), req, logits, 0});
       }
     }
@@ -537,8 +561,7 @@ class EngineImpl final : public Engine {
   std::vector<RequestId> pending_aborts_;
 
   // Per-step buffers (capacity kept).
-  std::vector<int32_t> token_ids_;
-  std::vector<int64_t> slots_;
+  sched::SchedulerOutput out_;
   std::vector<int32_t> logit_rows_;
   std::vector<StepRows> step_rows_;     // per out.scheduled entry
   std::vector<kernels::AttentionSeq> seqs_;
@@ -556,8 +579,8 @@ class EngineImpl final : public Engine {
   std::vector<Draw> draws_;
   std::vector<SamplerScratch> scratch_;  // one per pool thread
   std::vector<sched::SampledToken> sampled_;
-  std::unordered_map<RequestId, size_t> delta_index_;  // sample id -> index in deltas
-  std::vector<RequestId> delta_sids_;                    // deltas[i] belongs to this sample
+  size_t num_deltas_ = 0;               // deltas of this step (a prefix of the caller's vector)
+  std::vector<RequestId> delta_sids_;  // deltas[i] belongs to this sample
 
   int64_t steps_ = 0;
   int64_t prompt_tokens_computed_ = 0;

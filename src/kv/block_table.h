@@ -32,6 +32,8 @@ class BlockTable {
     blocks_[static_cast<size_t>(i)] = b;
   }
   void clear() { blocks_.clear(); }
+  void reserve(size_t n) { blocks_.reserve(n); }
+  size_t capacity() const { return blocks_.capacity(); }
 
   // Physical KV slot of token position `position` (must lie inside the table).
   int64_t slot(int64_t position, int32_t block_size_tokens) const;

@@ -18,10 +18,15 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn)
   HINGE_CHECK(hash_fn_ != nullptr);
 }
 
-void KvCacheManager::add_request(RequestId id, CacheNamespace ns) {
+void KvCacheManager::add_request(RequestId id, CacheNamespace ns, int32_t max_tokens) {
   auto [it, inserted] = requests_.try_emplace(id);
   HINGE_CHECK_MSG(inserted, "request {} already live", id.value);
   it->second.ns = ns;
+  if (max_tokens > 0) {
+    const size_t blocks = static_cast<size_t>(blocks_for(max_tokens));
+    it->second.table.reserve(blocks);
+    it->second.hashes.reserve(blocks);
+  }
 }
 
 ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prompt,
@@ -96,16 +101,18 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
   SlotAllocation out;
   if (cow) {
     const BlockId src = st.table.back();
-    std::vector<BlockId> dst;
-    pool_.allocate(1, &dst);
+    allocated_.clear();
+    pool_.allocate(1, &allocated_);
     const BlockId one[1] = {src};
     pool_.free(one);  // still referenced by the other sharers
-    st.table.set(st.table.num_blocks() - 1, dst[0]);
-    out.copy = BlockCopy{src, dst[0]};
+    st.table.set(st.table.num_blocks() - 1, allocated_[0]);
+    out.copy = BlockCopy{src, allocated_[0]};
     ++num_cow_copies_;
   }
-  pool_.allocate(num_needed, &out.new_blocks);
-  for (BlockId b : out.new_blocks) st.table.push_back(b);
+  allocated_.clear();
+  pool_.allocate(num_needed, &allocated_);
+  for (BlockId b : allocated_) st.table.push_back(b);
+  out.new_blocks = st.table.blocks().last(allocated_.size());
   st.num_tokens += num_new_tokens;
   return out;
 }
@@ -146,7 +153,10 @@ void KvCacheManager::uncache_uncomputed(RequestId id, int32_t num_computed_token
 
 void KvCacheManager::fork(RequestId parent, RequestId child) {
   HINGE_CHECK_MSG(!requests_.contains(child), "fork: request {} already live", child.value);
-  RequestState copy = state(parent);
+  const RequestState& from = state(parent);
+  RequestState copy = from;
+  copy.table.reserve(from.table.capacity());  // the child grows to the same length
+  copy.hashes.reserve(from.hashes.capacity());
   for (BlockId b : copy.table.blocks()) pool_.ref(b);
   requests_.emplace(child, std::move(copy));
 }

@@ -68,7 +68,9 @@ struct BlockCopy {
 };
 
 struct SlotAllocation {
-  std::vector<BlockId> new_blocks;  // appended to the table (a copy-on-write dst excluded)
+  // Appended to the table (a copy-on-write dst excluded): a view of the table's last entries,
+  // valid until the request's table next changes.
+  std::span<const BlockId> new_blocks;
   std::optional<BlockCopy> copy;    // copy-on-write the runner must perform first
 };
 
@@ -97,7 +99,9 @@ class KvCacheManager {
   const BlockPool& pool() const { return pool_; }
 
   // Starts tracking a request (no blocks yet). HINGE_CHECK: id not live.
-  void add_request(RequestId id, CacheNamespace ns);
+  // max_tokens (optional): the most tokens the request can reach, so its table and hashes are
+  // sized once and decode steps do not allocate.
+  void add_request(RequestId id, CacheNamespace ns, int32_t max_tokens = 0);
   bool has_request(RequestId id) const { return requests_.contains(id); }
 
   // Longest prefix of `prompt` made of full cached blocks of namespace ns, leaving at least one
@@ -169,6 +173,7 @@ class KvCacheManager {
   BlockPool pool_;
   std::unordered_map<RequestId, RequestState> requests_;
   std::vector<BlockId> scratch_;  // reversed table for free()
+  std::vector<BlockId> allocated_;  // blocks just taken from the pool (capacity kept)
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
   int64_t num_cow_copies_ = 0;

@@ -16,6 +16,7 @@
 // Every sample then lives, is preempted and finishes on its own.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -79,7 +80,12 @@ class Request {
         n_(params.n),
         sample_ids_(std::move(params.sample_ids)),
         parent_id_(id),
-        skip_prefix_cache_(params.skip_prefix_cache) {}
+        skip_prefix_cache_(params.skip_prefix_cache) {
+    // Sized once for the whole generation: update() appends without allocating.
+    token_ids_.reserve(static_cast<size_t>(max_tokens()));
+  }
+  // Prompt plus max_new_tokens: the most tokens this request can hold.
+  int32_t max_tokens() const { return num_prompt_tokens_ + std::max(0, max_new_tokens_); }
 
   RequestId id() const { return id_; }
   Priority priority() const { return priority_; }

@@ -107,13 +107,31 @@ bool Scheduler::finish_request(RequestId id, FinishReason reason) {
   return true;
 }
 
+void SchedulerOutput::clear() {
+  scheduled.clear();
+  block_copies.clear();
+  preempted.clear();
+  finished.clear();
+  num_scheduled_tokens = 0;
+  all_token_ids.clear();
+  all_slots.clear();
+  all_block_ids.clear();
+  all_sample_ids.clear();
+}
+
 SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  schedule(&out);
+  return out;
+}
+
+void Scheduler::schedule(SchedulerOutput* out_ptr) {
   HINGE_CHECK_MSG(!awaiting_update_,
                   "schedule() called twice without update() or abort_step()");
   awaiting_update_ = true;
-  SchedulerOutput out;
-  out.finished = std::move(finished_ids_);
-  finished_ids_.clear();
+  SchedulerOutput& out = *out_ptr;
+  out.clear();
+  out.finished.swap(finished_ids_);
   int32_t budget = config_.max_num_batched_tokens;
 
   // 1. Running requests. The victim of a preemption is always running_.back(): the lowest
@@ -136,7 +154,7 @@ SchedulerOutput Scheduler::schedule() {
     if (!alloc) break;  // r itself was preempted; it was the last running request
     if (alloc->copy) out.block_copies.push_back(*alloc->copy);
     kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
-    out.scheduled.push_back(make_scheduled(r, num_new));
+    add_scheduled(r, num_new, &out);
     r.num_inflight_tokens_ = num_new;
     budget -= num_new;
     ++i;
@@ -147,7 +165,7 @@ SchedulerOutput Scheduler::schedule() {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
     Request& r = get(waiting_.front());
     if (num_running_seqs_ + num_seqs(r) > config_.max_num_seqs) break;
-    kv_.add_request(r.id(), r.cache_namespace());
+    kv_.add_request(r.id(), r.cache_namespace(), r.max_tokens());
     const kv::ComputedBlocks hit = r.skip_prefix_cache()
                                        ? kv::ComputedBlocks{}
                                        : kv_.get_computed_blocks(r.token_ids(), r.cache_namespace());
@@ -166,7 +184,7 @@ SchedulerOutput Scheduler::schedule() {
     if (alloc->copy) out.block_copies.push_back(*alloc->copy);
     // Cached now, not after the step: the next waiting request with the same prefix hits.
     kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
-    out.scheduled.push_back(make_scheduled(r, num_new));
+    add_scheduled(r, num_new, &out);
     r.num_inflight_tokens_ = num_new;
     budget -= num_new;
   }
@@ -174,7 +192,6 @@ SchedulerOutput Scheduler::schedule() {
   out.num_scheduled_tokens = config_.max_num_batched_tokens - budget;
   num_scheduled_tokens_ += out.num_scheduled_tokens;
   ++num_steps_;
-  return out;
 }
 
 void Scheduler::update(const SchedulerOutput& output, std::span<const SampledToken> sampled) {
@@ -183,12 +200,12 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
   size_t next_sample = 0;
   for (const ScheduledRequest& s : output.scheduled) {
     HINGE_CHECK(s.num_samples >= 1 &&
-                s.sample_ids.size() == static_cast<size_t>(s.num_samples - 1));
+                output.sample_ids(s).size() == static_cast<size_t>(s.num_samples - 1));
     auto it = requests_.find(s.id);
     if (it == requests_.end()) {  // aborted or finished by the caller since schedule()
       if (!s.samples) continue;
       for (int32_t k = 0; k < s.num_samples; ++k) {
-        const RequestId expected = k == 0 ? s.id : s.sample_ids[static_cast<size_t>(k - 1)];
+        const RequestId expected = k == 0 ? s.id : output.sample_ids(s)[static_cast<size_t>(k - 1)];
         if (next_sample < sampled.size() && sampled[next_sample].id == expected) ++next_sample;
       }
       continue;
@@ -209,9 +226,9 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
       HINGE_CHECK_MSG(r.fork_pending() && s.num_samples == r.n(),
                       "request {}: {} samples scheduled but no fork pending", s.id.value, n);
       for (size_t k = 1; k < n; ++k) {
-        HINGE_CHECK_MSG(sampled[next_sample + k].id == s.sample_ids[k - 1],
+        HINGE_CHECK_MSG(sampled[next_sample + k].id == output.sample_ids(s)[k - 1],
                         "request {}: sampled token {} is for {}, sample {} expected", s.id.value,
-                        k, sampled[next_sample + k].id.value, s.sample_ids[k - 1].value);
+                        k, sampled[next_sample + k].id.value, output.sample_ids(s)[k - 1].value);
         fork_sample(r, static_cast<int32_t>(k), sampled[next_sample + k].token);
       }
       // The parent now counts one seq slot, each sample one: num_running_seqs_ is unchanged.
@@ -222,7 +239,7 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
     next_sample += n;
     // Each sample finishes on its own max_new_tokens (all the same right after a fork).
     for (size_t k = 0; k < n; ++k) {
-      const RequestId id = k == 0 ? s.id : s.sample_ids[k - 1];
+      const RequestId id = k == 0 ? s.id : output.sample_ids(s)[k - 1];
       const Request& q = get(id);
       if (q.num_output_tokens() >= q.max_new_tokens()) finish(id, FinishReason::kLength);
     }
@@ -259,6 +276,7 @@ void Scheduler::fork_sample(Request& parent, int32_t k, int32_t token) {
   child.sample_ids_.clear();
   child.parent_id_ = parent.id();
   child.sample_index_ = k;
+  child.token_ids_.reserve(static_cast<size_t>(parent.max_tokens()));
   child.token_ids_.push_back(token);
   requests_.emplace(child_id, std::move(child));  // references to parent stay valid
   insert_sorted(&running_, child_id);
@@ -404,25 +422,29 @@ void Scheduler::finish(RequestId id, FinishReason reason) {
   ++num_finished_;
 }
 
-ScheduledRequest Scheduler::make_scheduled(const Request& r, int32_t num_new) const {
+void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput* out) const {
   ScheduledRequest s;
   s.id = r.id();
   s.first_position = r.num_computed_tokens_;
   s.num_new_tokens = num_new;
   s.samples = s.end_position() == r.num_tokens();
+  s.sample_begin = static_cast<int32_t>(out->all_sample_ids.size());
   if (s.samples && r.fork_pending()) {  // the prompt is complete: n samples, fork in update()
     s.num_samples = r.n();
-    s.sample_ids.assign(r.sample_ids().begin(), r.sample_ids().end());
+    out->all_sample_ids.insert(out->all_sample_ids.end(), r.sample_ids().begin(),
+                               r.sample_ids().end());
   }
+  s.token_begin = static_cast<int32_t>(out->all_token_ids.size());
   const auto tokens = r.token_ids().subspan(static_cast<size_t>(s.first_position),
                                             static_cast<size_t>(num_new));
-  s.token_ids.assign(tokens.begin(), tokens.end());
-  s.slot_mapping.reserve(static_cast<size_t>(num_new));
+  out->all_token_ids.insert(out->all_token_ids.end(), tokens.begin(), tokens.end());
   for (int32_t p = s.first_position; p < s.end_position(); ++p)
-    s.slot_mapping.push_back(kv_.slot(r.id(), p));
+    out->all_slots.push_back(kv_.slot(r.id(), p));
   const auto table = kv_.block_table(r.id()).blocks();
-  s.block_table.assign(table.begin(), table.end());
-  return s;
+  s.block_begin = static_cast<int32_t>(out->all_block_ids.size());
+  s.num_blocks = static_cast<int32_t>(table.size());
+  out->all_block_ids.insert(out->all_block_ids.end(), table.begin(), table.end());
+  out->scheduled.push_back(s);
 }
 
 }  // namespace hinge::sched

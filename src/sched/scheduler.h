@@ -81,23 +81,55 @@ struct ScheduledRequest {
   bool samples = false;              // reaches num_tokens: the model samples after it
   // Tokens to sample from the last position's logits when samples == true: 1, or n when this
   // step finishes the prompt of a request with n > 1 parallel samples (it forks in update()).
+  // The sampled tokens go, in order, to id, then SchedulerOutput::sample_ids(*this).
   int32_t num_samples = 1;
-  // When num_samples > 1: the ids of samples 1..num_samples-1 (RequestParams::sample_ids); the
-  // sampled tokens go, in order, to id, sample_ids[0], ..., sample_ids[num_samples - 2].
-  std::vector<RequestId> sample_ids{};
-  std::vector<int32_t> token_ids;    // [num_new_tokens], ids at those positions
-  std::vector<int64_t> slot_mapping; // [num_new_tokens], physical KV slot of each position
-  std::vector<kv::BlockId> block_table;  // whole table after this step's allocation
+  // Where this request's share lies in SchedulerOutput's flat arrays (read it through the
+  // accessors there): token ids and slots [token_begin, + num_new_tokens), the block table
+  // after this step's allocation [block_begin, + num_blocks), the ids of samples 1..n-1
+  // [sample_begin, + num_samples - 1).
+  int32_t token_begin = 0;
+  int32_t block_begin = 0;
+  int32_t num_blocks = 0;
+  int32_t sample_begin = 0;
   int32_t end_position() const { return first_position + num_new_tokens; }
 };
 
+// One step. The per-request arrays are concatenated in flat vectors that keep their capacity
+// from step to step (schedule(SchedulerOutput*)), so a steady decode step allocates nothing
+// and each block table is copied once; a copy of the output is self-contained.
 struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;  // running order, then newly admitted
   std::vector<kv::BlockCopy> block_copies;  // copy-on-write, to perform before the forward pass
   std::vector<RequestId> preempted;         // preempted this step (their KV is gone)
   std::vector<RequestId> finished;          // finished since the previous schedule()
   int32_t num_scheduled_tokens = 0;
+  std::vector<int32_t> all_token_ids;       // every scheduled request's, concatenated
+  std::vector<int64_t> all_slots;           // physical KV slot of each of those positions
+  std::vector<kv::BlockId> all_block_ids;   // every block table, concatenated
+  std::vector<RequestId> all_sample_ids;
+
   bool empty() const { return scheduled.empty(); }
+  void clear();
+  // Ids at r's positions this step.
+  std::span<const int32_t> token_ids(const ScheduledRequest& r) const {
+    return std::span<const int32_t>(all_token_ids).subspan(static_cast<size_t>(r.token_begin),
+                                                           static_cast<size_t>(r.num_new_tokens));
+  }
+  // Physical KV slot of each of those positions.
+  std::span<const int64_t> slot_mapping(const ScheduledRequest& r) const {
+    return std::span<const int64_t>(all_slots).subspan(static_cast<size_t>(r.token_begin),
+                                                       static_cast<size_t>(r.num_new_tokens));
+  }
+  // r's whole block table after this step's allocation.
+  std::span<const kv::BlockId> block_table(const ScheduledRequest& r) const {
+    return std::span<const kv::BlockId>(all_block_ids)
+        .subspan(static_cast<size_t>(r.block_begin), static_cast<size_t>(r.num_blocks));
+  }
+  // The ids of samples 1..num_samples-1 (RequestParams::sample_ids) when num_samples > 1.
+  std::span<const RequestId> sample_ids(const ScheduledRequest& r) const {
+    return std::span<const RequestId>(all_sample_ids)
+        .subspan(static_cast<size_t>(r.sample_begin), static_cast<size_t>(r.num_samples - 1));
+  }
 };
 
 // A token sampled for one request (or one parallel sample) whose ScheduledRequest had
@@ -134,6 +166,8 @@ class Scheduler {
   bool finish_request(RequestId id, FinishReason reason = FinishReason::kStop);
 
   SchedulerOutput schedule();
+  // The same into *out, reusing its capacity (the engine's steady state allocates nothing).
+  void schedule(SchedulerOutput* out);
   // `sampled` holds, for each entry of output.scheduled with samples == true, in that order,
   // num_samples tokens: {id, token} for num_samples == 1; for num_samples == n > 1, n entries
   // with ids id, sample_ids[0], ..., sample_ids[n - 2] (n tokens sampled from the one logits
@@ -174,7 +208,7 @@ class Scheduler {
   // Creates sample k (1..n-1) of running request `parent` (which has just computed its prompt),
   // sharing its KV, with its first sampled token.
   void fork_sample(Request& parent, int32_t k, int32_t token);
-  ScheduledRequest make_scheduled(const Request& r, int32_t num_new) const;
+  void add_scheduled(const Request& r, int32_t num_new, SchedulerOutput* out) const;
   // Seq slots a running request counts against max_num_seqs.
   static int32_t num_seqs(const Request& r) { return r.fork_pending() ? r.n() : 1; }
 
