@@ -125,6 +125,11 @@ struct EngineStats {
   int32_t kv_blocks_used = 0;          // referenced by live requests
   int32_t kv_blocks_peak = 0;          // most ever referenced at once
   int64_t kv_bytes_total = 0;
+  // What cached KV blocks are keyed under besides their tokens: model, KV format and
+  // calibration (kv_calibration: a digest of the fp8 scales and K-shift means fixed at engine
+  // start; 0 for plain float KV, which has none).
+  uint64_t kv_fingerprint = 0;
+  uint64_t kv_calibration = 0;
   int64_t kv_bytes_per_block = 0;
   int64_t kv_slots_allocated = 0;      // token slots of the blocks live requests hold, now
   int64_t kv_slots_used = 0;           // of which hold a token

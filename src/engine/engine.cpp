@@ -10,9 +10,12 @@
 #include <optional>
 #include <unordered_map>
 
+#include <xxhash.h>
+
 #include "common/thread_pool.h"
 #include "engine/cache_identity.h"
 #include "engine/kv_budget.h"
+#include "engine/kv_calibration.h"
 #include "engine/sampler.h"
 #include "engine/stop_matcher.h"
 #include "kv/kv_arena.h"
@@ -104,12 +107,14 @@ class EngineImpl final : public Engine {
         llama_(model.config, model.weights, pool_, config.max_batched_tokens,
                model.file_mappings),
         arena_(std::move(arena)),
+        kv_calibration_(run_calibration(max_model_len)),
+        kv_fingerprint_(with_calibration(kv_cache_fingerprint(model, spec), kv_calibration_)),
         sched_(sched::SchedulerConfig{.max_num_batched_tokens = config.max_batched_tokens,
                                       .max_num_seqs = config.max_num_seqs,
                                       .block_size_tokens = config.block_size,
                                       .num_kv_blocks = static_cast<int32_t>(arena_.num_blocks()),
                                       .enable_prefix_cache = config.enable_prefix_cache,
-                                      .cache_fingerprint = kv_cache_fingerprint(model, spec)}) {
+                                      .cache_fingerprint = kv_fingerprint_}) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     scratch_.resize(static_cast<size_t>(pool_.size()));
@@ -278,6 +283,8 @@ class EngineImpl final : public Engine {
     s.kv_blocks_peak = kv_blocks_peak_;
     s.kv_bytes_per_block = arena_.bytes_per_block();
     s.kv_bytes_total = arena_.bytes();
+    s.kv_fingerprint = kv_fingerprint_;
+    s.kv_calibration = kv_calibration_;
     const int64_t bs = config_.block_size;
     for (RequestId id : sched_.running()) {
       if (!sched_.kv().has_request(id)) continue;
@@ -288,10 +295,26 @@ class EngineImpl final : public Engine {
   }
 
   const kv::KvSpec& kv_spec() const override { return spec_; }
+  const Status& init_status() const { return init_status_; }
   const EngineConfig& config() const override { return config_; }
   void fail_next_steps_for_testing(int32_t n) override { fail_steps_.store(n); }
 
  private:
+  // The calibration step, in the constructor's member order: after the model and the arena,
+  // before the scheduler (its cache is keyed by the result).
+  uint64_t run_calibration(int32_t max_model_len) {
+    auto cal = calibrate_kv(llama_, arena_, max_model_len);
+    if (!cal.ok()) {
+      init_status_ = cal.status();
+      return 0;
+    }
+    return *cal;
+  }
+  static uint64_t with_calibration(uint64_t fingerprint, uint64_t calibration) {
+    return calibration == 0 ? fingerprint
+                            : XXH3_64bits_withSeed(&calibration, sizeof calibration, fingerprint);
+  }
+
   Status run_forward(const sched::SchedulerOutput& out) {
     int32_t left = fail_steps_.load();
     while (left > 0 && !fail_steps_.compare_exchange_weak(left, left - 1)) {
@@ -553,6 +576,9 @@ class EngineImpl final : public Engine {
   ThreadPool pool_;
   LlamaModel llama_;
   kv::KvArena arena_;
+  Status init_status_;  // the calibration pass's (Engine::create returns it)
+  uint64_t kv_calibration_ = 0;  // kv_calibration.h; before sched_, which is keyed by it
+  uint64_t kv_fingerprint_ = 0;
   sched::Scheduler sched_;
 
   uint64_t next_id_ = 1;
@@ -610,8 +636,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
   in.max_model_len = max_len;
   HINGE_ASSIGN_OR_RETURN(int64_t blocks, kv_num_blocks(in));
   HINGE_ASSIGN_OR_RETURN(kv::KvArena arena, kv::KvArena::create(spec, blocks));
-  return std::unique_ptr<Engine>(new EngineImpl(model, tokenizer, config, spec, std::move(arena),
-                                                static_cast<int32_t>(max_len)));
+  auto engine = std::make_unique<EngineImpl>(model, tokenizer, config, spec, std::move(arena),
+                                             static_cast<int32_t>(max_len));
+  HINGE_RETURN_IF_ERROR(engine->init_status());
+  return std::unique_ptr<Engine>(std::move(engine));
 }
 
 }  // namespace hinge

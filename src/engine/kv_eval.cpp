@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/kv_calibration.h"
 #include "model/llama_model.h"
 
 namespace hinge {
@@ -14,6 +15,8 @@ Status all_logits(const LoadedModel& m, std::span<const int32_t> tokens, kv::KvD
                   kv::KvDtype v, ThreadPool& pool, int64_t chunk, std::vector<float>* out) {
   LlamaModel model(m.config, m.weights, pool, chunk, m.file_mappings);
   KvCache cache(m.config, static_cast<int64_t>(tokens.size()), k, v);
+  // Calibrated as the engine does (kv_calibration.h), not from the text under test.
+  HINGE_RETURN_IF_ERROR(calibrate_kv(model, cache.arena(), static_cast<int32_t>(chunk)).status());
   out->assign(tokens.size() * static_cast<size_t>(m.config.n_vocab), 0.0f);
   return model.forward(tokens, cache, out->data(), /*all_logits=*/true);
 }

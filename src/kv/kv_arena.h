@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "common/status.h"
@@ -69,6 +70,7 @@ class KvArena {
   float* k_shift(int32_t layer) {
     return &k_shift_[static_cast<size_t>(layer) * static_cast<size_t>(kv_dim_)];
   }
+  std::span<const float> k_shifts() const { return k_shift_; }  // every layer's, in order
   bool k_shift_ready(int32_t layer) const { return k_shift_ready_[static_cast<size_t>(layer)] != 0; }
   void set_k_shift_ready(int32_t layer) { k_shift_ready_[static_cast<size_t>(layer)] = 1; }
 
