@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
 
   hinge::cli::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand(
-      "bench", "Benchmark the batched engine: N synthetic requests at once, greedy decoding");
+      "bench", "Benchmark the batched engine: N synthetic requests at once, greedy or sampled (--temp)");
   bench_cmd->footer(
       "Prompts: BOS + --shared-prefix random ids + --prompt-tokens random ids per request "
       "(seeded).\nTTFT: start to the step that produced a request's first token; inter-token: "

@@ -3,8 +3,8 @@
 // another model, KV dtype or layout never hits, in this process or when restored from another
 // one. Covers: the model's shape and RoPE, a digest of its embedding and output weights (the
 // first 64 KiB of each, which tells fine-tunes of one shape apart), the KV spec (dtypes, block
-// size) and the layout version below. The KV calibration (fp8 scales, the K-shift mean) is not
-// in it yet: it is still taken from the first batch the engine runs.
+// size) and the layout version below. The engine folds the digest of its KV calibration (fp8
+// scales, K-shift means; engine/kv_calibration.h) into it.
 #pragma once
 
 #include <cstdint>
