@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
@@ -32,11 +33,36 @@ GenerateRequest request(int i, int32_t max_new) {
   return r;
 }
 
+// One request's deltas as the engine thread delivers them; tests wait on its condition
+// variable (no sleep-polling).
 struct Stream {
   std::mutex mu;
+  std::condition_variable cv;
   std::vector<int32_t> tokens;
   FinishReason reason = FinishReason::kNone;
   int finals = 0;
+
+  void add(const RequestDelta& d) {
+    {
+      std::lock_guard lock(mu);
+      tokens.insert(tokens.end(), d.token_ids.begin(), d.token_ids.end());
+      if (d.finished()) {
+        reason = d.finish_reason;
+        ++finals;
+      }
+    }
+    cv.notify_all();
+  }
+  // Until the final delta came (false after `timeout`).
+  bool wait_final(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return finals > 0; });
+  }
+  // Until a first token or the final delta came.
+  bool wait_started(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return !tokens.empty() || finals > 0; });
+  }
 };
 
 TEST(EngineThread, ConcurrentSubmittersGetTheDirectEngineTokens) {
@@ -56,20 +82,15 @@ TEST(EngineThread, ConcurrentSubmittersGetTheDirectEngineTokens) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kRequests; ++i) {
     clients.emplace_back([&, i] {
-      auto id = et.submit(request(i, 10 + i), [&s = streams[i]](const RequestDelta& d) {
-        std::lock_guard lock(s.mu);
-        s.tokens.insert(s.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-        if (d.finished()) {
-          s.reason = d.finish_reason;
-          ++s.finals;
-        }
-      });
+      auto id = et.submit(request(i, 10 + i),
+                          [&s = streams[i]](const RequestDelta& d) { s.add(d); });
       EXPECT_TRUE(id.ok());
     });
   }
   for (auto& t : clients) t.join();
-  for (int guard = 0; et.num_active() > 0 && guard < 2000; ++guard)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (Stream& s : streams) ASSERT_TRUE(s.wait_final());
+  // The final delta goes out just before the request leaves the active set.
+  for (int guard = 0; et.num_active() > 0 && guard < 1000; ++guard) std::this_thread::yield();
   EXPECT_EQ(et.num_active(), 0);
   for (int i = 0; i < kRequests; ++i) {
     std::lock_guard lock(streams[i].mu);
@@ -94,27 +115,14 @@ TEST(EngineThread, RejectsBadRequestsAbortsAndStops) {
 
   Stream a, b;
   auto collect = [](Stream& s) {
-    return [&s](const RequestDelta& d) {
-      std::lock_guard lock(s.mu);
-      s.tokens.insert(s.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-      if (d.finished()) {
-        s.reason = d.finish_reason;
-        ++s.finals;
-      }
-    };
+    return [&s](const RequestDelta& d) { s.add(d); };
   };
   auto ida = et.submit(request(1, 1500), collect(a));
   ASSERT_TRUE(ida.ok());
   et.cancel(*ida);
   auto idb = et.submit(request(2, 1500), collect(b));
   ASSERT_TRUE(idb.ok());
-  for (int guard = 0; guard < 2000; ++guard) {
-    {
-      std::lock_guard lock(a.mu);
-      if (a.finals) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  ASSERT_TRUE(a.wait_final());
   {
     std::lock_guard lock(a.mu);
     EXPECT_EQ(a.reason, FinishReason::kAborted);
@@ -153,29 +161,17 @@ TEST(EngineThread, CancelAfterARefusedSubmitHitsTheRightRequest) {
   auto collect = [](Stream& s, std::atomic<uint64_t>* id) {
     return [&s, id](const RequestDelta& d) {
       if (id) id->store(d.id.value);
-      std::lock_guard lock(s.mu);
-      s.tokens.insert(s.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-      if (d.finished()) {
-        s.reason = d.finish_reason;
-        ++s.finals;
-      }
+      s.add(d);
     };
   };
   auto ta = et.submit(request(1, 1500), collect(a, nullptr));
   auto tb = et.submit(request(2, 1500), collect(b, &b_id));
   ASSERT_TRUE(ta.ok() && tb.ok());
-  for (int guard = 0; b_id.load() == 0 && guard < 2000; ++guard)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(b.wait_started());
   ASSERT_NE(b_id.load(), 0u);
   EXPECT_NE(b_id.load(), tb->value);  // the spaces differ: ticket 3, engine id 2
   et.cancel(*tb);
-  for (int guard = 0; guard < 4000; ++guard) {
-    {
-      std::lock_guard lock(b.mu);
-      if (b.finals) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  ASSERT_TRUE(b.wait_final());
   {
     std::lock_guard lock(b.mu);
     EXPECT_EQ(b.reason, FinishReason::kAborted);

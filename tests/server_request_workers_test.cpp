@@ -18,13 +18,21 @@ TEST(RequestWorkers, BulkTasksLeaveAWorkerForGeneration) {
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<int> bulk_started{0};
+  std::promise<void> first_bulk;
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(w.submit([&, gate] { ++bulk_started; gate.wait(); }, RequestWorkers::Kind::kBulk));
-  std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(bulk_started.load(), 1);  // threads - 1 = 1 bulk task at a time
+    ASSERT_TRUE(w.submit(
+        [&, gate] {
+          if (++bulk_started == 1) first_bulk.set_value();
+          gate.wait();
+        },
+        RequestWorkers::Kind::kBulk));
+  ASSERT_EQ(first_bulk.get_future().wait_for(5s), std::future_status::ready);
+  // Bulk tasks 2 and 3 are queued ahead of it: it runs only if they may not take the second
+  // worker (threads - 1 = 1 bulk task at a time).
   std::promise<void> ran;
   ASSERT_TRUE(w.submit([&] { ran.set_value(); }));
   EXPECT_EQ(ran.get_future().wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(bulk_started.load(), 1);
   release.set_value();
 }
 
@@ -34,8 +42,12 @@ TEST(RequestWorkers, QueueIsBoundedAndDrainsOnDestruction) {
     RequestWorkers w(1, 3);
     std::promise<void> release;
     std::shared_future<void> gate = release.get_future().share();
-    ASSERT_TRUE(w.submit([gate] { gate.wait(); }));
-    std::this_thread::sleep_for(50ms);  // the worker holds the first task
+    std::promise<void> held;
+    ASSERT_TRUE(w.submit([gate, &held] {
+      held.set_value();
+      gate.wait();
+    }));
+    ASSERT_EQ(held.get_future().wait_for(5s), std::future_status::ready);  // the worker holds it
     int accepted = 0;
     for (int i = 0; i < 5; ++i) accepted += w.submit([&] { ++done; }) ? 1 : 0;
     EXPECT_EQ(accepted, 3);

@@ -27,10 +27,10 @@
 
 #include "common/status.h"
 #include "engine/sampling_params.h"
-#include "kv/kv_cache_manager.h"
+#include "kv/kv_ids.h"
 #include "kv/kv_spec.h"
-#include "sched/request.h"
-#include "sched/scheduler.h"
+#include "kv/kv_stats.h"
+#include "sched/request_types.h"
 
 namespace hinge {
 

@@ -16,11 +16,11 @@
 #include "engine/cache_identity.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibration.h"
-#include "engine/sampler.h"
-#include "engine/stop_matcher.h"
+#include "engine/sample_state.h"
 #include "kv/kv_arena.h"
 #include "model/llama_model.h"
 #include "model/loaded_model.h"
+#include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge {
@@ -40,51 +40,6 @@ Status EngineConfig::validate() const {
 }
 
 namespace {
-
-// Sample i of a request draws from its own random stream (seed + i * golden ratio), so the
-// samples of one request differ while each stays reproducible.
-SamplingParams sample_params(const SamplingParams& p, int32_t index) {
-  SamplingParams s = p;
-  s.seed = p.seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull;
-  return s;
-}
-
-// Output state of one sample (one scheduler request id).
-struct SampleState {
-  RequestId group;        // the id add_request returned
-  int32_t index = 0;      // sample index within the group
-  const GenerateRequest* params = nullptr;  // owned by the group
-  Sampler sampler;
-  std::optional<StreamingDetokenizer> detok;
-  StopMatcher stops;
-  RequestUsage usage;
-  bool stop_seen = false;  // EOS or stop string: finish after update()
-  bool prompt_logprobs_sent = false;  // the group's prompt logprobs went out in a delta
-  int64_t delta_step = -1;  // the step whose deltas hold this sample's, at delta_slot
-  size_t delta_slot = 0;
-
-  SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
-              const Tokenizer* tok, bool detokenize)
-      : group(g),
-        index(i),
-        params(&p),
-        sampler(sample_params(p.sampling, i), n_vocab),
-        stops(p.sampling.stop) {
-    if (tok && detokenize) {
-      detok.emplace(*tok);
-      for (int32_t id : p.prompt_token_ids) detok->push_context(id);
-    }
-    usage.prompt_tokens = static_cast<int32_t>(p.prompt_token_ids.size());
-  }
-};
-
-struct Group {
-  GenerateRequest params;
-  std::vector<RequestId> ids;  // sample 0 (== group id), then samples 1..n-1
-  // params.prompt_logprobs >= 0: entry i for prompt token i + 1, filled in position order as
-  // the prompt is computed (a recompute after preemption skips the positions already done).
-  std::vector<PositionLogprobs> prompt_logprobs;
-};
 
 // Where one scheduled request's logits are in this step's logits buffer.
 struct StepRows {
@@ -425,7 +380,7 @@ class EngineImpl final : public Engine {
         const int32_t pos = rows.prompt_position + k;
         HINGE_CHECK(pos == static_cast<int32_t>(g.prompt_logprobs.size()));
         g.prompt_logprobs.emplace_back();
-        fill_logprobs(&logits_[static_cast<size_t>(rows.prompt_row + k) * vocab],
+        fill_logprobs(&logits_[static_cast<size_t>(rows.prompt_row + k) * vocab], model_.config.n_vocab,
                       prompt[static_cast<size_t>(pos) + 1], g.params.prompt_logprobs,
                       &g.prompt_logprobs.back());
       }
@@ -505,45 +460,15 @@ class EngineImpl final : public Engine {
       d.token_ids.push_back(token);
       if (st.params->logprobs >= 0) {
         d.logprobs.emplace_back();
-        fill_logprobs(dr.logits, token, st.params->logprobs, &d.logprobs.back());
+        fill_logprobs(dr.logits, model_.config.n_vocab, token, st.params->logprobs,
+                      &d.logprobs.back());
       }
       ++st.usage.completion_tokens;
-      if (st.detok) {
-        d.text += st.stops.push(st.detok->push(token));
-        if (st.stops.stopped()) st.stop_seen = true;
+      if (st.output) {
+        d.text += st.output->push(token);
+        if (st.output->stopped()) st.stop_seen = true;
       }
     }
-  }
-
-  // Log-softmax of the raw logits at the sampled token, and the k most likely tokens (ties:
-  // lower id first).
-  void fill_logprobs(const float* logits, int32_t token, int32_t k, PositionLogprobs* out) const {
-    const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
-    const float mx = *std::max_element(logits, logits + vocab);
-    double sum = 0;
-    for (size_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-    const float lse = mx + static_cast<float>(std::log(sum));
-    out->sampled = {token, logits[token] - lse};
-    auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
-      return a.logprob != b.logprob ? a.logprob > b.logprob : a.token < b.token;
-    };
-    std::vector<TokenLogprob>& top = out->top;
-    top.clear();
-    const size_t kk = std::min(static_cast<size_t>(std::max(0, k)), vocab);
-    top.reserve(kk);
-    for (size_t i = 0; i < vocab && kk > 0; ++i) {
-      const TokenLogprob c{static_cast<int32_t>(i), logits[i]};
-      if (top.size() < kk) {
-        top.push_back(c);
-        std::push_heap(top.begin(), top.end(), better);  // front: the worst kept
-      } else if (better(c, top.front())) {
-        std::pop_heap(top.begin(), top.end(), better);
-        top.back() = c;
-        std::push_heap(top.begin(), top.end(), better);
-      }
-    }
-    std::sort(top.begin(), top.end(), better);
-    for (TokenLogprob& t : top) t.logprob -= lse;
   }
 
   void finish_sample(RequestId sid, FinishReason reason, std::vector<RequestDelta>* deltas) {
@@ -551,10 +476,7 @@ class EngineImpl final : public Engine {
     if (it == samples_.end()) return;
     SampleState& st = it->second;
     RequestDelta& d = delta_for(sid, deltas);
-    if (st.detok && !st.stops.stopped()) {
-      d.text += st.stops.push(st.detok->flush());
-      d.text += st.stops.flush();
-    }
+    if (st.output) d.text += st.output->finish();
     if (reason == FinishReason::kLength && st.stop_seen) reason = FinishReason::kStop;
     d.finish_reason = reason;
     d.usage = st.usage;

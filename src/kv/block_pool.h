@@ -32,17 +32,9 @@
 #include "kv/block_hash.h"
 #include "kv/block_hash_index.h"
 #include "kv/kv_ids.h"
+#include "kv/kv_stats.h"
 
 namespace hinge::kv {
-
-struct BlockPoolCounters {
-  int32_t num_total_blocks = 0;
-  int32_t num_free_blocks = 0;         // ref 0 (includes cached-free)
-  int32_t num_used_blocks = 0;         // ref > 0
-  int32_t num_cached_free_blocks = 0;  // ref 0 and holding a hash: evictable prefix cache
-  int32_t num_shared_blocks = 0;       // ref > 1
-  int64_t num_evictions = 0;           // cached hashes dropped to reuse a block
-};
 
 class BlockPool {
  public:

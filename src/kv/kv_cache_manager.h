@@ -74,18 +74,6 @@ struct SlotAllocation {
   std::optional<BlockCopy> copy;    // copy-on-write the runner must perform first
 };
 
-struct KvCacheStats {
-  BlockPoolCounters pool;
-  int32_t num_requests = 0;
-  // Prefix cache queries, counted once per admission: when allocate_slots adopts the
-  // ComputedBlocks of get_computed_blocks (hit or miss). A lookup whose allocation fails (the
-  // request waits and looks up again later) counts nothing. A request re-admitted after a
-  // preemption is a new admission and counts again (prompt + output so far).
-  int64_t num_prefix_query_tokens = 0;  // tokens looked up and adopted
-  int64_t num_prefix_hit_tokens = 0;    // of which found cached
-  int64_t num_cow_copies = 0;
-};
-
 // True when HINGE_KV_DEBUG=1: the engine then prints debug_string() each step.
 bool kv_debug_enabled();
 

@@ -24,13 +24,12 @@
 
 #include "common/status.h"
 #include "kv/kv_ids.h"
+#include "sched/request_types.h"
 
 namespace hinge::sched {
 
 using kv::RequestId;
 
-// Lower value = scheduled first, preempted last.
-enum class Priority : uint8_t { kInteractive = 0, kBatch = 1 };
 
 enum class RequestStatus : uint8_t {
   kWaiting,    // never scheduled yet
@@ -39,16 +38,7 @@ enum class RequestStatus : uint8_t {
   kFinished,   // blocks freed, removed from the queues
 };
 
-enum class FinishReason : uint8_t {
-  kNone,     // not finished
-  kLength,   // max_new_tokens reached
-  kStop,     // the caller saw EOS or a stop sequence (Scheduler::finish_request)
-  kAborted,  // Scheduler::abort_request (client gone, cancelled)
-  kError,    // the step that scheduled it failed (Scheduler::abort_step); nothing more follows
-};
-
 const char* request_status_name(RequestStatus s);
-const char* finish_reason_name(FinishReason r);
 
 // What the caller supplies for a new request.
 struct RequestParams {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/stop_matcher.h"
+#include "engine/output_processor.h"
 #include "sched/kv_demand.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
@@ -42,8 +42,7 @@ std::string user_key(const HttpRequest& r, const OpenAiRequest& req) {
 
 // Output state of one choice, on the connection's strand.
 struct ChoiceState {
-  std::optional<StreamingDetokenizer> detok;
-  std::optional<StopMatcher> stops;
+  std::optional<OutputProcessor> output;  // text and stop strings, as the engine's
   bool started = false;   // a chunk was sent (chat: the role chunk)
   bool finished = false;  // from the client's view (a stop string ends it before the engine)
   bool stopped = false;   // a stop string matched: later tokens are dropped
@@ -91,9 +90,7 @@ struct Job {
     usages.resize(static_cast<size_t>(n));
     state.resize(static_cast<size_t>(n));
     for (ChoiceState& c : state) {
-      c.detok.emplace(api->tokenizer());
-      c.detok->push_context(last_prompt_token);
-      c.stops.emplace(stop);
+      c.output.emplace(api->tokenizer(), stop, last_prompt_token);
     }
   }
   void process(const RequestDelta& d);
@@ -142,7 +139,7 @@ void Job::process(const RequestDelta& d) {
   const size_t num_tokens = score_only ? 0 : d.token_ids.size();
   for (size_t k = 0; k < num_tokens && !c.stopped; ++k) {
     const int32_t id = d.token_ids[k];
-    piece.text += c.stops->push(c.detok->push(id));
+    piece.text += c.output->push(id);
     ++c.completion_tokens;
     ++taken;
     if (top_logprobs >= 0 && k < d.logprobs.size())
@@ -155,7 +152,7 @@ void Job::process(const RequestDelta& d) {
         e.top.emplace_back(tok.token_to_piece(t.token), t.logprob);
       lps.push_back(std::move(e));
     }
-    if (c.stops->stopped()) {
+    if (c.output->stopped()) {
       c.stopped = true;
       api->engine().cancel_sample(ticket, d.index);
     }
@@ -172,10 +169,7 @@ void Job::process(const RequestDelta& d) {
     m.tokens_generated(taken);
   }
   if ((d.finished() || c.stopped) && !c.finished) {
-    if (!c.stopped) {
-      piece.text += c.stops->push(c.detok->flush());
-      piece.text += c.stops->flush();
-    }
+    piece.text += c.output->finish();  // nothing after a stop string
     c.finished = true;
     piece.finish_reason = c.stopped ? FinishReason::kStop : d.finish_reason;
     if (score_only && piece.finish_reason != FinishReason::kAborted)

@@ -1,0 +1,64 @@
+// The engine's per-sample output state: each sample's sampler (own random stream),
+// output processor (text, stop strings) and usage, grouped per request; and the logprobs of one logits row.
+// Engine-thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/output_processor.h"
+#include "hinge/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hinge {
+
+// Sample i of a request draws from its own random stream (seed + i * golden ratio), so the
+// samples of one request differ while each stays reproducible.
+inline SamplingParams sample_params(const SamplingParams& p, int32_t index) {
+  SamplingParams s = p;
+  s.seed = p.seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ull;
+  return s;
+}
+
+// Output state of one sample (one scheduler request id).
+struct SampleState {
+  RequestId group;        // the id add_request returned
+  int32_t index = 0;      // sample index within the group
+  const GenerateRequest* params = nullptr;  // owned by the group
+  Sampler sampler;
+  std::optional<OutputProcessor> output;  // text and stop strings (EngineConfig::detokenize)
+  RequestUsage usage;
+  bool stop_seen = false;  // EOS or stop string: finish after update()
+  bool prompt_logprobs_sent = false;  // the group's prompt logprobs went out in a delta
+  int64_t delta_step = -1;  // the step whose deltas hold this sample's, at delta_slot
+  size_t delta_slot = 0;
+
+  SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
+              const Tokenizer* tok, bool detokenize)
+      : group(g),
+        index(i),
+        params(&p),
+        sampler(sample_params(p.sampling, i), n_vocab) {
+    if (tok && detokenize)
+      output.emplace(*tok, p.sampling.stop,
+                     p.prompt_token_ids.empty() ? -1 : p.prompt_token_ids.back());
+    usage.prompt_tokens = static_cast<int32_t>(p.prompt_token_ids.size());
+  }
+};
+
+struct Group {
+  GenerateRequest params;
+  std::vector<RequestId> ids;  // sample 0 (== group id), then samples 1..n-1
+  // params.prompt_logprobs >= 0: entry i for prompt token i + 1, filled in position order as
+  // the prompt is computed (a recompute after preemption skips the positions already done).
+  std::vector<PositionLogprobs> prompt_logprobs;
+};
+
+// Log-softmax of the raw logits (n_vocab of them) at `token`, and the k most likely tokens
+// (ties: lower id first).
+void fill_logprobs(const float* logits, int64_t n_vocab, int32_t token, int32_t k,
+                   PositionLogprobs* out);
+
+}  // namespace hinge

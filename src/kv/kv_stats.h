@@ -1,0 +1,30 @@
+// Counters of the KV block pool and cache manager, shared with the public Engine API
+// (EngineStats::kv). Plain data.
+#pragma once
+
+#include <cstdint>
+
+namespace hinge::kv {
+
+struct BlockPoolCounters {
+  int32_t num_total_blocks = 0;
+  int32_t num_free_blocks = 0;         // ref 0 (includes cached-free)
+  int32_t num_used_blocks = 0;         // ref > 0
+  int32_t num_cached_free_blocks = 0;  // ref 0 and holding a hash: evictable prefix cache
+  int32_t num_shared_blocks = 0;       // ref > 1
+  int64_t num_evictions = 0;           // cached hashes dropped to reuse a block
+};
+
+struct KvCacheStats {
+  BlockPoolCounters pool;
+  int32_t num_requests = 0;
+  // Prefix cache queries, counted once per admission: when allocate_slots adopts the
+  // ComputedBlocks of get_computed_blocks (hit or miss). A lookup whose allocation fails (the
+  // request waits and looks up again later) counts nothing. A request re-admitted after a
+  // preemption is a new admission and counts again (prompt + output so far).
+  int64_t num_prefix_query_tokens = 0;  // tokens looked up and adopted
+  int64_t num_prefix_hit_tokens = 0;    // of which found cached
+  int64_t num_cow_copies = 0;
+};
+
+}  // namespace hinge::kv
