@@ -18,15 +18,7 @@ using testing::load_or_die;
 using testing::shared_path;
 
 GenerateRequest request(uint64_t seed, int32_t prompt_len, int32_t max_new) {
-  GenerateRequest r;
-  std::mt19937_64 rng(seed);
-  r.prompt_token_ids = {1};
-  while (static_cast<int32_t>(r.prompt_token_ids.size()) < prompt_len)
-    r.prompt_token_ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = 0.0f;
-  r.sampling.ignore_eos = true;
-  return r;
+  return testing::seeded_request(seed, prompt_len, max_new);
 }
 
 std::vector<int32_t> run_to_end(Engine& e, const GenerateRequest& r) {

@@ -28,16 +28,9 @@ EngineConfig config() {
 }
 
 GenerateRequest request(uint64_t seed, int32_t prompt_len, int32_t max_new, int32_t n = 1) {
-  GenerateRequest r;
-  std::mt19937_64 rng(seed);
-  r.prompt_token_ids = {1};
-  while (static_cast<int32_t>(r.prompt_token_ids.size()) < prompt_len)
-    r.prompt_token_ids.push_back(static_cast<int32_t>(3 + rng() % 500));
-  r.max_new_tokens = max_new;
+  GenerateRequest r = testing::seeded_request(seed, prompt_len, max_new);
   r.n = n;
   r.sampling.temperature = n > 1 ? 1.0f : 0.0f;
-  r.sampling.seed = seed;
-  r.sampling.ignore_eos = true;
   return r;
 }
 

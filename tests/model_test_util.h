@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,20 @@ inline EngineConfig small_f32_engine_config(int threads = 1, int64_t kv_bytes = 
   c.kv_memory_bytes = kv_bytes;
   c.max_batched_tokens = 64;
   return c;
+}
+
+// BOS + prompt_len - 1 ids in [3, 503) drawn from `seed`; greedy, EOS ignored.
+inline GenerateRequest seeded_request(uint64_t seed, int32_t prompt_len, int32_t max_new) {
+  GenerateRequest r;
+  std::mt19937_64 rng(seed);
+  r.prompt_token_ids = {1};
+  while (static_cast<int32_t>(r.prompt_token_ids.size()) < prompt_len)
+    r.prompt_token_ids.push_back(static_cast<int32_t>(3 + rng() % 500));
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = 0.0f;
+  r.sampling.seed = seed;
+  r.sampling.ignore_eos = true;
+  return r;
 }
 
 inline std::unique_ptr<LoadedModel> load_or_die(const std::string& path,

@@ -93,36 +93,38 @@ inline bool skip_block(const float* block_max, int64_t b, float w_cut) {
   return block_max != nullptr && block_max[b] < w_cut;
 }
 
-// The kept lanes of w[j, j + N) as a mask.
-template <class DF, class DI>
-HWY_INLINE auto KeptMask(DF df, DI di, hn::Vec<DF> v, int64_t j, hn::Vec<DF> vcut,
-                         hn::Vec<DI> vid, hn::Vec<DI> iota) {
-  const auto idx = hn::Add(iota, hn::Set(di, static_cast<int32_t>(j)));
-  const auto id_ok = hn::RebindMask(df, hn::Not(hn::Gt(idx, vid)));  // no int Le in hwy 1.0
-  return hn::Or(hn::Gt(v, vcut), hn::And(hn::Eq(v, vcut), id_ok));
+// acc plus the kept values of block [i, i + kExpBlock) of a cut (w > w_cut, or w == w_cut and
+// id <= id_cut), lane-wise.
+template <class DF>
+HWY_INLINE hn::Vec<DF> KeptBlockSum(DF df, const float* HWY_RESTRICT w, int64_t i, float w_cut,
+                                    int32_t id_cut, hn::Vec<DF> acc) {
+  const hn::RebindToSigned<DF> di;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto vcut = hn::Set(df, w_cut);
+  const auto vid = hn::Set(di, id_cut);
+  const auto iota = hn::Iota(di, 0);
+  for (int64_t j = i; j < i + kExpBlock; j += N) {
+    const auto v = hn::LoadU(df, w + j);
+    const auto idx = hn::Add(iota, hn::Set(di, static_cast<int32_t>(j)));
+    const auto id_ok = hn::RebindMask(df, hn::Not(hn::Gt(idx, vid)));  // no int Le in hwy 1.0
+    const auto kept = hn::Or(hn::Gt(v, vcut), hn::And(hn::Eq(v, vcut), id_ok));
+    acc = hn::Add(acc, hn::IfThenElseZero(kept, v));
+  }
+  return acc;
 }
 
 double KeptSumSimd(const float* HWY_RESTRICT w, int64_t n, float w_cut, int32_t id_cut,
                    const float* HWY_RESTRICT block_max) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto vcut = hn::Set(df, w_cut);
-  const auto vid = hn::Set(di, id_cut);
-  const auto iota = hn::Iota(di, 0);
   const KeptCut c{w_cut, id_cut};
   double total = 0.0;
   for (int64_t r = 0; r < n; r += kExpRun) {
     const int64_t end = std::min(n, r + kExpRun);
     auto acc = hn::Zero(df);
     int64_t i = r;
-    for (; i + kExpBlock <= end; i += kExpBlock) {
-      if (skip_block(block_max, i / kExpBlock, w_cut)) continue;
-      for (int64_t j = i; j < i + kExpBlock; j += N) {
-        const auto v = hn::LoadU(df, w + j);
-        acc = hn::Add(acc, hn::IfThenElseZero(KeptMask(df, di, v, j, vcut, vid, iota), v));
-      }
-    }
+    for (; i + kExpBlock <= end; i += kExpBlock)
+      if (!skip_block(block_max, i / kExpBlock, w_cut))
+        acc = KeptBlockSum(df, w, i, w_cut, id_cut, acc);
     double run = static_cast<double>(hn::GetLane(hn::SumOfLanes(df, acc)));
     for (; i < end; ++i)
       if (is_kept(w[i], i, c)) run += w[i];
@@ -160,11 +162,6 @@ int64_t GatherBetweenSimd(const float* HWY_RESTRICT w, int64_t n, float lo, floa
 int64_t DrawKeptSimd(const float* HWY_RESTRICT w, int64_t n, float w_cut, int32_t id_cut,
                      double r, const float* HWY_RESTRICT block_max) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  const auto vcut = hn::Set(df, w_cut);
-  const auto vid = hn::Set(di, id_cut);
-  const auto iota = hn::Iota(di, 0);
   const KeptCut c{w_cut, id_cut};
   double acc = 0.0;
   auto scan = [&](int64_t from, int64_t to) -> int64_t {  // exact f64, id order
@@ -178,11 +175,7 @@ int64_t DrawKeptSimd(const float* HWY_RESTRICT w, int64_t n, float w_cut, int32_
   int64_t i = 0;
   for (; i + kExpBlock <= n; i += kExpBlock) {
     if (skip_block(block_max, i / kExpBlock, w_cut)) continue;
-    auto s = hn::Zero(df);
-    for (int64_t j = i; j < i + kExpBlock; j += N) {
-      const auto v = hn::LoadU(df, w + j);
-      s = hn::Add(s, hn::IfThenElseZero(KeptMask(df, di, v, j, vcut, vid, iota), v));
-    }
+    const auto s = KeptBlockSum(df, w, i, w_cut, id_cut, hn::Zero(df));
     const double bs = static_cast<double>(hn::GetLane(hn::SumOfLanes(df, s)));
     // The f32 block sum may round below the exact one: enter the block when it comes close,
     // and let the exact scan decide.
