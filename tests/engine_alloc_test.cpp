@@ -1,12 +1,13 @@
 // A steady decode step allocates nothing (issue 13, acceptance 3): the scheduler's output, the
 // forward pass, sampling, detokenizing and the caller's deltas all reuse their buffers. This
-// test binary replaces the global operator new with a counting one (off unless a test turns it
-// on), counted on every thread, so the pool's work inside a step counts too.
+// test binary replaces the global allocation functions with counting ones (off unless a test
+// turns it on), counted on every thread, so the pool's work inside a step counts too.
 #include <gtest/gtest.h>
 
 // This file is the allocation functions: g++ sees malloc behind new and free behind delete.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -22,16 +23,60 @@ std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_allocations{0};
 }  // namespace
 
-// The replaceable allocation functions: new[], nothrow and sized/array delete forward here in
-// libstdc++; aligned new keeps its own (aligned_alloc/free) and is not counted.
-void* operator new(std::size_t n) {
+// Every replaceable allocation function, so that each pair is malloc/free (replacing only some
+// would pair, say, the runtime's or a sanitizer's nothrow new with this free). Only the counting
+// differs from the library's.
+namespace {
+void* counted_alloc(std::size_t n) {
   if (g_counting.load(std::memory_order_relaxed))
     g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  return std::malloc(n == 0 ? 1 : n);
+}
+void* counted_aligned_alloc(std::size_t n, std::align_val_t al) {
+  if (g_counting.load(std::memory_order_relaxed))
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t a = static_cast<std::size_t>(al);
+  const std::size_t rounded = (std::max<std::size_t>(n, 1) + a - 1) / a * a;  // aligned_alloc's rule
+  return std::aligned_alloc(a, rounded);
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (void* p = counted_alloc(n)) return p;
   throw std::bad_alloc();
 }
+void* operator new[](std::size_t n) {
+  if (void* p = counted_alloc(n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_alloc(n); }
+void* operator new(std::size_t n, std::align_val_t al) {
+  if (void* p = counted_aligned_alloc(n, al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t al) {
+  if (void* p = counted_aligned_alloc(n, al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  return counted_aligned_alloc(n, al);
+}
+void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
+  return counted_aligned_alloc(n, al);
+}
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace hinge {
 namespace {
