@@ -193,22 +193,25 @@ Sampler::Cut Sampler::top_p_cut(SamplerScratch& s) const {
   for (; i + kWays <= n; i += kWays)
     for (int32_t j = 0; j < kWays; ++j) s.bin_mass[lb[i + j] * kWays + j] += w[i + j];
   for (; i < n; ++i) s.bin_mass[lb[i] * kWays] += w[i];
+  auto& mass = s.sub_mass;  // one histogram per level, the ways folded
   double total = 0.0;
-  for (int32_t b = 0; b < kBins; ++b)
-    for (int32_t j = 0; j < kWays; ++j) total += s.bin_mass[static_cast<size_t>(b * kWays + j)];
-  const double target = static_cast<double>(params_.top_p) * total;
-  // The first bin whose cumulative mass reaches the target; cum: the mass before it.
-  double cum = 0.0;
-  int32_t kb = kBins - 1;
   for (int32_t b = 0; b < kBins; ++b) {
     double m = 0.0;
     for (int32_t j = 0; j < kWays; ++j) m += s.bin_mass[static_cast<size_t>(b * kWays + j)];
-    if (cum + m >= target) {
-      kb = b;
-      break;
-    }
-    cum += m;
+    mass[static_cast<size_t>(b)] = m;
+    total += m;
   }
+  const double target = static_cast<double>(params_.top_p) * total;
+  // The first bin of a level whose cumulative mass reaches the target; cum: the mass before.
+  double cum = 0.0;
+  auto crossing = [&](uint32_t last) {
+    for (uint32_t b = 0; b < last; ++b) {
+      if (cum + mass[b] >= target) return b;
+      cum += mass[b];
+    }
+    return last;
+  };
+  const int32_t kb = static_cast<int32_t>(crossing(kBins - 1));
   // The bin's weights: d in [kb << 18, (kb + 1) << 18), the last bin everything below.
   const uint32_t d_lo = static_cast<uint32_t>(kb) << 18;
   const float hi = kb == 0 ? HUGE_VALF : std::bit_cast<float>(kernels::kLogOne - d_lo);
@@ -226,19 +229,12 @@ Sampler::Cut Sampler::top_p_cut(SamplerScratch& s) const {
   constexpr Level kLevels[] = {{8, 1023u}, {0, 255u}};
   for (const Level& lv : kLevels) {
     if (kb == kBins - 1 || m <= 64) break;
-    s.sub_mass.fill(0.0);
+    mass.fill(0.0);
     for (int64_t j = 0; j < m; ++j) {
       const float x = w[ids[j]];
-      s.sub_mass[(kernels::log_dist(x) >> lv.shift) & lv.mask] += x;
+      mass[(kernels::log_dist(x) >> lv.shift) & lv.mask] += x;
     }
-    uint32_t sb = lv.mask;
-    for (uint32_t b = 0; b <= lv.mask; ++b) {
-      if (cum + s.sub_mass[b] >= target) {
-        sb = b;
-        break;
-      }
-      cum += s.sub_mass[b];
-    }
+    const uint32_t sb = crossing(lv.mask);
     int64_t kept = 0;
     for (int64_t j = 0; j < m; ++j)
       if (((kernels::log_dist(w[ids[j]]) >> lv.shift) & lv.mask) == sb) ids[kept++] = ids[j];

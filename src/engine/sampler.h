@@ -50,7 +50,7 @@ struct SamplerScratch {
   std::vector<int32_t> ids;  // ids gathered by a threshold (n_vocab + kernels::kGatherSlack)
   std::vector<int32_t> counts;  // occurrences per id in the penalty window (reset after use)
   std::array<double, kBins * kWays> bin_mass{};
-  std::array<double, 1024> sub_mass{};  // a histogram within one bin
+  std::array<double, kBins> sub_mass{};  // one level's histogram (bins, then within a bin)
 };
 
 class Sampler {
