@@ -113,7 +113,7 @@ TEST(SchedParallelSampling, FourSamplesOf512TokenPromptShareItsBlocks) {
     const int32_t own = 32 + static_cast<int32_t>(k);
     std::vector<kv::BlockId> expected_table = block_range(0, 32);
     expected_table.push_back(kv::BlockId(own));
-    EXPECT_EQ(vec(out.block_table(r)), expected_table);
+    EXPECT_EQ(blocks_of(out.block_table(r)), expected_table);
     EXPECT_EQ(vec(out.slot_mapping(r)), std::vector<int64_t>{int64_t{own} * 16});
     EXPECT_EQ(vec(out.token_ids(r)), std::vector<int32_t>{fake_token(r.id, 512)});
   }
@@ -140,7 +140,7 @@ TEST(SchedParallelSampling, PartialPromptBlockCopyOnWriteAndPreemptedSample) {
   ASSERT_TRUE(add(s, 1, iota_tokens(0, 100), 20, ids({11, 12})).ok());
   SchedulerOutput out;
   EXPECT_EQ(step(s, &out), "9:0+32* 1:0+100*3");
-  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), block_range(2, 7));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[1])), block_range(2, 7));
   for (uint64_t id : {1, 11, 12}) EXPECT_EQ(table(s, id), block_range(2, 7));
   for (int32_t b = 2; b <= 8; ++b) EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(b)), 3);
   EXPECT_EQ(s.kv().stats().pool.num_used_blocks, 9);
@@ -156,9 +156,9 @@ TEST(SchedParallelSampling, PartialPromptBlockCopyOnWriteAndPreemptedSample) {
     t.push_back(kv::BlockId(last));
     return t;
   };
-  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), with(10));
-  EXPECT_EQ(vec(out.block_table(out.scheduled[2])), with(11));
-  EXPECT_EQ(vec(out.block_table(out.scheduled[3])), with(8));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[1])), with(10));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[2])), with(11));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[3])), with(8));
   EXPECT_EQ(vec(out.slot_mapping(out.scheduled[1])), std::vector<int64_t>{10 * 16 + 4});
   EXPECT_EQ(vec(out.slot_mapping(out.scheduled[3])), std::vector<int64_t>{8 * 16 + 4});
   EXPECT_EQ(s.kv().pool().ref_count(kv::BlockId(8)), 1);
@@ -253,8 +253,8 @@ TEST(SchedParallelSampling, PreemptedBeforeTheForkForksAfterRecompute) {
   EXPECT_EQ(step(s, &out), "1:10+1* 11:10+1*");  // both reach max_new_tokens
   ASSERT_EQ(out.block_copies.size(), 1u);
   EXPECT_EQ(out.block_copies[0].src, shared[2]);
-  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), shared);
-  EXPECT_EQ(vec(out.block_table(out.scheduled[0])),
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[1])), shared);
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[0])),
             (std::vector<kv::BlockId>{shared[0], shared[1], out.block_copies[0].dst}));
   EXPECT_EQ(step(s), "fin 1 11");
   std::vector<Request> done = s.take_finished();

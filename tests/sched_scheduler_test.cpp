@@ -50,20 +50,20 @@ TEST(SchedScheduler, SingleRequestChunkedPrefillThenDecode) {
   add(s, 1, iota_tokens(0, 20), 3);
   SchedulerOutput out;
   EXPECT_EQ(step(s, &out), "1:0+8");
-  EXPECT_EQ(vec(out.block_table(out.scheduled[0])), block_ids({0, 1}));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[0])), block_ids({0, 1}));
   EXPECT_EQ(vec(out.token_ids(out.scheduled[0])), iota_tokens(0, 8));
   EXPECT_EQ(vec(out.slot_mapping(out.scheduled[0])), (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(out.num_scheduled_tokens, 8);
   EXPECT_EQ(step(s, &out), "1:8+8");
-  EXPECT_EQ(vec(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3}));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3}));
   EXPECT_EQ(step(s, &out), "1:16+4*");
-  EXPECT_EQ(vec(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3, 4}));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3, 4}));
   EXPECT_EQ(out.num_scheduled_tokens, 4);
   EXPECT_EQ(s.find(RequestId(1))->num_tokens(), 21);
   EXPECT_EQ(s.find(RequestId(1))->num_computed_tokens(), 20);
   EXPECT_EQ(step(s, &out), "1:20+1*");  // decode: the sampled token is computed next step
   EXPECT_EQ(vec(out.token_ids(out.scheduled[0])), std::vector<int32_t>{1020});
-  EXPECT_EQ(vec(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3, 4, 5}));
   EXPECT_EQ(vec(out.slot_mapping(out.scheduled[0])), std::vector<int64_t>{20});
   EXPECT_EQ(step(s, &out), "1:21+1*");
   EXPECT_FALSE(s.has_unfinished());
@@ -140,11 +140,11 @@ TEST(SchedScheduler, PrefixHitComputesOnlyTheTail) {
   add(s, 1, iota_tokens(0, 100), 2);
   SchedulerOutput out;
   EXPECT_EQ(step(s, &out), "1:0+100*");
-  EXPECT_EQ(vec(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[0])), block_ids({0, 1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(s.find(RequestId(1))->num_cached_tokens(), 0);
   add(s, 2, iota_tokens(0, 100), 2);  // same prompt, same namespace
   EXPECT_EQ(step(s, &out), "1:100+1* 2:96+4*");
-  EXPECT_EQ(vec(out.block_table(out.scheduled[1])), block_ids({0, 1, 2, 3, 4, 5, 7}));
+  EXPECT_EQ(blocks_of(out.block_table(out.scheduled[1])), block_ids({0, 1, 2, 3, 4, 5, 7}));
   EXPECT_EQ(vec(out.token_ids(out.scheduled[1])), iota_tokens(96, 4));
   EXPECT_EQ(vec(out.slot_mapping(out.scheduled[1])), (std::vector<int64_t>{7 * 16, 7 * 16 + 1,
                                                                  7 * 16 + 2, 7 * 16 + 3}));

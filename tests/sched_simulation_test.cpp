@@ -157,7 +157,7 @@ void simulate(const SimConfig& cfg, SimResult* result) {
       for (size_t j = 0; j < tokens.size(); ++j) {
         const int32_t p = r.first_position + static_cast<int32_t>(j);
         ASSERT_EQ(slots[j],
-                  int64_t{table[static_cast<size_t>(p / bs)].value} * bs + p % bs);
+                  int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs);
         arena[static_cast<size_t>(slots[j])] = tokens[j];
       }
       if (!r.samples) continue;
@@ -165,7 +165,7 @@ void simulate(const SimConfig& cfg, SimResult* result) {
       std::vector<int32_t> seen;
       for (int32_t p = 0; p < r.end_position(); ++p)
         seen.push_back(arena[static_cast<size_t>(
-            int64_t{table[static_cast<size_t>(p / bs)].value} * bs + p % bs)]);
+            int64_t{table[static_cast<size_t>(p / bs)]} * bs + p % bs)]);
       ASSERT_EQ(sample_ids.size(), static_cast<size_t>(r.num_samples - 1));
       for (int32_t k = 0; k < r.num_samples; ++k) {
         const RequestId id = k == 0 ? r.id : sample_ids[static_cast<size_t>(k - 1)];

@@ -62,6 +62,12 @@ inline std::vector<kv::BlockId> block_range(int32_t first, int32_t n) {
 inline std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
 inline std::vector<int64_t> vec(std::span<const int64_t> s) { return {s.begin(), s.end()}; }
 inline std::vector<kv::BlockId> vec(std::span<const kv::BlockId> s) { return {s.begin(), s.end()}; }
+// A step's block table (raw physical ids, SchedulerOutput::block_table) as typed ids.
+inline std::vector<kv::BlockId> blocks_of(std::span<const int32_t> s) {
+  std::vector<kv::BlockId> out;
+  for (int32_t b : s) out.push_back(kv::BlockId(b));
+  return out;
+}
 inline std::vector<RequestId> vec(std::span<const RequestId> s) { return {s.begin(), s.end()}; }
 
 inline SchedulerConfig config(int32_t budget, int32_t max_seqs, int32_t bs, int32_t blocks,

@@ -87,8 +87,6 @@ class EngineImpl final : public Engine {
     out_.all_sample_ids.reserve(seqs);
     out_.block_copies.reserve(seqs);
     out_.preempted.reserve(seqs);
-    tables_.reserve(seqs * table);
-    table_offsets_.reserve(seqs);
     logit_rows_.reserve(seqs);
     seqs_.reserve(seqs);
     step_rows_.reserve(seqs);
@@ -278,8 +276,6 @@ class EngineImpl final : public Engine {
       return Status::Error("forward pass failed (injected by fail_next_steps_for_testing)");
     logit_rows_.clear();
     seqs_.clear();
-    tables_.clear();
-    table_offsets_.clear();
     step_rows_.clear();
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
@@ -288,8 +284,7 @@ class EngineImpl final : public Engine {
       seq.num_queries = r.num_new_tokens;
       seq.first_position = r.first_position;
       seq.num_blocks = r.num_blocks;
-      table_offsets_.push_back(tables_.size());  // pointer set below, once tables_ is final
-      for (kv::BlockId b : out.block_table(r)) tables_.push_back(b.value);
+      seq.block_table = out.block_table(r).data();  // the scheduler's copy, read in place
       seqs_.push_back(seq);
       StepRows rows = prompt_logprob_rows(r, seq.query_begin);
       for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
@@ -307,8 +302,6 @@ class EngineImpl final : public Engine {
           prompt_tokens_computed_ += std::min(r.end_position(), prompt_end) - r.first_position;
       }
     }
-    for (size_t i = 0; i < seqs_.size(); ++i)
-      seqs_[i].block_table = tables_.data() + table_offsets_[i];
     ForwardBatch b;
     b.token_ids = out.all_token_ids;  // in schedule order: the batch's rows
     b.slot_mapping = out.all_slots;
@@ -513,8 +506,6 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> logit_rows_;
   std::vector<StepRows> step_rows_;     // per out.scheduled entry
   std::vector<kernels::AttentionSeq> seqs_;
-  std::vector<int32_t> tables_;          // every sequence's block table, concatenated
-  std::vector<size_t> table_offsets_;   // where sequence i's table starts in tables_
   std::vector<float> logits_;
   // One sample to draw this step (sample()).
   struct Draw {

@@ -443,7 +443,7 @@ void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput
   const auto table = kv_.block_table(r.id()).blocks();
   s.block_begin = static_cast<int32_t>(out->all_block_ids.size());
   s.num_blocks = static_cast<int32_t>(table.size());
-  out->all_block_ids.insert(out->all_block_ids.end(), table.begin(), table.end());
+  for (const kv::BlockId b : table) out->all_block_ids.push_back(b.value);
   out->scheduled.push_back(s);
 }
 

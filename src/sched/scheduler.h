@@ -105,7 +105,9 @@ struct SchedulerOutput {
   int32_t num_scheduled_tokens = 0;
   std::vector<int32_t> all_token_ids;       // every scheduled request's, concatenated
   std::vector<int64_t> all_slots;           // physical KV slot of each of those positions
-  std::vector<kv::BlockId> all_block_ids;   // every block table, concatenated
+  // Every block table, concatenated, as the raw physical ids the attention kernels read
+  // (kernels::AttentionSeq::block_table points into it: the tables are copied once per step).
+  std::vector<int32_t> all_block_ids;
   std::vector<RequestId> all_sample_ids;
 
   bool empty() const { return scheduled.empty(); }
@@ -121,8 +123,8 @@ struct SchedulerOutput {
                                                        static_cast<size_t>(r.num_new_tokens));
   }
   // r's whole block table after this step's allocation.
-  std::span<const kv::BlockId> block_table(const ScheduledRequest& r) const {
-    return std::span<const kv::BlockId>(all_block_ids)
+  std::span<const int32_t> block_table(const ScheduledRequest& r) const {
+    return std::span<const int32_t>(all_block_ids)
         .subspan(static_cast<size_t>(r.block_begin), static_cast<size_t>(r.num_blocks));
   }
   // The ids of samples 1..num_samples-1 (RequestParams::sample_ids) when num_samples > 1.
