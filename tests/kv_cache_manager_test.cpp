@@ -11,6 +11,7 @@ namespace hinge::kv {
 namespace {
 
 std::vector<BlockId> vec(std::span<const BlockId> s) { return {s.begin(), s.end()}; }
+std::vector<BlockCopy> vec(std::span<const BlockCopy> s) { return {s.begin(), s.end()}; }
 
 std::vector<BlockId> ids(std::initializer_list<int32_t> v) {
   std::vector<BlockId> out;
@@ -67,7 +68,7 @@ TEST(KvCacheManager, AllocateShareFreeRevive) {
   auto a = m.allocate_slots(RequestId(1), 10, &none);
   ASSERT_TRUE(a);
   EXPECT_EQ(vec(a->new_blocks), ids({0, 1, 2}));
-  EXPECT_FALSE(a->copy);
+  EXPECT_TRUE(a->copies.empty());
   EXPECT_EQ(m.num_tokens(RequestId(1)), 10);
   EXPECT_EQ(m.slot(RequestId(1), 5), 5);
   EXPECT_EQ(m.slot(RequestId(1), 9), 9);
@@ -350,7 +351,7 @@ TEST(KvCacheManager, FourForksOf512TokenPromptShareItsBlocks) {
   for (uint64_t r = 1; r <= 4; ++r) {
     auto a = m.allocate_slots(RequestId(r), 1);
     ASSERT_TRUE(a);
-    EXPECT_FALSE(a->copy);
+    EXPECT_TRUE(a->copies.empty());
     EXPECT_EQ(vec(a->new_blocks), ids({static_cast<int32_t>(31 + r)}));
     EXPECT_EQ(m.slot(RequestId(r), 512), (31 + static_cast<int64_t>(r)) * 16);
     EXPECT_INVARIANTS(m);
@@ -376,7 +377,7 @@ TEST(KvCacheManager, CopyOnWriteOfSharedPartialBlock) {
   // The parent writes position 6 into shared block 1: it gets block 2, copied from 1.
   auto a = m.allocate_slots(RequestId(1), 1);
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->copy, (BlockCopy{BlockId(1), BlockId(2)}));
+  EXPECT_EQ(vec(a->copies), (std::vector<BlockCopy>{BlockCopy{BlockId(1), BlockId(2)}}));
   EXPECT_TRUE(a->new_blocks.empty());
   EXPECT_EQ(table(m, 1), ids({0, 2}));
   EXPECT_EQ(table(m, 2), ids({0, 1}));
@@ -387,13 +388,13 @@ TEST(KvCacheManager, CopyOnWriteOfSharedPartialBlock) {
   // The child now owns block 1 alone: it writes in place.
   auto b = m.allocate_slots(RequestId(2), 1);
   ASSERT_TRUE(b);
-  EXPECT_FALSE(b->copy);
+  EXPECT_TRUE(b->copies.empty());
   EXPECT_TRUE(b->new_blocks.empty());
   EXPECT_EQ(m.slot(RequestId(2), 6), 6);
   // Two more parent tokens cross into a new block.
   auto c = m.allocate_slots(RequestId(1), 2);
   ASSERT_TRUE(c);
-  EXPECT_FALSE(c->copy);
+  EXPECT_TRUE(c->copies.empty());
   EXPECT_EQ(vec(c->new_blocks), ids({3}));
   EXPECT_EQ(m.pool().render_map(), "S###....\n");
   EXPECT_EQ(m.stats().num_cow_copies, 1);
@@ -413,7 +414,7 @@ TEST(KvCacheManager, CopyOnWriteThatDoesNotFitChangesNothing) {
   EXPECT_INVARIANTS(m);
   auto a = m.allocate_slots(RequestId(2), 2);
   ASSERT_TRUE(a);
-  EXPECT_EQ(a->copy, (BlockCopy{BlockId(1), BlockId(2)}));
+  EXPECT_EQ(vec(a->copies), (std::vector<BlockCopy>{BlockCopy{BlockId(1), BlockId(2)}}));
   EXPECT_EQ(table(m, 2), ids({0, 2}));
   EXPECT_INVARIANTS(m);
 }

@@ -5,7 +5,8 @@
 //     fingerprint of (namespace, every token up to and including that position) written when the
 //     token is "computed"; prefix hits and CoW copies must reproduce the request's fingerprints.
 // Run with the real hash and with one that piles every block into a few index positions: the
-// second must be just as correct.
+// second must be just as correct. And with several KV groups: each group's slots hold their own
+// fingerprints (the group is part of them), so a group reading another's block fails.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +44,7 @@ class Stress {
   Stress(const KvCacheConfig& config, BlockHashFn hash_fn, uint64_t seed)
       : m_(config, hash_fn),
         bs_(config.block_size_tokens),
+        groups_(config.num_groups),
         shadow_(static_cast<size_t>(config.num_blocks) * config.block_size_tokens, 0),
         rng_(seed) {
     for (auto& base : bases_) {
@@ -79,28 +81,33 @@ class Stress {
   }
 
  private:
-  std::vector<uint64_t> fingerprints(const Live& l) const {
+  std::vector<uint64_t> fingerprints(const Live& l, int32_t group) const {
     std::vector<uint64_t> f(l.tokens.size());
-    uint64_t h = mix(l.ns.value ^ 0x51ed270b27d2f3a5ULL);
+    uint64_t h = mix(l.ns.value ^ 0x51ed270b27d2f3a5ULL ^ mix(static_cast<uint64_t>(group)));
     for (size_t i = 0; i < l.tokens.size(); ++i) f[i] = h = mix(h ^ mix(uint64_t(l.tokens[i])));
     return f;
   }
   void write(uint64_t id, const Live& l, size_t from) {
-    const auto f = fingerprints(l);
-    for (size_t p = from; p < l.tokens.size(); ++p)
-      shadow_[static_cast<size_t>(m_.slot(RequestId(id), static_cast<int64_t>(p)))] = f[p];
-  }
-  void verify_reads(uint64_t id, const Live& l) {
-    const auto f = fingerprints(l);
-    for (size_t p = 0; p < l.tokens.size(); ++p) {
-      ASSERT_EQ(shadow_[static_cast<size_t>(m_.slot(RequestId(id), static_cast<int64_t>(p)))], f[p])
-          << "request " << id << " position " << p;
+    for (int32_t g = 0; g < groups_; ++g) {
+      const auto f = fingerprints(l, g);
+      for (size_t p = from; p < l.tokens.size(); ++p)
+        shadow_[static_cast<size_t>(m_.slot(RequestId(id), static_cast<int64_t>(p), g))] = f[p];
     }
   }
-  void apply_copy(const std::optional<BlockCopy>& copy) {
-    if (!copy) return;
-    std::copy_n(shadow_.begin() + static_cast<ptrdiff_t>(copy->src.value) * bs_, bs_,
-                shadow_.begin() + static_cast<ptrdiff_t>(copy->dst.value) * bs_);
+  void verify_reads(uint64_t id, const Live& l) {
+    for (int32_t g = 0; g < groups_; ++g) {
+      const auto f = fingerprints(l, g);
+      for (size_t p = 0; p < l.tokens.size(); ++p) {
+        ASSERT_EQ(shadow_[static_cast<size_t>(m_.slot(RequestId(id), static_cast<int64_t>(p), g))],
+                  f[p])
+            << "request " << id << " group " << g << " position " << p;
+      }
+    }
+  }
+  void apply_copies(std::span<const BlockCopy> copies) {
+    for (const BlockCopy& copy : copies)
+      std::copy_n(shadow_.begin() + static_cast<ptrdiff_t>(copy.src.value) * bs_, bs_,
+                  shadow_.begin() + static_cast<ptrdiff_t>(copy.dst.value) * bs_);
   }
   uint64_t pick() {
     auto it = live_.begin();
@@ -118,13 +125,17 @@ class Stress {
     m_.add_request(RequestId(id), l.ns);
     const ComputedBlocks hit = m_.get_computed_blocks(l.tokens, l.ns);
     ASSERT_LT(hit.num_cached_tokens, static_cast<int32_t>(l.tokens.size()));
-    // The hit's KV must be exactly this prompt's.
-    const auto f = fingerprints(l);
-    for (int32_t p = 0; p < hit.num_cached_tokens; ++p) {
-      const size_t slot = static_cast<size_t>(hit.blocks[static_cast<size_t>(p / bs_)].value) *
-                              static_cast<size_t>(bs_) +
-                          static_cast<size_t>(p % bs_);
-      ASSERT_EQ(shadow_[slot], f[static_cast<size_t>(p)]) << "wrong prefix hit at " << p;
+    // The hit's KV must be exactly this prompt's, in every group.
+    ASSERT_EQ(hit.blocks.size(), hit.hashes.size() * static_cast<size_t>(groups_));
+    for (int32_t g = 0; g < groups_; ++g) {
+      const auto f = fingerprints(l, g);
+      for (int32_t p = 0; p < hit.num_cached_tokens; ++p) {
+        const size_t j = static_cast<size_t>(g * hit.num_hit_blocks() + p / bs_);
+        const size_t slot = static_cast<size_t>(hit.blocks[j].value) * static_cast<size_t>(bs_) +
+                            static_cast<size_t>(p % bs_);
+        ASSERT_EQ(shadow_[slot], f[static_cast<size_t>(p)])
+            << "wrong prefix hit at " << p << " in group " << g;
+      }
     }
     const int32_t num_free_before = m_.pool().num_free_blocks();
     auto alloc = m_.allocate_slots(
@@ -135,7 +146,7 @@ class Stress {
       m_.free(RequestId(id));
       return;
     }
-    ASSERT_FALSE(alloc->copy);
+    ASSERT_TRUE(alloc->copies.empty());
     write(id, l, static_cast<size_t>(hit.num_cached_tokens));
     m_.cache_full_blocks(RequestId(id), l.tokens, static_cast<int32_t>(l.tokens.size()));
     live_.emplace(id, std::move(l));
@@ -156,7 +167,7 @@ class Stress {
       ASSERT_TRUE(std::equal(after.begin(), after.end(), table_before.begin(), table_before.end()));
       return;
     }
-    apply_copy(alloc->copy);
+    apply_copies(alloc->copies);
     write(id, l, old_size);
     m_.cache_full_blocks(RequestId(id), l.tokens, static_cast<int32_t>(l.tokens.size()));
   }
@@ -177,6 +188,7 @@ class Stress {
 
   KvCacheManager m_;
   int32_t bs_;
+  int32_t groups_;
   std::vector<uint64_t> shadow_;  // [num_blocks * block_size] fingerprint written at each slot
   std::mt19937_64 rng_;
   std::array<std::vector<int32_t>, 3> bases_;
@@ -210,6 +222,24 @@ TEST(KvStress, RandomOpsNoPrefixCache) {
   if (HasFatalFailure()) return;
   EXPECT_EQ(s.hit_tokens(), 0);
   EXPECT_EQ(s.evictions(), 0);
+}
+
+TEST(KvStress, RandomOpsThreeKvGroups) {
+  // Three groups on 3 x 48 blocks: each sequence holds a block per group for every position.
+  Stress s({.num_blocks = 144, .block_size_tokens = 4, .num_groups = 3}, &hash_block_tokens, 4321);
+  s.run(4000);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(s.hit_tokens(), 5000);
+  EXPECT_GT(s.cow_copies(), 50);
+  EXPECT_GT(s.evictions(), 1000);
+}
+
+TEST(KvStress, RandomOpsTwoKvGroupsWeakHash) {
+  Stress s({.num_blocks = 96, .block_size_tokens = 4, .num_groups = 2}, &weak_hash, 77);
+  s.run(4000);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(s.hit_tokens(), 1000);
+  EXPECT_GT(s.cow_copies(), 50);
 }
 
 }  // namespace

@@ -36,15 +36,15 @@ V offer(AdmissionController& a, const AdmissionTicket& t, double now = 0, int32_
 
 TEST(SchedAdmission, WorstCaseBlocksSharesFullPromptBlocks) {
   // 100 prompt + 29 new: the last token is never computed, 128 slots = 8 blocks.
-  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 29, 1, 16), 8);
-  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 30, 1, 16), 9);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 29, 1, 16, 1), 8);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 30, 1, 16, 1), 9);
   // n = 4 of 512 prompt + 16 new: 32 shared + 4 x 1.
-  EXPECT_EQ(AdmissionController::worst_case_blocks(512, 16, 4, 16), 36);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(512, 16, 4, 16, 1), 36);
   // 100 prompt (6 full blocks + 4 tokens), n = 2, 12 new: 6 + 2 x 1.
-  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 12, 2, 16), 8);
-  EXPECT_EQ(AdmissionController::worst_case_blocks(1, 1, 1, 16), 1);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 12, 2, 16, 1), 8);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(1, 1, 1, 16, 1), 1);
   // max_tokens 1 with n = 4: nothing is written after the fork, the prompt's blocks only.
-  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 1, 4, 16), 7);
+  EXPECT_EQ(AdmissionController::worst_case_blocks(100, 1, 4, 16, 1), 7);
 }
 
 // The inverse the server uses for a default max_tokens: the largest that fits, exactly.
@@ -52,17 +52,17 @@ TEST(SchedKvDemand, MaxNewTokensWithinIsTheExactInverse) {
   for (int32_t n : {1, 2, 5})
     for (int64_t prompt : {1, 15, 16, 17, 100, 511})
       for (int64_t limit : {1, 7, 8, 9, 40, 200}) {
-        const int64_t m = max_new_tokens_within(limit, prompt, n, 16, 100000);
+        const int64_t m = max_new_tokens_within(limit, prompt, n, 16, 1, 100000);
         if (m == 0) {
-          EXPECT_GT(worst_case_kv_blocks(prompt, 1, n, 16), limit);
+          EXPECT_GT(worst_case_kv_blocks(prompt, 1, n, 16, 1), limit);
           continue;
         }
-        EXPECT_LE(worst_case_kv_blocks(prompt, m, n, 16), limit);
+        EXPECT_LE(worst_case_kv_blocks(prompt, m, n, 16, 1), limit);
         if (m < 100000) {
-          EXPECT_GT(worst_case_kv_blocks(prompt, m + 1, n, 16), limit);
+          EXPECT_GT(worst_case_kv_blocks(prompt, m + 1, n, 16, 1), limit);
         }
       }
-  EXPECT_EQ(max_new_tokens_within(1000, 10, 1, 16, 50), 50);  // capped by the limit given
+  EXPECT_EQ(max_new_tokens_within(1000, 10, 1, 16, 1, 50), 50);  // capped by the limit given
 }
 
 TEST(SchedAdmission, AdmitsUntilReservationsFillThePoolLessHeadroom) {

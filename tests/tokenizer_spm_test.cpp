@@ -25,7 +25,7 @@ StatusOr<VocabSpec> llama2c_spec() {
 
 // Deterministic mix of ASCII words, punctuation, digits, runs of spaces, tabs, newlines, leading
 // and trailing whitespace, accents, CJK, Hangul, Cyrillic, Arabic, emoji and combining marks.
-std::vector<std::string> varied_strings(size_t count) {
+[[maybe_unused]] std::vector<std::string> varied_strings(size_t count) {
   static const char* kParts[] = {
       "Once",    "upon",  "a",        "time",    "there",     "was",       "little",
       "girl",    "named", "Lily",     "She",     "loved",     "to",        "play",

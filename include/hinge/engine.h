@@ -54,6 +54,11 @@ struct EngineConfig {
   int32_t max_batched_tokens = 512;        // token budget per step
   int32_t max_num_seqs = 64;               // running sequences at most
   int32_t max_model_len = 0;               // 0: the model's context length
+  // KV groups (kv/kv_spec.h) the layers are split into, as consecutive ranges; each request
+  // holds a block table per group. Every group is full attention today, so more than one
+  // only costs bookkeeping (--kv-groups, for tests and to measure that cost); sliding-window
+  // layers will be groups of their own. At most the model's layer count.
+  int32_t kv_groups = 1;
   bool enable_prefix_cache = true;         // false: --no-prefix-cache
   bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
   // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a

@@ -54,6 +54,10 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
                   "KV cache arena size, e.g. 256MiB, 2GiB, 1.5GB; 0 = automatic")
       ->capture_default_str();
   app->add_option("--block-size", args->block_size, "Tokens per KV block")->capture_default_str();
+  app->add_option("--kv-groups", args->kv_groups,
+                  "KV groups the layers are split into (each request keeps a block table per "
+                  "group; all full attention, so more than 1 only measures the bookkeeping)")
+      ->capture_default_str();
   app->add_option("--kv-dtype", args->kv_dtype,
                   std::string("KV storage dtype of K and V: ") + kDtypeNames + " (default f16)");
   app->add_option("--kv-dtype-k", args->kv_dtype_k, "K dtype; overrides --kv-dtype for K");
@@ -103,6 +107,7 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   c.kv_memory_bytes = static_cast<int64_t>(*bytes);
 
   HINGE_RETURN_IF_ERROR(check_range("--block-size", args.block_size, 1, 1024, &c.block_size));
+  HINGE_RETURN_IF_ERROR(check_range("--kv-groups", args.kv_groups, 1, 1024, &c.kv_groups));
   KvDtype both = c.k_dtype;
   HINGE_RETURN_IF_ERROR(check_dtype("--kv-dtype", args.kv_dtype, &both));
   c.k_dtype = c.v_dtype = both;

@@ -31,6 +31,7 @@ struct EngineOptionsArgs {
   std::string kv_dtype_v;            // --kv-dtype-v: overrides the V side of --kv-dtype
   int64_t max_batched_tokens = 512;  // --max-batched-tokens: token budget per step
   int64_t max_num_seqs = 64;         // --max-num-seqs: running sequences at most
+  int64_t kv_groups = 1;             // --kv-groups: KV groups the layers are split into
   bool no_prefix_cache = false;      // --no-prefix-cache
   int64_t ctx_size = 0;              // -c/--ctx-size -> max_model_len; 0: the model's
 };

@@ -30,6 +30,11 @@ uint64_t kv_cache_fingerprint(const LoadedModel& model, const kv::KvSpec& spec) 
       c.rope_freq_factors.size(), kv::kv_dtype_name(spec.k_dtype), kv::kv_dtype_name(spec.v_dtype),
       spec.block_size_tokens, weight_digest(model.weights.token_embd),
       weight_digest(model.weights.output));
+  // Which layers a block holds: its group's (one group: every layer).
+  for (const kv::KvGroup& g : spec.groups) {
+    id += " | group";
+    for (int32_t l : g.layers) id += fmt::format(" {}", l);
+  }
   uint64_t h = XXH3_64bits(id.data(), id.size());
   if (!c.rope_freq_factors.empty())
     h = XXH3_64bits_withSeed(c.rope_freq_factors.data(),

@@ -36,6 +36,7 @@ Status EngineConfig::validate() const {
     return Status::Errorf("--max-batched-tokens must be >= 1, got {}", max_batched_tokens);
   if (max_num_seqs < 1) return Status::Errorf("--max-num-seqs must be >= 1, got {}", max_num_seqs);
   if (max_model_len < 0) return Status::Errorf("--ctx-size must be >= 0, got {}", max_model_len);
+  if (kv_groups < 1) return Status::Errorf("--kv-groups must be >= 1, got {}", kv_groups);
   return Status::Ok();
 }
 
@@ -68,6 +69,7 @@ class EngineImpl final : public Engine {
                                       .max_num_seqs = config.max_num_seqs,
                                       .block_size_tokens = config.block_size,
                                       .num_kv_blocks = static_cast<int32_t>(arena_.num_blocks()),
+                                      .num_kv_groups = spec.num_groups(),
                                       .enable_prefix_cache = config.enable_prefix_cache,
                                       .cache_fingerprint = kv_fingerprint_}) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
@@ -78,17 +80,18 @@ class EngineImpl final : public Engine {
     // to the step budget, block tables of every running sequence at full length.
     const size_t t = static_cast<size_t>(config.max_batched_tokens);
     const size_t seqs = static_cast<size_t>(config.max_num_seqs);
+    const size_t groups = static_cast<size_t>(spec.num_groups());
     const size_t table = static_cast<size_t>((max_model_len + config.block_size - 1) /
                                              config.block_size);
     out_.scheduled.reserve(seqs);
     out_.all_token_ids.reserve(t);
-    out_.all_slots.reserve(t);
-    out_.all_block_ids.reserve(seqs * table);
+    out_.all_slots.reserve(t * groups);
+    out_.all_block_ids.reserve(seqs * table * groups);
     out_.all_sample_ids.reserve(seqs);
-    out_.block_copies.reserve(seqs);
+    out_.block_copies.reserve(seqs * groups);
     out_.preempted.reserve(seqs);
     logit_rows_.reserve(seqs);
-    seqs_.reserve(seqs);
+    seqs_.reserve(seqs * groups);
     step_rows_.reserve(seqs);
     sampled_.reserve(seqs);
     delta_sids_.reserve(seqs);
@@ -302,9 +305,18 @@ class EngineImpl final : public Engine {
           prompt_tokens_computed_ += std::min(r.end_position(), prompt_end) - r.first_position;
       }
     }
+    // The other KV groups' sequences: the same rows through their own block tables.
+    const size_t num_seqs = seqs_.size();
+    for (int32_t g = 1; g < spec_.num_groups(); ++g) {
+      for (size_t i = 0; i < num_seqs; ++i) {
+        kernels::AttentionSeq seq = seqs_[i];
+        seq.block_table = out.block_table(out.scheduled[i], g).data();
+        seqs_.push_back(seq);
+      }
+    }
     ForwardBatch b;
     b.token_ids = out.all_token_ids;  // in schedule order: the batch's rows
-    b.slot_mapping = out.all_slots;
+    b.slot_mapping = out.all_slots;   // every group's, group-major
     b.seqs = seqs_;
     b.logit_rows = logit_rows_;
     // More rows than max_num_seqs only with prompt logprobs: grow once, keep the capacity.
@@ -538,7 +550,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
   const int64_t max_len = config.max_model_len > 0
                               ? std::min<int64_t>(config.max_model_len, c.context_length)
                               : c.context_length;
-  const kv::KvSpec spec = kv_spec_for(c, config.k_dtype, config.v_dtype, config.block_size);
+  if (config.kv_groups > c.n_layers)
+    return Status::Errorf("--kv-groups {} exceeds the model's {} layers", config.kv_groups,
+                          c.n_layers);
+  kv::KvSpec spec = kv_spec_for(c, config.k_dtype, config.v_dtype, config.block_size);
+  spec.groups = kv::KvSpec::split_layers(spec.n_layers, config.kv_groups);
   KvBudgetInput in;
   in.spec = spec;
   in.kv_memory_bytes = config.kv_memory_bytes;

@@ -33,11 +33,13 @@ EngineThread::EngineThread(std::unique_ptr<Engine> engine,
   const EngineStats s = engine_->stats();
   max_model_len_ = engine_->max_model_len();
   block_size_ = engine_->config().block_size;
+  kv_groups_ = engine_->kv_spec().num_groups();
   detokenizes_ = engine_->config().detokenize;
   num_blocks_ = s.kv_blocks_total;
   if (admission) {
     admission->num_blocks = num_blocks_;
     admission->block_size_tokens = block_size_;
+    admission->num_kv_groups = kv_groups_;
     admission_.emplace(*admission);
     max_request_blocks_ = admission_->config().max_request_blocks();
   }
@@ -179,7 +181,7 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   t.priority = p.request.priority;
   t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
       static_cast<int64_t>(p.request.prompt_token_ids.size()), p.request.max_new_tokens,
-      p.request.n, block_size_);
+      p.request.n, block_size_, kv_groups_);
   const EngineStats s = engine_->stats();
   const std::vector<int32_t>& prompt = p.request.prompt_token_ids;
   const CacheNamespace ns = p.request.cache_namespace;

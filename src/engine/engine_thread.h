@@ -126,6 +126,7 @@ class EngineThread {
   // The engine's settings (immutable after construction).
   int32_t max_model_len() const { return max_model_len_; }
   int32_t block_size() const { return block_size_; }
+  int32_t kv_groups() const { return kv_groups_; }
   bool detokenizes() const { return detokenizes_; }  // EngineConfig::detokenize
   int32_t num_blocks() const { return num_blocks_; }
   // Worst case over which admission answers kTooLarge (blocks); INT32_MAX without admission.
@@ -179,6 +180,7 @@ class EngineThread {
   const Clock::time_point t0_ = Clock::now();
   int32_t max_model_len_ = 0;
   int32_t block_size_ = 0;
+  int32_t kv_groups_ = 1;
   int32_t num_blocks_ = 0;
   int32_t max_request_blocks_ = INT32_MAX;
   bool detokenizes_ = true;

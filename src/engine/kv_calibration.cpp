@@ -43,7 +43,8 @@ StatusOr<uint64_t> calibrate_kv(LlamaModel& model, kv::KvArena& arena, int32_t m
   const kv::KvSpec& s = arena.spec();
   if (!has_calibration(s)) return uint64_t{0};
   const int32_t bs = s.block_size_tokens;
-  const int64_t arena_tokens = arena.num_blocks() * int64_t{bs};
+  const int32_t groups = s.num_groups();
+  const int64_t arena_tokens = arena.num_blocks() / groups * int64_t{bs};  // each group's blocks
   const int32_t n = static_cast<int32_t>(std::min<int64_t>(
       {kCalibrationTokens, max_tokens, model.max_batch_tokens(), arena_tokens}));
   if (n < 1) return Status::Error("KV calibration: no room for a single token");
@@ -51,22 +52,28 @@ StatusOr<uint64_t> calibrate_kv(LlamaModel& model, kv::KvArena& arena, int32_t m
   std::vector<int32_t> tokens(static_cast<size_t>(n));
   uint64_t state = 0x68696E67655F6B76ull;  // "hinge_kv"
   for (int32_t& t : tokens) t = static_cast<int32_t>(splitmix64(&state) % static_cast<uint64_t>(n_vocab));
-  // Positions 0..n-1 in blocks 0.. of the arena: slot p is position p.
-  std::vector<int64_t> slots(static_cast<size_t>(n));
-  for (int32_t p = 0; p < n; ++p) slots[static_cast<size_t>(p)] = p;
-  std::vector<int32_t> table(static_cast<size_t>((n + bs - 1) / bs));
-  for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b);
-  kernels::AttentionSeq seq;
-  seq.query_begin = 0;
-  seq.num_queries = n;
-  seq.first_position = 0;
-  seq.num_blocks = static_cast<int32_t>(table.size());
-  seq.block_table = table.data();
+  // Positions 0..n-1 of group g in blocks g * nb .. of the arena: slot g * nb * bs + p.
+  const int32_t nb = (n + bs - 1) / bs;
+  std::vector<int64_t> slots;
+  std::vector<int32_t> table;
+  for (int32_t g = 0; g < groups; ++g) {
+    for (int32_t p = 0; p < n; ++p) slots.push_back(int64_t{g} * nb * bs + p);
+    for (int32_t j = 0; j < nb; ++j) table.push_back(g * nb + j);
+  }
+  std::vector<kernels::AttentionSeq> seqs(static_cast<size_t>(groups));
+  for (int32_t g = 0; g < groups; ++g) {
+    kernels::AttentionSeq& seq = seqs[static_cast<size_t>(g)];
+    seq.query_begin = 0;
+    seq.num_queries = n;
+    seq.first_position = 0;
+    seq.num_blocks = nb;
+    seq.block_table = table.data() + static_cast<size_t>(g) * nb;
+  }
   const int32_t rows[1] = {n - 1};
   ForwardBatch b;
   b.token_ids = tokens;
   b.slot_mapping = slots;
-  b.seqs = std::span<const kernels::AttentionSeq>(&seq, 1);
+  b.seqs = seqs;
   b.logit_rows = rows;
   std::vector<float> logits(static_cast<size_t>(n_vocab));
   // The model calibrates every layer from the first K/V written to an uncalibrated arena.

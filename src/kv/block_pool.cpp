@@ -88,10 +88,12 @@ void BlockPool::drop_hash(BlockMeta& m, int32_t b) {
 }
 
 std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
-                                         std::span<const int32_t> block_tokens) const {
+                                         std::span<const int32_t> block_tokens,
+                                         int32_t group) const {
   if (block_tokens.size() != static_cast<size_t>(block_size_tokens_)) return std::nullopt;
   const int32_t b = cached_.find(hash, [&](int32_t c) {
-    if (!(meta_[static_cast<size_t>(c)].parent == parent)) return false;
+    const BlockMeta& m = meta_[static_cast<size_t>(c)];
+    if (!(m.parent == parent) || m.group != group) return false;
     const auto stored = tokens_of(c);
     return std::equal(stored.begin(), stored.end(), block_tokens.begin());
   });
@@ -100,17 +102,18 @@ std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
 }
 
 void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
-                            std::span<const int32_t> block_tokens) {
+                            std::span<const int32_t> block_tokens, int32_t group) {
   BlockMeta& m = meta(id);
   HINGE_CHECK_MSG(m.ref_count > 0, "caching free block {}", id.value);
   HINGE_CHECK(block_tokens.size() == static_cast<size_t>(block_size_tokens_));
   if (m.has_hash) {
-    HINGE_CHECK_MSG(m.hash == hash && m.parent == parent, "block {} re-cached as different content",
-                    id.value);
+    HINGE_CHECK_MSG(m.hash == hash && m.parent == parent && m.group == group,
+                    "block {} re-cached as different content", id.value);
     return;
   }
   cached_.insert(hash, id.value);
   m.has_hash = true;
+  m.group = group;
   m.hash = hash;
   m.parent = parent;
   std::copy(block_tokens.begin(), block_tokens.end(),

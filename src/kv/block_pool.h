@@ -56,15 +56,17 @@ class BlockPool {
   // Adds a reference; a block with ref 0 leaves the free list (O(1)).
   void ref(BlockId b);
 
-  // A cached block with this identity: hash, parent hash and token ids all equal (a block
-  // whose hash collides with other content is never returned), or nullopt. No side effects.
+  // A cached block with this identity: hash, parent hash, token ids and KV group all equal (a
+  // block whose hash collides with other content is never returned; the groups of one sequence
+  // share its hashes and hold one block each), or nullopt. No side effects.
   std::optional<BlockId> lookup(BlockHash hash, BlockHash parent,
-                                std::span<const int32_t> block_tokens) const;
-  // Registers full block b (ref > 0) as holding the content (hash, parent, tokens). Other blocks
-  // may hold the same content (computed concurrently) or the same hash with other content (a
-  // collision): all stay cached, lookups compare. Re-caching b with its own content is a no-op.
+                                std::span<const int32_t> block_tokens, int32_t group = 0) const;
+  // Registers full block b (ref > 0) as holding the content (hash, parent, tokens) of KV group
+  // `group`. Other blocks may hold the same content (computed concurrently) or the same hash
+  // with other content (a collision): all stay cached, lookups compare. Re-caching b with its
+  // own content is a no-op.
   void cache_block(BlockId b, BlockHash hash, BlockHash parent,
-                   std::span<const int32_t> block_tokens);
+                   std::span<const int32_t> block_tokens, int32_t group = 0);
   // Drops b's cache entry, if any (KV registered for a step that never ran).
   void uncache(BlockId b);
 
@@ -87,6 +89,7 @@ class BlockPool {
     int32_t prev = kNone;  // free-list links, meaningful only while ref_count == 0
     int32_t next = kNone;
     bool has_hash = false;
+    int32_t group = 0;  // the KV group whose layers it holds, while has_hash
     uint64_t generation = 0;
     BlockHash hash;
     BlockHash parent;  // the parent block's hash (the root for a first block), while has_hash

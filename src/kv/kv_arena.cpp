@@ -22,10 +22,17 @@ StatusOr<KvArena> KvArena::create(const KvSpec& spec, int64_t num_blocks) {
   // block size fits, any order of its product (KvSpec::bytes_per_block's) fits too.
   if (__builtin_mul_overflow(int64_t{spec.block_size_tokens} * spec.n_kv_heads,
                              a.k_row_ + a.v_row_, &a.layer_bytes_) ||
-      __builtin_mul_overflow(a.layer_bytes_, int64_t{spec.n_layers}, &a.bytes_per_block_))
+      __builtin_mul_overflow(a.layer_bytes_, int64_t{spec.layers_per_block()},
+                             &a.bytes_per_block_))
     return Status::Errorf(
         "kv arena: a block of {} tokens x {} layers x {} KV heads x {} + {} bytes overflows int64",
-        spec.block_size_tokens, spec.n_layers, spec.n_kv_heads, a.k_row_, a.v_row_);
+        spec.block_size_tokens, spec.layers_per_block(), spec.n_kv_heads, a.k_row_, a.v_row_);
+  a.layer_group_.resize(static_cast<size_t>(spec.n_layers));
+  a.layer_index_.resize(static_cast<size_t>(spec.n_layers));
+  for (int32_t l = 0; l < spec.n_layers; ++l) {
+    a.layer_group_[static_cast<size_t>(l)] = spec.group_of_layer(l);
+    a.layer_index_[static_cast<size_t>(l)] = spec.index_in_group(l);
+  }
   HINGE_CHECK(a.bytes_per_block_ == spec.bytes_per_block());
   int64_t total = 0;
   if (__builtin_mul_overflow(a.bytes_per_block_, num_blocks, &total))
@@ -57,6 +64,8 @@ KvArena& KvArena::operator=(KvArena&& o) noexcept {
     k_row_ = o.k_row_;
     v_row_ = o.v_row_;
     layer_bytes_ = o.layer_bytes_;
+    layer_group_ = std::move(o.layer_group_);
+    layer_index_ = std::move(o.layer_index_);
     base_ = std::exchange(o.base_, nullptr);
     mapped_bytes_ = std::exchange(o.mapped_bytes_, 0);
     k_scale_ = std::move(o.k_scale_);

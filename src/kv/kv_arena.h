@@ -1,9 +1,10 @@
 // KvArena: the bytes of the paged KV cache. One allocation made at start-up (anonymous mmap,
 // pages committed on first touch), cut into num_blocks fixed-size blocks laid out as KvSpec
-// describes:
+// describes. A block holds one KV group's layers (which group is the block tables' business):
 //
-//   block b  = base + b * bytes_per_block
-//   layer l  = block + l * layer_bytes            layer_bytes = bs * H * (k_row + v_row)
+//   block b  = base + b * bytes_per_block         bytes_per_block = layers_per_block * layer_bytes
+//   layer l  = block + i * layer_bytes            i = l's index in its group,
+//                                                 layer_bytes = bs * H * (k_row + v_row)
 //     K rows   [bs tokens][H kv heads][k_row bytes]
 //     V rows   [bs tokens][H kv heads][v_row bytes]   at + bs * H * k_row
 //
@@ -46,15 +47,19 @@ class KvArena {
   int64_t k_row_bytes() const { return k_row_; }
   int64_t v_row_bytes() const { return v_row_; }
   int64_t layer_bytes() const { return layer_bytes_; }
+  // KV group of layer l (whose block table its attention reads).
+  int32_t group_of_layer(int32_t layer) const { return layer_group_[static_cast<size_t>(layer)]; }
   // Offsets from a block's start.
-  int64_t k_offset(int32_t layer) const { return layer * layer_bytes_; }
+  int64_t k_offset(int32_t layer) const {
+    return layer_index_[static_cast<size_t>(layer)] * layer_bytes_;
+  }
   int64_t v_offset(int32_t layer) const {
-    return layer * layer_bytes_ + int64_t{spec_.block_size_tokens} * spec_.n_kv_heads * k_row_;
+    return k_offset(layer) + int64_t{spec_.block_size_tokens} * spec_.n_kv_heads * k_row_;
   }
   int64_t k_token_stride() const { return int64_t{spec_.n_kv_heads} * k_row_; }
   int64_t v_token_stride() const { return int64_t{spec_.n_kv_heads} * v_row_; }
 
-  // Copy-on-write: the whole block (every layer, K and V).
+  // Copy-on-write: the whole block (every layer of its group, K and V).
   void copy_block(BlockId src, BlockId dst);
 
   // fp8 per-tensor scales (0 = not yet calibrated).
@@ -82,6 +87,7 @@ class KvArena {
   int64_t num_blocks_ = 0;
   int64_t bytes_per_block_ = 0;
   int64_t k_row_ = 0, v_row_ = 0, layer_bytes_ = 0;
+  std::vector<int32_t> layer_group_, layer_index_;  // per layer
   uint8_t* base_ = nullptr;
   size_t mapped_bytes_ = 0;
   std::vector<float> k_scale_, v_scale_;

@@ -16,16 +16,20 @@ bool kv_debug_enabled() {
 KvCacheManager::KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn)
     : config_(config), hash_fn_(hash_fn), pool_(config.num_blocks, config.block_size_tokens) {
   HINGE_CHECK(hash_fn_ != nullptr);
+  HINGE_CHECK_MSG(config_.num_groups >= 1, "{} KV groups", config_.num_groups);
+  copies_.reserve(static_cast<size_t>(config_.num_groups));
 }
 
 void KvCacheManager::add_request(RequestId id, CacheNamespace ns, int32_t max_tokens) {
   auto [it, inserted] = requests_.try_emplace(id);
   HINGE_CHECK_MSG(inserted, "request {} already live", id.value);
-  it->second.ns = ns;
+  RequestState& st = it->second;
+  st.ns = ns;
+  st.tables.resize(static_cast<size_t>(config_.num_groups));
   if (max_tokens > 0) {
     const size_t blocks = static_cast<size_t>(blocks_for(max_tokens));
-    it->second.table.reserve(blocks);
-    it->second.hashes.reserve(blocks);
+    for (BlockTable& t : st.tables) t.reserve(blocks);
+    st.hashes.reserve(blocks);
   }
 }
 
@@ -35,19 +39,32 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
   out.num_query_tokens = static_cast<int32_t>(prompt.size());
   if (!config_.enable_prefix_cache || prompt.empty()) return out;
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
+  const int32_t groups = config_.num_groups;
   // At least one token must remain to compute (its logits start generation).
   const size_t max_blocks = (prompt.size() - 1) / bs;
   BlockHash parent = namespace_root_hash(ns, config_.fingerprint);
+  std::vector<BlockId> found;  // block-major: found[i * groups + g]
   for (size_t i = 0; i < max_blocks; ++i) {
     const auto tokens = prompt.subspan(i * bs, bs);
     const BlockHash h = hash_fn_(parent, tokens);
-    const auto hit = pool_.lookup(h, parent, tokens);
-    if (!hit) break;
-    out.blocks.push_back(*hit);
+    bool all = true;
+    for (int32_t g = 0; g < groups && all; ++g) {
+      const auto hit = pool_.lookup(h, parent, tokens, g);
+      if (hit)
+        found.push_back(*hit);
+      else
+        all = false;
+    }
+    if (!all) break;  // every group is full attention: a hit must be a prefix in each
     out.hashes.push_back(h);
     parent = h;
   }
-  out.num_cached_tokens = static_cast<int32_t>(out.blocks.size() * bs);
+  const size_t n = out.hashes.size();
+  out.blocks.resize(n * static_cast<size_t>(groups));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t g = 0; g < static_cast<size_t>(groups); ++g)
+      out.blocks[g * n + i] = found[i * static_cast<size_t>(groups) + g];
+  out.num_cached_tokens = static_cast<int32_t>(n * bs);
   return out;
 }
 
@@ -56,39 +73,45 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
   HINGE_CHECK(num_new_tokens >= 0);
   RequestState& st = state(id);
   const int32_t bs = config_.block_size_tokens;
+  const int32_t groups = config_.num_groups;
   int32_t num_hit_blocks = 0;
   int32_t num_hits_on_free_list = 0;
   if (computed != nullptr) {
-    HINGE_CHECK_MSG(st.table.empty() && st.num_tokens == 0,
+    HINGE_CHECK_MSG(st.tables[0].empty() && st.num_tokens == 0,
                     "request {}: prefix lookup adopted after its first allocation", id.value);
   }
-  if (computed != nullptr && !computed->blocks.empty()) {
-    HINGE_CHECK(computed->hashes.size() == computed->blocks.size());
-    HINGE_CHECK(computed->num_cached_tokens == static_cast<int32_t>(computed->blocks.size()) * bs);
-    num_hit_blocks = static_cast<int32_t>(computed->blocks.size());
-    for (int32_t i = 0; i < num_hit_blocks; ++i) {
-      const BlockId b = computed->blocks[static_cast<size_t>(i)];
+  if (computed != nullptr && !computed->hashes.empty()) {
+    num_hit_blocks = computed->num_hit_blocks();
+    HINGE_CHECK(computed->blocks.size() == static_cast<size_t>(num_hit_blocks) * groups);
+    HINGE_CHECK(computed->num_cached_tokens == num_hit_blocks * bs);
+    for (size_t j = 0; j < computed->blocks.size(); ++j) {
+      const BlockId b = computed->blocks[j];
       // Stale hit (evicted between query and allocation) is a caller bug.
-      HINGE_CHECK_MSG(pool_.cached_hash(b) == computed->hashes[static_cast<size_t>(i)],
+      HINGE_CHECK_MSG(pool_.cached_hash(b) == computed->hashes[j % num_hit_blocks],
                       "request {}: computed block {} no longer cached", id.value, b.value);
       if (pool_.ref_count(b) == 0) ++num_hits_on_free_list;
     }
   }
   const int32_t base_tokens = num_hit_blocks > 0 ? num_hit_blocks * bs : st.num_tokens;
-  const int32_t base_blocks = st.table.num_blocks() + num_hit_blocks;
+  const int32_t base_blocks = st.tables[0].num_blocks() + num_hit_blocks;
   const int32_t num_needed =
       std::max(0, blocks_for(int64_t{base_tokens} + num_new_tokens) - base_blocks);
   // Copy-on-write: the next token lands in a partial last block that others also reference.
-  const bool cow =
-      num_new_tokens > 0 && base_tokens % bs != 0 && pool_.ref_count(st.table.back()) > 1;
-  if (!pool_.can_allocate(num_needed + (cow ? 1 : 0) + num_hits_on_free_list)) {
+  int32_t num_cow = 0;
+  const bool partial = num_new_tokens > 0 && base_tokens % bs != 0;
+  if (partial)
+    for (const BlockTable& t : st.tables) num_cow += pool_.ref_count(t.back()) > 1 ? 1 : 0;
+  if (!pool_.can_allocate(num_needed * groups + num_cow + num_hits_on_free_list)) {
     return std::nullopt;
   }
 
   // Commit. Hits first, so allocation below cannot evict them.
-  for (int32_t i = 0; i < num_hit_blocks; ++i) {
-    pool_.ref(computed->blocks[static_cast<size_t>(i)]);
-    st.table.push_back(computed->blocks[static_cast<size_t>(i)]);
+  for (int32_t g = 0; g < groups; ++g) {
+    for (int32_t i = 0; i < num_hit_blocks; ++i) {
+      const BlockId b = computed->blocks[static_cast<size_t>(g * num_hit_blocks + i)];
+      pool_.ref(b);
+      st.tables[static_cast<size_t>(g)].push_back(b);
+    }
   }
   if (num_hit_blocks > 0) {
     st.hashes = computed->hashes;
@@ -98,23 +121,27 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
     num_prefix_query_tokens_ += computed->num_query_tokens;
     num_prefix_hit_tokens_ += computed->num_cached_tokens;
   }
-  SlotAllocation out;
-  if (cow) {
-    const BlockId src = st.table.back();
-    allocated_.clear();
-    pool_.allocate(1, &allocated_);
-    const BlockId one[1] = {src};
-    pool_.free(one);  // still referenced by the other sharers
-    st.table.set(st.table.num_blocks() - 1, allocated_[0]);
-    out.copy = BlockCopy{src, allocated_[0]};
+  copies_.clear();
+  for (int32_t g = 0; g < groups && num_cow > 0; ++g) {
+    BlockTable& t = st.tables[static_cast<size_t>(g)];
+    const BlockId src = t.back();
+    if (pool_.ref_count(src) <= 1) continue;
+    one_.clear();
+    pool_.allocate(1, &one_);
+    const BlockId drop[1] = {src};
+    pool_.free(drop);  // still referenced by the other sharers
+    t.set(t.num_blocks() - 1, one_[0]);
+    copies_.push_back(BlockCopy{src, one_[0]});
     ++num_cow_copies_;
   }
   allocated_.clear();
-  pool_.allocate(num_needed, &allocated_);
-  for (BlockId b : allocated_) st.table.push_back(b);
-  out.new_blocks = st.table.blocks().last(allocated_.size());
+  pool_.allocate(num_needed * groups, &allocated_);
+  for (int32_t g = 0; g < groups; ++g)
+    for (int32_t i = 0; i < num_needed; ++i)
+      st.tables[static_cast<size_t>(g)].push_back(
+          allocated_[static_cast<size_t>(g * num_needed + i)]);
   st.num_tokens += num_new_tokens;
-  return out;
+  return SlotAllocation{.new_blocks = allocated_, .copies = copies_};
 }
 
 void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> tokens,
@@ -134,7 +161,9 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
     const BlockHash h = hash_fn_(parent, block_tokens);
     // Another block may hold the same content (computed concurrently) or the same hash with
     // other content (a collision): the pool keeps both, lookups compare tokens and parents.
-    pool_.cache_block(st.table[static_cast<int32_t>(i)], h, parent, block_tokens);
+    for (int32_t g = 0; g < config_.num_groups; ++g)
+      pool_.cache_block(st.tables[static_cast<size_t>(g)][static_cast<int32_t>(i)], h, parent,
+                        block_tokens, g);
     st.hashes.push_back(h);
   }
 }
@@ -146,7 +175,8 @@ void KvCacheManager::uncache_uncomputed(RequestId id, int32_t num_computed_token
   while (st.hashes.size() > keep) {
     // Registered this step (hits and forks only share computed blocks): drop it even when a
     // request admitted in the same step hit it, that request failed with this one.
-    pool_.uncache(st.table[static_cast<int32_t>(st.hashes.size() - 1)]);
+    for (const BlockTable& t : st.tables)
+      pool_.uncache(t[static_cast<int32_t>(st.hashes.size() - 1)]);
     st.hashes.pop_back();
   }
 }
@@ -155,17 +185,22 @@ void KvCacheManager::fork(RequestId parent, RequestId child) {
   HINGE_CHECK_MSG(!requests_.contains(child), "fork: request {} already live", child.value);
   const RequestState& from = state(parent);
   RequestState copy = from;
-  copy.table.reserve(from.table.capacity());  // the child grows to the same length
+  for (size_t g = 0; g < copy.tables.size(); ++g) {
+    copy.tables[g].reserve(from.tables[g].capacity());  // the child grows to the same length
+    for (BlockId b : copy.tables[g].blocks()) pool_.ref(b);
+  }
   copy.hashes.reserve(from.hashes.capacity());
-  for (BlockId b : copy.table.blocks()) pool_.ref(b);
   requests_.emplace(child, std::move(copy));
 }
 
 void KvCacheManager::free(RequestId id) {
   auto it = requests_.find(id);
   HINGE_CHECK_MSG(it != requests_.end(), "free of unknown request {}", id.value);
-  const auto blocks = it->second.table.blocks();
-  scratch_.assign(blocks.rbegin(), blocks.rend());
+  // Tail-first across the groups too: a sequence's last positions are evicted first.
+  const auto& tables = it->second.tables;
+  scratch_.clear();
+  for (int32_t i = tables[0].num_blocks() - 1; i >= 0; --i)
+    for (const BlockTable& t : tables) scratch_.push_back(t[i]);
   pool_.free(scratch_);
   requests_.erase(it);
 }
@@ -184,16 +219,22 @@ Status KvCacheManager::check_invariants() const {
   HINGE_RETURN_IF_ERROR(pool_.check_invariants());
   std::vector<int32_t> refs(static_cast<size_t>(pool_.num_blocks()), 0);
   for (const auto& [id, st] : requests_) {
-    if (st.table.num_blocks() != blocks_for(st.num_tokens))
-      return Status::Errorf("request {}: {} blocks for {} tokens", id.value, st.table.num_blocks(),
-                            st.num_tokens);
-    if (static_cast<int32_t>(st.hashes.size()) > st.table.num_blocks())
-      return Status::Errorf("request {}: {} hashes > {} blocks", id.value, st.hashes.size(),
-                            st.table.num_blocks());
-    for (BlockId b : st.table.blocks()) {
-      if (b.value < 0 || b.value >= pool_.num_blocks())
-        return Status::Errorf("request {}: bad block {}", id.value, b.value);
-      ++refs[static_cast<size_t>(b.value)];
+    if (st.tables.size() != static_cast<size_t>(config_.num_groups))
+      return Status::Errorf("request {}: {} block tables for {} KV groups", id.value,
+                            st.tables.size(), config_.num_groups);
+    for (size_t g = 0; g < st.tables.size(); ++g) {
+      const BlockTable& t = st.tables[g];
+      if (t.num_blocks() != blocks_for(st.num_tokens))
+        return Status::Errorf("request {}: {} blocks in group {} for {} tokens", id.value,
+                              t.num_blocks(), g, st.num_tokens);
+      if (static_cast<int32_t>(st.hashes.size()) > t.num_blocks())
+        return Status::Errorf("request {}: {} hashes > {} blocks", id.value, st.hashes.size(),
+                              t.num_blocks());
+      for (BlockId b : t.blocks()) {
+        if (b.value < 0 || b.value >= pool_.num_blocks())
+          return Status::Errorf("request {}: bad block {}", id.value, b.value);
+        ++refs[static_cast<size_t>(b.value)];
+      }
     }
   }
   for (int32_t b = 0; b < pool_.num_blocks(); ++b) {

@@ -1,5 +1,9 @@
 // KvCacheManager: per-request paged KV bookkeeping over one BlockPool, with automatic prefix
-// caching (tenant-namespaced, chained block hashes), fork and copy-on-write.
+// caching (tenant-namespaced, chained block hashes), fork and copy-on-write, for every KV group
+// (kv_spec.h): a request holds one block table per group, all of the same length today (every
+// group is full attention), with blocks of its own from the shared pool. The groups share the
+// chain hashes; a group's cached block is told apart by its group (BlockPool::lookup), and a
+// prefix hit counts only blocks every group holds.
 // Not thread-safe: owned and used by the engine thread only. Pure bookkeeping (no KV bytes).
 //
 // Life of a request (what the scheduler calls, in order):
@@ -51,14 +55,17 @@ struct KvCacheConfig {
   // What the KV bytes depend on besides the tokens (model, KV dtypes, layout, calibration):
   // the root of every block hash, so KV of another format never hits (see block_hash.h).
   uint64_t fingerprint = 0;
+  int32_t num_groups = 1;  // KvSpec::num_groups()
 };
 
-// Longest cached prefix of a prompt: blocks[i] holds tokens [i * bs, (i + 1) * bs).
+// Longest cached prefix of a prompt, n = hashes.size() blocks in each group:
+// blocks[g * n + i] is group g's block holding tokens [i * bs, (i + 1) * bs).
 struct ComputedBlocks {
   std::vector<BlockId> blocks;
-  std::vector<BlockHash> hashes;  // hashes[i] of blocks[i]
-  int32_t num_cached_tokens = 0;  // blocks.size() * block_size, always < prompt length
+  std::vector<BlockHash> hashes;  // hashes[i] of block i (the same in every group)
+  int32_t num_cached_tokens = 0;  // n * block_size, always < prompt length
   int32_t num_query_tokens = 0;   // prompt length looked up (counted when adopted)
+  int32_t num_hit_blocks() const { return static_cast<int32_t>(hashes.size()); }
 };
 
 struct BlockCopy {
@@ -67,11 +74,13 @@ struct BlockCopy {
   bool operator==(const BlockCopy&) const = default;
 };
 
+// Views of the manager's scratch, valid until its next allocate_slots.
 struct SlotAllocation {
-  // Appended to the table (a copy-on-write dst excluded): a view of the table's last entries,
-  // valid until the request's table next changes.
+  // Appended to the tables (copy-on-write dsts excluded), group-major: each group's
+  // new_blocks.size() / num_groups, in table order.
   std::span<const BlockId> new_blocks;
-  std::optional<BlockCopy> copy;    // copy-on-write the runner must perform first
+  // Copy-on-write the runner must perform first, at most one per group.
+  std::span<const BlockCopy> copies;
 };
 
 // True when HINGE_KV_DEBUG=1: the engine then prints debug_string() each step.
@@ -83,6 +92,7 @@ class KvCacheManager {
   explicit KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn = &hash_block_tokens);
 
   int32_t block_size_tokens() const { return config_.block_size_tokens; }
+  int32_t num_groups() const { return config_.num_groups; }
   bool prefix_cache_enabled() const { return config_.enable_prefix_cache; }
   const BlockPool& pool() const { return pool_; }
 
@@ -122,15 +132,18 @@ class KvCacheManager {
   void free(RequestId id);
 
   int32_t num_tokens(RequestId id) const { return state(id).num_tokens; }
-  const BlockTable& block_table(RequestId id) const { return state(id).table; }
-  // Physical slot of token position p of request id.
-  int64_t slot(RequestId id, int64_t position) const {
-    return state(id).table.slot(position, config_.block_size_tokens);
+  // Request id's block table of KV group `group`.
+  const BlockTable& block_table(RequestId id, int32_t group = 0) const {
+    return state(id).tables[static_cast<size_t>(group)];
+  }
+  // Physical slot of token position p of request id in KV group `group`.
+  int64_t slot(RequestId id, int64_t position, int32_t group = 0) const {
+    return block_table(id, group).slot(position, config_.block_size_tokens);
   }
 
   KvCacheStats stats() const;
   // Pool invariants plus: each block's refcount == number of table references to it; each
-  // table has ceil(num_tokens / block_size) blocks; hashes recorded per request match.
+  // group's table has ceil(num_tokens / block_size) blocks; hashes recorded per request match.
   Status check_invariants() const;
   // Counters line and the block map (see BlockPool::render_map).
   std::string debug_string(int32_t blocks_per_line = 64) const;
@@ -138,9 +151,9 @@ class KvCacheManager {
  private:
   struct RequestState {
     CacheNamespace ns;
-    BlockTable table;
+    std::vector<BlockTable> tables;  // one per KV group, all of one length
     int32_t num_tokens = 0;  // slots reserved
-    // The chain hash of each of the first hashes.size() (full, registered) blocks.
+    // The chain hash of each of the first hashes.size() (full, registered) blocks of every group.
     std::vector<BlockHash> hashes;
   };
   const RequestState& state(RequestId id) const {
@@ -160,8 +173,10 @@ class KvCacheManager {
   BlockHashFn hash_fn_;
   BlockPool pool_;
   std::unordered_map<RequestId, RequestState> requests_;
-  std::vector<BlockId> scratch_;  // reversed table for free()
+  std::vector<BlockId> scratch_;  // tables tail-first for free()
   std::vector<BlockId> allocated_;  // blocks just taken from the pool (capacity kept)
+  std::vector<BlockId> one_;        // a copy-on-write dst
+  std::vector<BlockCopy> copies_;   // copies of the last allocate_slots
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
   int64_t num_cow_copies_ = 0;

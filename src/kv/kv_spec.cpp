@@ -1,5 +1,7 @@
 #include "kv/kv_spec.h"
 
+#include <algorithm>
+
 namespace hinge::kv {
 
 namespace {
@@ -65,17 +67,74 @@ Status KvSpec::validate() const {
   if (head_dim <= 0) return Status::Errorf("kv spec: head_dim must be positive, got {}", head_dim);
   if (block_size_tokens <= 0)
     return Status::Errorf("kv spec: block_size_tokens must be positive, got {}", block_size_tokens);
+  if (groups.empty()) return Status::Ok();
+  std::vector<int32_t> seen(static_cast<size_t>(n_layers), -1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].layers.empty()) return Status::Errorf("kv spec: KV group {} has no layers", g);
+    int32_t prev = -1;
+    for (int32_t l : groups[g].layers) {
+      if (l < 0 || l >= n_layers)
+        return Status::Errorf("kv spec: KV group {} names layer {}, outside [0, {})", g, l,
+                              n_layers);
+      if (l <= prev)
+        return Status::Errorf("kv spec: KV group {} lists its layers out of order ({} after {})",
+                              g, l, prev);
+      if (seen[static_cast<size_t>(l)] >= 0)
+        return Status::Errorf("kv spec: layer {} is in KV groups {} and {}", l,
+                              seen[static_cast<size_t>(l)], g);
+      seen[static_cast<size_t>(l)] = static_cast<int32_t>(g);
+      prev = l;
+    }
+  }
+  for (int32_t l = 0; l < n_layers; ++l)
+    if (seen[static_cast<size_t>(l)] < 0)
+      return Status::Errorf("kv spec: layer {} is in no KV group", l);
   return Status::Ok();
 }
 
-int64_t KvSpec::bytes_per_token() const {
-  return int64_t{n_layers} * n_kv_heads *
+int32_t KvSpec::layers_per_block() const {
+  if (groups.empty()) return n_layers;
+  size_t most = 0;
+  for (const KvGroup& g : groups) most = std::max(most, g.layers.size());
+  return static_cast<int32_t>(most);
+}
+
+int32_t KvSpec::group_of_layer(int32_t layer) const {
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int32_t l : groups[g].layers)
+      if (l == layer) return static_cast<int32_t>(g);
+  HINGE_CHECK_MSG(groups.empty() && layer >= 0 && layer < n_layers, "layer {} in no KV group",
+                  layer);
+  return 0;
+}
+
+int32_t KvSpec::index_in_group(int32_t layer) const {
+  if (groups.empty()) return layer;
+  const auto& ls = groups[static_cast<size_t>(group_of_layer(layer))].layers;
+  return static_cast<int32_t>(std::find(ls.begin(), ls.end(), layer) - ls.begin());
+}
+
+std::vector<KvGroup> KvSpec::split_layers(int32_t n_layers, int32_t num_groups) {
+  HINGE_CHECK(num_groups <= n_layers);
+  std::vector<KvGroup> out;
+  if (num_groups <= 1) return out;
+  out.resize(static_cast<size_t>(num_groups));
+  int32_t l = 0;
+  for (int32_t g = 0; g < num_groups; ++g) {
+    const int32_t count = n_layers / num_groups + (g < n_layers % num_groups ? 1 : 0);
+    for (int32_t i = 0; i < count; ++i) out[static_cast<size_t>(g)].layers.push_back(l++);
+  }
+  return out;
+}
+
+int64_t KvSpec::bytes_per_layer_token() const {
+  return int64_t{n_kv_heads} *
          (kv_dtype_head_bytes(k_dtype, head_dim) + kv_dtype_head_bytes(v_dtype, head_dim));
 }
 
 int64_t KvSpec::num_blocks_for_tokens(int64_t num_tokens) const {
   HINGE_CHECK(num_tokens >= 0 && block_size_tokens > 0);
-  return (num_tokens + block_size_tokens - 1) / block_size_tokens;
+  return int64_t{num_groups()} * ((num_tokens + block_size_tokens - 1) / block_size_tokens);
 }
 
 int64_t KvSpec::num_blocks_in_budget(int64_t budget_bytes) const {

@@ -1,16 +1,26 @@
-// KvSpec: the shape of the KV cache (layers, KV heads, head size, storage dtype, block size) and
-// the sizing arithmetic derived from it. A plain value; thread-compatible.
+// KvSpec: the shape of the KV cache (layers, KV heads, head size, storage dtype, block size,
+// KV groups) and the sizing arithmetic derived from it. A plain value; thread-compatible.
 //
-// Layout of one block (what the kernels will see):
-//   [n_layers][K: block_size_tokens][n_kv_heads][K head vector bytes]
-//             [V: block_size_tokens][n_kv_heads][V head vector bytes]
+// KV groups (vLLM's KV cache groups, its hybrid allocator): the layers are split into groups,
+// and each request has one block table per group. Every group's blocks come from one pool, and a
+// block (a "page") holds block_size_tokens tokens of one group's layers, so the groups of a
+// sequence hold separate blocks for the same positions. Groups exist so layers can keep KV
+// differently (sliding-window layers keep only the blocks of their window, hybrid models mix
+// attention kinds); today every group is full attention, and the engine makes one group of all
+// layers unless told otherwise (EngineConfig::kv_groups).
+//
+// Layout of one block (what the kernels see), for a group's layers in order:
+//   [layers_per_block][K: block_size_tokens][n_kv_heads][K head vector bytes]
+//                     [V: block_size_tokens][n_kv_heads][V head vector bytes]
 // where a head vector of head_dim elements takes kv_dtype_head_bytes(dtype, head_dim) bytes
-// (K and V may use different dtypes).
+// (K and V may use different dtypes) and layers_per_block is the largest group's layer count
+// (a smaller group leaves the rest of its blocks unused).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -38,6 +48,12 @@ int64_t kv_dtype_head_bytes(KvDtype dtype, int32_t head_dim);
 // (int8 with head_dim 128: 130 / 128 = 1.015625).
 double kv_dtype_bytes_per_element(KvDtype dtype, int32_t head_dim);
 
+// One KV group: the model layers whose KV share a block table.
+struct KvGroup {
+  std::vector<int32_t> layers;  // ascending model layer indices
+  bool operator==(const KvGroup&) const = default;
+};
+
 struct KvSpec {
   int32_t n_layers = 0;
   int32_t n_kv_heads = 0;
@@ -45,14 +61,35 @@ struct KvSpec {
   KvDtype k_dtype = KvDtype::kF16;  // --kv-dtype-k (or --kv-dtype for both)
   KvDtype v_dtype = KvDtype::kF16;  // --kv-dtype-v
   int32_t block_size_tokens = 16;
+  // Empty: one group of every layer. Otherwise every layer in exactly one group.
+  std::vector<KvGroup> groups = {};
 
-  // Error when a field is not positive (the message names it).
+  // Error when a field is not positive or the groups do not partition the layers (the message
+  // names what is wrong).
   Status validate() const;
 
-  // K and V of one token across all layers and KV heads.
-  int64_t bytes_per_token() const;
-  int64_t bytes_per_block() const { return bytes_per_token() * block_size_tokens; }
-  // Blocks that hold num_tokens tokens: ceil(num_tokens / block_size_tokens).
+  int32_t num_groups() const { return groups.empty() ? 1 : static_cast<int32_t>(groups.size()); }
+  // Layers one block has room for: the largest group's count (n_layers with one group).
+  int32_t layers_per_block() const;
+  // Group of layer l, and its index among that group's layers (its place in a block).
+  int32_t group_of_layer(int32_t layer) const;
+  int32_t index_in_group(int32_t layer) const;
+  // Groups of `num_groups` consecutive layer ranges as equal as possible (the first ones one
+  // layer longer), or no groups (one group) for num_groups <= 1. num_groups <= n_layers.
+  static std::vector<KvGroup> split_layers(int32_t n_layers, int32_t num_groups);
+
+  // K and V of one layer of one token (all KV heads).
+  int64_t bytes_per_layer_token() const;
+  // What one token costs in blocks' bytes: every group's block share, a block's unused layers
+  // (groups of unequal size) included. With one group: K and V of all layers.
+  int64_t bytes_per_token() const {
+    return int64_t{num_groups()} * layers_per_block() * bytes_per_layer_token();
+  }
+  int64_t bytes_per_block() const {
+    return int64_t{layers_per_block()} * bytes_per_layer_token() * block_size_tokens;
+  }
+  // Blocks a sequence of num_tokens tokens holds: ceil(num_tokens / block_size_tokens) in each
+  // group.
   int64_t num_blocks_for_tokens(int64_t num_tokens) const;
   // Bytes reserved by a request of num_tokens tokens (whole blocks).
   int64_t bytes_for_tokens(int64_t num_tokens) const {

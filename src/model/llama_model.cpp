@@ -97,9 +97,13 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
   if (n == 0) return Status::Error("forward: no tokens");
   if (n > max_batch_)
     return Status::Errorf("forward: {} tokens exceed the batch capacity {}", n, max_batch_);
-  if (static_cast<int64_t>(b.slot_mapping.size()) != n)
-    return Status::Error("forward: slot_mapping size differs from the token count");
   const kv::KvSpec& s = arena.spec();
+  const int64_t groups = s.num_groups();
+  if (static_cast<int64_t>(b.slot_mapping.size()) != n * groups)
+    return Status::Error("forward: slot_mapping size differs from tokens x KV groups");
+  if (b.seqs.empty() || b.seqs.size() % static_cast<size_t>(groups) != 0)
+    return Status::Error("forward: sequences are not given once per KV group");
+  const size_t num_seqs = b.seqs.size() / static_cast<size_t>(groups);
   if (s.n_layers != c.n_layers || s.n_kv_heads != c.n_kv_heads || s.head_dim != c.head_dim)
     return Status::Error("forward: KV arena shape does not match the model");
   for (int32_t t : b.token_ids)
@@ -109,15 +113,14 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
   for (int64_t slot : b.slot_mapping)
     if (slot < 0 || slot >= total_slots)
       return Status::Errorf("forward: KV slot {} outside the arena", slot);
-  int64_t row = 0;
+  for (size_t i = num_seqs; i < b.seqs.size(); ++i) {
+    const kernels::AttentionSeq &a = b.seqs[i], &first = b.seqs[i % num_seqs];
+    if (a.query_begin != first.query_begin || a.num_queries != first.num_queries ||
+        a.first_position != first.first_position || a.num_blocks != first.num_blocks)
+      return Status::Error("forward: the KV groups' sequences differ but for their block tables");
+  }
   for (const auto& seq : b.seqs) {
-    if (seq.query_begin != row || seq.num_queries < 1 || row + seq.num_queries > n)
-      return Status::Error("forward: sequences must cover the batch rows in order");
-    const int64_t end = int64_t{seq.first_position} + seq.num_queries;
-    if (seq.first_position < 0 || end > c.context_length)
-      return Status::Errorf("forward: position {} beyond the context size {}", end - 1,
-                            c.context_length);
-    if (int64_t{seq.num_blocks} * s.block_size_tokens < end)
+    if (int64_t{seq.num_blocks} * s.block_size_tokens < int64_t{seq.first_position} + seq.num_queries)
       return Status::Error("forward: block table too short for the sequence");
     // Attention reads whole blocks through the table: an id outside the arena would read (and
     // the K/V of this step be read back from) memory that is not the arena's.
@@ -127,6 +130,15 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
       if (seq.block_table[j] < 0 || seq.block_table[j] >= arena.num_blocks())
         return Status::Errorf("forward: block id {} (entry {} of a block table) outside the arena "
                               "of {} blocks", seq.block_table[j], j, arena.num_blocks());
+  }
+  int64_t row = 0;
+  for (const auto& seq : b.seqs.first(num_seqs)) {
+    if (seq.query_begin != row || seq.num_queries < 1 || row + seq.num_queries > n)
+      return Status::Error("forward: sequences must cover the batch rows in order");
+    const int64_t end = int64_t{seq.first_position} + seq.num_queries;
+    if (seq.first_position < 0 || end > c.context_length)
+      return Status::Errorf("forward: position {} beyond the context size {}", end - 1,
+                            c.context_length);
     for (int32_t j = 0; j < seq.num_queries; ++j)
       positions_[static_cast<size_t>(row + j)] = seq.first_position + j;
     row += seq.num_queries;
@@ -215,12 +227,17 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     if (is_fp8(s.v_dtype) && arena.v_scale(l) == 0)
       arena.set_v_scale(l, kernels::kv_fp8_scale_for(s.v_dtype, v_.data(), count) * kFp8Headroom);
     const kernels::PagedKvLayer view = layer_view(arena, l);
+    // This layer's KV group: its slots and block tables.
+    const size_t group = static_cast<size_t>(arena.group_of_layer(l));
+    const auto slots = b.slot_mapping.subspan(group * static_cast<size_t>(n),
+                                              static_cast<size_t>(n));
+    const size_t num_seqs = b.seqs.size() / static_cast<size_t>(s.num_groups());
+    const auto seqs = b.seqs.subspan(group * num_seqs, num_seqs);
     for_tokens([&](int64_t t0, int64_t t1) {  // distinct tokens write distinct slots
       kernels::paged_kv_write(view, &k_[t0 * kv_dim], &v_[t0 * kv_dim],
-                              b.slot_mapping.subspan(static_cast<size_t>(t0),
-                                                     static_cast<size_t>(t1 - t0)));
+                              slots.subspan(static_cast<size_t>(t0), static_cast<size_t>(t1 - t0)));
     });
-    kernels::paged_attention(view, b.seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
+    kernels::paged_attention(view, seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
     kernels::matmul(w.wo, att_out_.data(), n, proj_.data(), pool_, mm_scratch_);
 
     // Feed-forward block (SwiGLU), after the attention's residual add; its RMSNorm runs inside

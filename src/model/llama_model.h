@@ -34,8 +34,11 @@ namespace hinge {
 // [query_begin, query_begin + num_queries) at positions first_position + j.
 struct ForwardBatch {
   std::span<const int32_t> token_ids;            // [T]
-  std::span<const int64_t> slot_mapping;         // [T] physical KV slot of each token
-  std::span<const kernels::AttentionSeq> seqs;   // cover rows [0, T) in order
+  // Per KV group of the arena (kv::KvSpec::num_groups(), G), group-major: group g's layers write
+  // the token's K/V to slot_mapping[g * T + t] and attend through seqs[g * S .. g * S + S).
+  std::span<const int64_t> slot_mapping;         // [G][T] physical KV slot of each token
+  std::span<const kernels::AttentionSeq> seqs;   // [G][S]; each group's cover rows [0, T) in
+                                                 // order, alike but for the block tables
   std::span<const int32_t> logit_rows;           // rows whose logits are wanted, ascending
 };
 

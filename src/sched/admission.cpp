@@ -45,13 +45,16 @@ const char* admission_verdict_name(AdmissionVerdict v) {
 }
 
 AdmissionController::AdmissionController(const AdmissionConfig& config) : config_(config) {
-  HINGE_CHECK(config_.num_blocks > 0 && config_.block_size_tokens > 0 && config_.max_queue >= 0);
+  HINGE_CHECK(config_.num_blocks > 0 && config_.block_size_tokens > 0 &&
+              config_.num_kv_groups > 0 && config_.max_queue >= 0);
 }
 
 int32_t AdmissionController::worst_case_blocks(int64_t prompt_tokens, int64_t max_tokens,
-                                               int32_t n, int32_t block_size_tokens) {
+                                               int32_t n, int32_t block_size_tokens,
+                                               int32_t num_groups) {
   return static_cast<int32_t>(std::min<int64_t>(
-      worst_case_kv_blocks(prompt_tokens, max_tokens, n, block_size_tokens), INT32_MAX));
+      worst_case_kv_blocks(prompt_tokens, max_tokens, n, block_size_tokens, num_groups),
+      INT32_MAX));
 }
 
 AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now,
@@ -67,8 +70,9 @@ AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now,
     o.message = fmt::format(
         "this request needs up to {} KV blocks ({} tokens) for its prompt and max_tokens, more "
         "than the {} blocks ({} tokens) one request may use; lower max_tokens, n or the prompt",
-        t.worst_case_blocks, int64_t{t.worst_case_blocks} * config_.block_size_tokens, limit,
-        int64_t{limit} * config_.block_size_tokens);
+        t.worst_case_blocks,
+        int64_t{t.worst_case_blocks} / config_.num_kv_groups * config_.block_size_tokens, limit,
+        int64_t{limit} / config_.num_kv_groups * config_.block_size_tokens);
     return o;
   }
   if (config_.max_concurrent_per_user > 0 && !t.user.empty()) {

@@ -47,6 +47,7 @@ namespace hinge::sched {
 struct AdmissionConfig {
   int32_t num_blocks = 0;                  // KV pool size
   int32_t block_size_tokens = 16;
+  int32_t num_kv_groups = 1;               // KV groups: each holds blocks for every position
   double headroom_fraction = 0.05;         // of the pool, never reserved (estimate slack)
   double interactive_reserve_fraction = 0.2;  // of the pool, only interactive requests use it
   double max_request_share = 1.0;          // a request needing more of the pool: kTooLarge
@@ -104,7 +105,7 @@ class AdmissionController {
 
   // Blocks a request can need at most (sched::worst_case_kv_blocks, capped to int32).
   static int32_t worst_case_blocks(int64_t prompt_tokens, int64_t max_tokens, int32_t n,
-                                   int32_t block_size_tokens);
+                                   int32_t block_size_tokens, int32_t num_groups);
 
   // Cached blocks the ticket would hit now (a query only; the caller's prefix cache).
   using CachedBlocksFn = std::function<int32_t(uint64_t id)>;

@@ -8,7 +8,8 @@
 // except with max_new_tokens == 1, where nothing is written after the fork:
 //   shared     = prompt / bs
 //   per_sample = ceil((prompt + max_new - 1) / bs) - shared
-//   blocks     = shared + (max_new > 1 ? n : 1) * per_sample
+//   blocks     = groups * (shared + (max_new > 1 ? n : 1) * per_sample)
+// Every KV group (kv/kv_spec.h) holds its own blocks for the same positions.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +17,12 @@
 namespace hinge::sched {
 
 int64_t worst_case_kv_blocks(int64_t prompt_tokens, int64_t max_new_tokens, int32_t n,
-                             int32_t block_size_tokens);
+                             int32_t block_size_tokens, int32_t num_groups);
 
 // The largest max_new_tokens in [1, max_new_limit] whose worst case fits in limit_blocks; 0
 // when not even one token does.
 int64_t max_new_tokens_within(int64_t limit_blocks, int64_t prompt_tokens, int32_t n,
-                              int32_t block_size_tokens, int64_t max_new_limit);
+                              int32_t block_size_tokens, int32_t num_groups,
+                              int64_t max_new_limit);
 
 }  // namespace hinge::sched

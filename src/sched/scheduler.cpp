@@ -35,6 +35,7 @@ Status SchedulerConfig::validate() const {
   if (block_size_tokens < 1)
     return Status::Errorf("block_size_tokens must be >= 1, got {}", block_size_tokens);
   if (num_kv_blocks < 1) return Status::Errorf("num_kv_blocks must be >= 1, got {}", num_kv_blocks);
+  if (num_kv_groups < 1) return Status::Errorf("num_kv_groups must be >= 1, got {}", num_kv_groups);
   return Status::Ok();
 }
 
@@ -45,7 +46,8 @@ kv::KvCacheConfig kv_config(const SchedulerConfig& c) {
   return kv::KvCacheConfig{.num_blocks = c.num_kv_blocks,
                            .block_size_tokens = c.block_size_tokens,
                            .enable_prefix_cache = c.enable_prefix_cache,
-                           .fingerprint = c.cache_fingerprint};
+                           .fingerprint = c.cache_fingerprint,
+                           .num_groups = c.num_kv_groups};
 }
 }  // namespace
 
@@ -77,7 +79,7 @@ Status Scheduler::add_request(RequestId id, RequestParams params) {
   // The request must fit alone, or preemption could never help it.
   const int64_t num_prompt = static_cast<int64_t>(params.prompt_token_ids.size());
   const int64_t max_blocks = worst_case_kv_blocks(num_prompt, params.max_new_tokens, params.n,
-                                                  config_.block_size_tokens);
+                                                  config_.block_size_tokens, config_.num_kv_groups);
   if (max_blocks > config_.num_kv_blocks) {
     if (params.n == 1)
       return Status::Errorf(
@@ -152,7 +154,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
       if (victim == r.id()) break;
     }
     if (!alloc) break;  // r itself was preempted; it was the last running request
-    if (alloc->copy) out.block_copies.push_back(*alloc->copy);
+    out.block_copies.insert(out.block_copies.end(), alloc->copies.begin(), alloc->copies.end());
     kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
     add_scheduled(r, num_new, &out);
     r.num_inflight_tokens_ = num_new;
@@ -181,7 +183,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     r.status_ = RequestStatus::kRunning;
     r.num_computed_tokens_ = hit.num_cached_tokens;
     if (r.num_cached_tokens_ < 0) r.num_cached_tokens_ = hit.num_cached_tokens;
-    if (alloc->copy) out.block_copies.push_back(*alloc->copy);
+    out.block_copies.insert(out.block_copies.end(), alloc->copies.begin(), alloc->copies.end());
     // Cached now, not after the step: the next waiting request with the same prefix hits.
     kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
     add_scheduled(r, num_new, &out);
@@ -190,6 +192,11 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   }
 
   out.num_scheduled_tokens = config_.max_num_batched_tokens - budget;
+  // Slots last, group-major, so each group's are one span (SchedulerOutput::group_slots).
+  for (int32_t g = 0; g < kv_.num_groups(); ++g)
+    for (const ScheduledRequest& s : out.scheduled)
+      for (int32_t p = s.first_position; p < s.end_position(); ++p)
+        out.all_slots.push_back(kv_.slot(s.id, p, g));
   num_scheduled_tokens_ += out.num_scheduled_tokens;
   ++num_steps_;
 }
@@ -438,12 +445,11 @@ void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput
   const auto tokens = r.token_ids().subspan(static_cast<size_t>(s.first_position),
                                             static_cast<size_t>(num_new));
   out->all_token_ids.insert(out->all_token_ids.end(), tokens.begin(), tokens.end());
-  for (int32_t p = s.first_position; p < s.end_position(); ++p)
-    out->all_slots.push_back(kv_.slot(r.id(), p));
-  const auto table = kv_.block_table(r.id()).blocks();
   s.block_begin = static_cast<int32_t>(out->all_block_ids.size());
-  s.num_blocks = static_cast<int32_t>(table.size());
-  for (const kv::BlockId b : table) out->all_block_ids.push_back(b.value);
+  s.num_blocks = kv_.block_table(r.id()).num_blocks();
+  for (int32_t g = 0; g < kv_.num_groups(); ++g)
+    for (const kv::BlockId b : kv_.block_table(r.id(), g).blocks())
+      out->all_block_ids.push_back(b.value);
   out->scheduled.push_back(s);
 }
 

@@ -66,6 +66,7 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // running requests at most
   int32_t block_size_tokens = 16;
   int32_t num_kv_blocks = 0;              // size of the KV arena in blocks
+  int32_t num_kv_groups = 1;              // kv::KvSpec::num_groups()
   bool enable_prefix_cache = true;
   uint64_t cache_fingerprint = 0;         // kv::KvCacheConfig::fingerprint
 
@@ -85,8 +86,8 @@ struct ScheduledRequest {
   int32_t num_samples = 1;
   // Where this request's share lies in SchedulerOutput's flat arrays (read it through the
   // accessors there): token ids and slots [token_begin, + num_new_tokens), the block table
-  // after this step's allocation [block_begin, + num_blocks), the ids of samples 1..n-1
-  // [sample_begin, + num_samples - 1).
+  // after this step's allocation, one per KV group: group g's at [block_begin + g * num_blocks,
+  // + num_blocks), the ids of samples 1..n-1 [sample_begin, + num_samples - 1).
   int32_t token_begin = 0;
   int32_t block_begin = 0;
   int32_t num_blocks = 0;
@@ -104,9 +105,12 @@ struct SchedulerOutput {
   std::vector<RequestId> finished;          // finished since the previous schedule()
   int32_t num_scheduled_tokens = 0;
   std::vector<int32_t> all_token_ids;       // every scheduled request's, concatenated
-  std::vector<int64_t> all_slots;           // physical KV slot of each of those positions
-  // Every block table, concatenated, as the raw physical ids the attention kernels read
-  // (kernels::AttentionSeq::block_table points into it: the tables are copied once per step).
+  // The physical KV slot of each of those positions in each KV group, group-major:
+  // [group][num_scheduled_tokens].
+  std::vector<int64_t> all_slots;
+  // Every block table (each request's, one per group), concatenated, as the raw physical ids the
+  // attention kernels read (kernels::AttentionSeq::block_table points into it: the tables are
+  // copied once per step).
   std::vector<int32_t> all_block_ids;
   std::vector<RequestId> all_sample_ids;
 
@@ -117,15 +121,23 @@ struct SchedulerOutput {
     return std::span<const int32_t>(all_token_ids).subspan(static_cast<size_t>(r.token_begin),
                                                            static_cast<size_t>(r.num_new_tokens));
   }
-  // Physical KV slot of each of those positions.
-  std::span<const int64_t> slot_mapping(const ScheduledRequest& r) const {
-    return std::span<const int64_t>(all_slots).subspan(static_cast<size_t>(r.token_begin),
-                                                       static_cast<size_t>(r.num_new_tokens));
+  // Every scheduled position's physical KV slot in KV group g (the batch's rows, in order).
+  std::span<const int64_t> group_slots(int32_t g = 0) const {
+    return std::span<const int64_t>(all_slots).subspan(
+        static_cast<size_t>(g) * static_cast<size_t>(num_scheduled_tokens),
+        static_cast<size_t>(num_scheduled_tokens));
   }
-  // r's whole block table after this step's allocation.
-  std::span<const int32_t> block_table(const ScheduledRequest& r) const {
+  // Physical KV slot of each of r's positions in group g.
+  std::span<const int64_t> slot_mapping(const ScheduledRequest& r, int32_t g = 0) const {
+    return group_slots(g).subspan(static_cast<size_t>(r.token_begin),
+                                  static_cast<size_t>(r.num_new_tokens));
+  }
+  // r's whole block table of group g after this step's allocation.
+  std::span<const int32_t> block_table(const ScheduledRequest& r, int32_t g = 0) const {
     return std::span<const int32_t>(all_block_ids)
-        .subspan(static_cast<size_t>(r.block_begin), static_cast<size_t>(r.num_blocks));
+        .subspan(static_cast<size_t>(r.block_begin) +
+                     static_cast<size_t>(g) * static_cast<size_t>(r.num_blocks),
+                 static_cast<size_t>(r.num_blocks));
   }
   // The ids of samples 1..num_samples-1 (RequestParams::sample_ids) when num_samples > 1.
   std::span<const RequestId> sample_ids(const ScheduledRequest& r) const {
