@@ -92,15 +92,21 @@ bool Sampler::truncates() const {
   return (p.top_k > 0 && p.top_k < n_vocab_) || p.top_p < 1.0f || p.min_p > 0.0f;
 }
 
-double Sampler::weigh(const float* logits, SamplerScratch& s) {
+bool Sampler::nucleus_by_rejection() const {
+  return params_.top_p >= kMinRejectionTopP && params_.top_p < 1.0f &&
+         !(params_.top_k > 0 && params_.top_k < n_vocab_);
+}
+
+double Sampler::weigh(const float* logits, SamplerScratch& s, bool with_bins) {
   top_ = kernels::argmax(logits, n_vocab_);
   max_logit_ = logits[top_];
   s.weights.resize(static_cast<size_t>(n_vocab_));
   s.run_sums.resize(static_cast<size_t>((n_vocab_ + kernels::kExpRun - 1) / kernels::kExpRun));
   s.block_max.resize(
       static_cast<size_t>((n_vocab_ + kernels::kExpBlock - 1) / kernels::kExpBlock));
-  // top-p without top-k histograms the weights' log bins, computed in the same pass.
-  const bool bins = params_.top_p < 1.0f && !(params_.top_k > 0 && params_.top_k < n_vocab_);
+  // top-p's exact cut without top-k histograms the weights' log bins, computed in the same pass.
+  const bool bins = with_bins && params_.top_p < 1.0f &&
+                    !(params_.top_k > 0 && params_.top_k < n_vocab_);
   if (bins) s.log_bins.resize(static_cast<size_t>(n_vocab_));
   return kernels::exp_shifted(logits, n_vocab_, max_logit_, 1.0f / params_.temperature,
                               s.weights.data(), s.run_sums.data(), s.block_max.data(),
@@ -291,11 +297,38 @@ int32_t Sampler::draw(const Cut& c, const SamplerScratch& s) {
   return static_cast<int32_t>(top_);
 }
 
+// A draw from the whole distribution is a draw from the nucleus when it lands in it, so the
+// accepted draws follow the nucleus' renormalized weights exactly. Token t is in it when the
+// mass ranked before it (weight descending, id ascending) is below top_p x total (the sorted
+// chain's rule) and, with min-p, it weighs at least min_p x the top. One SIMD pass per try
+// (kernels::kept_sum, skipping blocks lighter than t); 1 / top_p tries on average.
+int32_t Sampler::draw_nucleus(double total, SamplerScratch& s) {
+  const float* w = s.weights.data();
+  const double target = static_cast<double>(params_.top_p) * total;
+  const float min_w = params_.min_p > 0.0f ? w[top_] * params_.min_p : 0.0f;
+  Cut all;
+  all.all = true;
+  all.mass = total;
+  for (int32_t k = 0; k < kMaxRejections; ++k) {
+    const int32_t t = draw(all, s);
+    const float wt = w[t];
+    if (wt < min_w) continue;
+    const double before = kernels::kept_sum(w, n_vocab_, {wt, t}, s.block_max.data()) - wt;
+    if (before < target) return t;
+  }
+  return -1;
+}
+
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history,
                         SamplerScratch& s) {
   const float* l = prepare(logits, history, s);
   if (params_.temperature <= 0.0f) return static_cast<int32_t>(kernels::argmax(l, n_vocab_));
-  const double total = weigh(l, s);
+  if (nucleus_by_rejection()) {
+    const int32_t t = draw_nucleus(weigh(l, s, false), s);
+    if (t >= 0) return t;
+    // Rejected kMaxRejections times (a heavy min-p): the exact cut, which needs the log bins.
+  }
+  const double total = weigh(l, s, true);
   Cut c;
   if (truncates()) {
     c = find_cut(s);
@@ -322,7 +355,7 @@ std::vector<int32_t> Sampler::kept_for_testing(const float* logits,
   if (!own_) own_ = std::make_unique<SamplerScratch>();
   SamplerScratch& s = *own_;
   const float* l = prepare(logits, history, s);
-  weigh(l, s);
+  weigh(l, s, true);
   Cut c;
   if (truncates()) {
     c = find_cut(s);
@@ -340,7 +373,7 @@ std::vector<int32_t> Sampler::kept_sorted_ref(const float* logits,
   if (!own_) own_ = std::make_unique<SamplerScratch>();
   SamplerScratch& s = *own_;
   const float* l = prepare(logits, history, s);
-  weigh(l, s);
+  weigh(l, s, true);
   const auto& p = params_;
   std::vector<Candidate> c(static_cast<size_t>(n_vocab_));
   for (int64_t i = 0; i < n_vocab_; ++i)

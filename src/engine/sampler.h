@@ -6,13 +6,19 @@
 //   - temperature only (OpenAI's defaults): draw in id order over the weights;
 //   - top-k: the k-th largest of the per-64-token block maxima the exp pass keeps bounds the
 //     k-th weight from below; the few tokens at or above it are sorted (at most 64k);
-//   - top-p / min-p without top-k: a histogram of the weights on a log scale (32 bins per
-//     octave) finds the bin where top-p's mass or min-p's threshold is reached; only the
-//     tokens of that one boundary bin are sorted, the rest is known to be in or out. The kept set is exactly the sorted chain's (ties: lower id first), tested
-//     against the reference that sorts (sample_sorted_ref).
+//   - top-p without top-k, top_p >= 0.5 (min-p or not): rejection (draw_nucleus). Draw from
+//     the whole distribution; the token is the sample when the mass ranked before it is below
+//     top_p x total (one SIMD pass), else draw again: 1 / top_p passes on average, no cut;
+//   - otherwise top-p / min-p without top-k: a histogram of the weights on a log scale (32 bins
+//     per octave) finds the bin where top-p's mass or min-p's threshold is reached; only the
+//     tokens of that one boundary bin are sorted, the rest is known to be in or out. The kept
+//     set is exactly the sorted chain's (ties: lower id first), tested against the reference
+//     that sorts (kept_sorted_ref); the rejection path accepts exactly that set too, up to the
+//     rounding of the mass before a token at the boundary (its sum is SIMD-ordered).
 // Deterministic for a given seed: one uniform draw per token over the kept weights (in id
-// order; with top-k over the k kept, heaviest first), so seeds map to other tokens than before
-// 2026-12-02. Scratch is kept between calls: after the first token a sampler does not
+// order; with top-k over the k kept, heaviest first; by rejection, one per try over all the
+// weights), so seeds map to other tokens than before 2026-12-02 (and, for top-p by
+// rejection, 2026-12-03). Scratch is kept between calls: after the first token a sampler does not
 // allocate. One Sampler is used by one thread at a time; different ones run in parallel.
 #pragma once
 
@@ -87,7 +93,15 @@ class Sampler {
   const float* prepare(const float* logits, std::span<const int32_t> history, SamplerScratch& s);
   void apply_penalties(float* logits, std::span<const int32_t> history, SamplerScratch& s);
   bool truncates() const;
-  double weigh(const float* logits, SamplerScratch& s);  // fills s.weights, returns their sum
+  // Fills s.weights (and, with_bins and an exact top-p cut to find, s.log_bins); returns their
+  // sum.
+  double weigh(const float* logits, SamplerScratch& s, bool with_bins);
+  // top-p (with min-p or not, without top-k) at top_p >= kMinRejectionTopP: draw_nucleus.
+  static constexpr float kMinRejectionTopP = 0.5f;
+  static constexpr int32_t kMaxRejections = 8;
+  bool nucleus_by_rejection() const;
+  // A draw of the nucleus by rejection from the whole distribution, or -1 after kMaxRejections.
+  int32_t draw_nucleus(double total, SamplerScratch& s);
   Cut find_cut(SamplerScratch& s) const;
   Cut top_p_cut(SamplerScratch& s) const;
   bool kept(const Cut& c, const SamplerScratch& s, int64_t i) const;
