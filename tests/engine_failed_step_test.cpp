@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
@@ -163,6 +164,7 @@ TEST(EngineFailedStep, FailedPrefillOfParallelSamplesFinishesEverySample) {
 
 struct Stream {
   std::mutex mu;
+  std::condition_variable cv;
   std::vector<int32_t> tokens;
   FinishReason reason = FinishReason::kNone;
   int finals = 0;
@@ -173,19 +175,13 @@ struct Stream {
       if (d.finished()) {
         reason = d.finish_reason;
         ++finals;
+        cv.notify_all();
       }
     };
   }
   bool wait_final(double seconds = 20) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-      {
-        std::lock_guard lock(mu);
-        if (finals > 0) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return false;
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return finals > 0; });
   }
 };
 
@@ -212,8 +208,7 @@ TEST(EngineFailedStep, EngineThreadDeliversTheErrorAndServesTheNextRequest) {
     EXPECT_EQ(b.reason, FinishReason::kLength);
     EXPECT_EQ(b.tokens, fresh_tokens(*m, rb));
   }
-  for (int guard = 0; et.num_active() > 0 && guard < 2000; ++guard)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(et.wait_idle(10));
   EXPECT_EQ(et.num_active(), 0);
   et.stop();
   EXPECT_EQ(a.finals, 1);

@@ -116,6 +116,15 @@ EngineThreadStats EngineThread::stats() const {
 
 int32_t EngineThread::num_active() const { return num_active_.load(); }
 
+bool EngineThread::wait_idle(double timeout_s) const {
+  std::unique_lock lock(mu_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
+    const EngineStats& e = stats_.engine;
+    return num_active_.load() == 0 && queue_.empty() && stats_.active == 0 && e.running == 0 &&
+           e.waiting == 0 && e.kv_blocks_used == 0;
+  });
+}
+
 void EngineThread::drain() {
   std::lock_guard lock(mu_);
   draining_ = true;
@@ -315,6 +324,7 @@ void EngineThread::loop() {
       if (map) stats_.kv_block_map = std::move(*map);
       stats_.active = num_active_.load();
       stats_.draining = draining_;
+      idle_cv_.notify_all();
       if (stopping_ && queue_.empty() && !engine_->has_unfinished()) break;
     }
   }

@@ -123,6 +123,10 @@ class EngineThread {
   // Snapshot taken after the last step.
   EngineThreadStats stats() const;
   int32_t num_active() const;  // requests enqueued and not finished or rejected
+  // Blocks until the engine thread has published an idle snapshot (no request enqueued,
+  // queued, running or holding KV blocks) or timeout_s passes; false on timeout. For tests and
+  // graceful shutdown: no polling.
+  bool wait_idle(double timeout_s) const;
   // The engine's settings (immutable after construction).
   int32_t max_model_len() const { return max_model_len_; }
   int32_t block_size() const { return block_size_; }
@@ -187,6 +191,7 @@ class EngineThread {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  mutable std::condition_variable idle_cv_;  // notified at each stats publication
   std::deque<Command> queue_;  // guarded by mu_
   bool stopping_ = false;      // guarded by mu_
   bool draining_ = false;      // guarded by mu_
