@@ -139,6 +139,10 @@ struct EngineStats {
   int64_t kv_slots_allocated = 0;      // token slots of the blocks live requests hold, now
   int64_t kv_slots_used = 0;           // of which hold a token
   kv::KvCacheStats kv;                 // prefix queries/hits, evictions, copy-on-write copies
+  // Wall time inside step() and, of it, in drawing the sampled tokens (penalties, the chain,
+  // logprobs; on the pool): what sampling costs next to the forward pass, in the same run.
+  double step_seconds = 0;
+  double sample_seconds = 0;
 };
 
 class Engine {

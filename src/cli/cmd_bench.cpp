@@ -216,6 +216,7 @@ int bench_command(const BenchArgs& args) {
   // Steps that computed no prompt token (pure decode; llama-batched-bench's S_TG phase).
   double decode_only_s = 0, prev_t = 0;
   int64_t decode_only_tokens = 0, prev_computed = 0;
+  double decode_step_s = 0, decode_sample_s = 0, prev_step_s = 0, prev_sample_s = 0;
   {
     ProgressBar bar("bench");
     while (engine.has_unfinished()) {
@@ -243,7 +244,11 @@ int bench_command(const BenchArgs& args) {
       if (s.prompt_tokens_computed == prev_computed) {
         decode_only_s += t - prev_t;
         decode_only_tokens += step_tokens;
+        decode_step_s += s.step_seconds - prev_step_s;
+        decode_sample_s += s.sample_seconds - prev_sample_s;
       }
+      prev_step_s = s.step_seconds;
+      prev_sample_s = s.sample_seconds;
       prev_computed = s.prompt_tokens_computed;
       prev_t = t;
       if (s.running > 0)
@@ -333,6 +338,10 @@ int bench_command(const BenchArgs& args) {
     j["max_model_len"] = model_len;
     j["preemptions"] = s.preemptions;
     j["steps"] = s.steps;
+    j["step_seconds"] = s.step_seconds;
+    j["sample_seconds"] = s.sample_seconds;
+    j["sample_fraction"] = ratio(s.sample_seconds, s.step_seconds);
+    j["decode_sample_fraction"] = ratio(decode_sample_s, decode_step_s);
     j["kv_dtype"] = dtype;
     j["block_size"] = used_config.block_size;
     j["threads"] = used_config.threads;
@@ -381,6 +390,10 @@ int bench_command(const BenchArgs& args) {
                   format_bytes(static_cast<uint64_t>(reserve_max_tokens * bytes_per_token)),
                   pct(waste_of(reserve_max_tokens)), model_len));
   row("preemptions", fmt::format("{}", s.preemptions));
+  row("sampling", fmt::format("{} of step time ({:.1f} of {:.1f} ms), {} of decode-only steps'",
+                              pct(ratio(s.sample_seconds, s.step_seconds)),
+                              s.sample_seconds * 1e3, s.step_seconds * 1e3,
+                              pct(ratio(decode_sample_s, decode_step_s))));
   return 0;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -193,6 +194,14 @@ class EngineImpl final : public Engine {
   bool has_unfinished() const override { return !samples_.empty(); }
 
   Status step(std::vector<RequestDelta>* deltas) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    struct AddElapsed {  // step_seconds_ on every return
+      std::chrono::steady_clock::time_point t0;
+      double* total;
+      ~AddElapsed() {
+        *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    } timed{t0, &step_seconds_};
     // The caller's deltas are reused in place (their buffers keep their capacity); the first
     // num_deltas_ are this step's, the rest are dropped at the end.
     num_deltas_ = 0;
@@ -211,7 +220,10 @@ class EngineImpl final : public Engine {
         return st;
       }
       record_prompt_logprobs(out);
+      const auto s0 = std::chrono::steady_clock::now();
       sample(out, deltas);
+      sample_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     }
     sched_.update(out, sampled_);
     for (const auto& s : sampled_) {
@@ -228,6 +240,8 @@ class EngineImpl final : public Engine {
     EngineStats s;
     const sched::SchedulerStats ss = sched_.stats();
     s.steps = steps_;
+    s.step_seconds = step_seconds_;
+    s.sample_seconds = sample_seconds_;
     s.prompt_tokens_computed = prompt_tokens_computed_;
     s.output_tokens = output_tokens_;
     s.preemptions = ss.num_preemptions;
@@ -534,6 +548,8 @@ class EngineImpl final : public Engine {
   std::vector<RequestId> delta_sids_;  // deltas[i] belongs to this sample
 
   int64_t steps_ = 0;
+  double step_seconds_ = 0;
+  double sample_seconds_ = 0;
   int64_t prompt_tokens_computed_ = 0;
   int64_t output_tokens_ = 0;
   int32_t kv_blocks_peak_ = 0;
