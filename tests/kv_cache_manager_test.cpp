@@ -495,5 +495,45 @@ TEST(KvCacheManager, DebugMap) {
   EXPECT_FALSE(kv_debug_enabled());
 }
 
+// A request's chain hashes are computed once (extend_block_hashes) and reused by every lookup
+// and by cache_full_blocks: a request that waits for room is not rehashed per attempt.
+int g_hash_calls = 0;
+BlockHash counting_hash(BlockHash parent, std::span<const int32_t> tokens) {
+  ++g_hash_calls;
+  return hash_block_tokens(parent, tokens);
+}
+
+TEST(KvCacheManager, KnownBlockHashesAreNotRecomputed) {
+  KvCacheManager m({.num_blocks = 16, .block_size_tokens = 4}, &counting_hash);
+  admit(m, 1, tokens(100, 18));  // caches blocks 0..3
+  const auto prompt = concat(tokens(100, 16), tokens(7, 6));  // 22 tokens: 5 full blocks
+  std::vector<BlockHash> hashes;
+  g_hash_calls = 0;
+  m.extend_block_hashes(prompt, kNs, &hashes);
+  EXPECT_EQ(hashes.size(), 5u);
+  EXPECT_EQ(g_hash_calls, 5);
+  m.extend_block_hashes(prompt, kNs, &hashes);  // nothing new
+  EXPECT_EQ(g_hash_calls, 5);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const ComputedBlocks hit = m.get_computed_blocks(prompt, kNs, hashes);
+    EXPECT_EQ(hit.num_cached_tokens, 16);
+    EXPECT_EQ(hit.hashes, std::vector<BlockHash>(hashes.begin(), hashes.begin() + 4));
+  }
+  EXPECT_EQ(g_hash_calls, 5);
+  // The same answer as hashing on the spot.
+  const ComputedBlocks fresh = m.get_computed_blocks(prompt, kNs);
+  EXPECT_EQ(fresh.blocks, m.get_computed_blocks(prompt, kNs, hashes).blocks);
+  g_hash_calls = 0;
+  m.add_request(RequestId(2), kNs);
+  const ComputedBlocks hit = m.get_computed_blocks(prompt, kNs, hashes);
+  ASSERT_TRUE(m.allocate_slots(RequestId(2), 22 - 16, &hit));
+  m.cache_full_blocks(RequestId(2), prompt, 22, hashes);
+  EXPECT_EQ(g_hash_calls, 0);  // block 4's hash was known
+  EXPECT_INVARIANTS(m);
+  // A later request hits all five blocks through the cached entry of block 4.
+  const ComputedBlocks five = m.get_computed_blocks(concat(prompt, tokens(1, 3)), kNs);
+  EXPECT_EQ(five.num_cached_tokens, 20);
+}
+
 }  // namespace
 }  // namespace hinge::kv

@@ -33,8 +33,26 @@ void KvCacheManager::add_request(RequestId id, CacheNamespace ns, int32_t max_to
   }
 }
 
+void KvCacheManager::extend_block_hashes(std::span<const int32_t> tokens, CacheNamespace ns,
+                                         std::vector<BlockHash>* hashes) const {
+  if (!config_.enable_prefix_cache) return;
+  const size_t bs = static_cast<size_t>(config_.block_size_tokens);
+  for (size_t i = hashes->size(); i < tokens.size() / bs; ++i) {
+    const BlockHash parent = i == 0 ? namespace_root_hash(ns, config_.fingerprint) : (*hashes)[i - 1];
+    hashes->push_back(hash_fn_(parent, tokens.subspan(i * bs, bs)));
+  }
+}
+
 ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prompt,
                                                    CacheNamespace ns) const {
+  std::vector<BlockHash> hashes;
+  if (!prompt.empty()) extend_block_hashes(prompt.first(prompt.size() - 1), ns, &hashes);
+  return get_computed_blocks(prompt, ns, hashes);
+}
+
+ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prompt,
+                                                   CacheNamespace ns,
+                                                   std::span<const BlockHash> hashes) const {
   ComputedBlocks out;
   out.num_query_tokens = static_cast<int32_t>(prompt.size());
   if (!config_.enable_prefix_cache || prompt.empty()) return out;
@@ -42,11 +60,13 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
   const int32_t groups = config_.num_groups;
   // At least one token must remain to compute (its logits start generation).
   const size_t max_blocks = (prompt.size() - 1) / bs;
+  HINGE_CHECK_MSG(hashes.size() >= max_blocks, "{} block hashes for {} full blocks",
+                  hashes.size(), max_blocks);
   BlockHash parent = namespace_root_hash(ns, config_.fingerprint);
   std::vector<BlockId> found;  // block-major: found[i * groups + g]
   for (size_t i = 0; i < max_blocks; ++i) {
     const auto tokens = prompt.subspan(i * bs, bs);
-    const BlockHash h = hash_fn_(parent, tokens);
+    const BlockHash h = hashes[i];
     bool all = true;
     for (int32_t g = 0; g < groups && all; ++g) {
       const auto hit = pool_.lookup(h, parent, tokens, g);
@@ -145,7 +165,7 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
 }
 
 void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> tokens,
-                                       int32_t num_tokens) {
+                                       int32_t num_tokens, std::span<const BlockHash> known) {
   RequestState& st = state(id);
   HINGE_CHECK_MSG(num_tokens >= 0 && num_tokens <= st.num_tokens &&
                       static_cast<size_t>(num_tokens) <= tokens.size(),
@@ -158,7 +178,7 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
     const BlockHash parent =
         i == 0 ? namespace_root_hash(st.ns, config_.fingerprint) : st.hashes[i - 1];
     const auto block_tokens = tokens.subspan(i * bs, bs);
-    const BlockHash h = hash_fn_(parent, block_tokens);
+    const BlockHash h = i < known.size() ? known[i] : hash_fn_(parent, block_tokens);
     // Another block may hold the same content (computed concurrently) or the same hash with
     // other content (a collision): the pool keeps both, lookups compare tokens and parents.
     for (int32_t g = 0; g < config_.num_groups; ++g)

@@ -107,6 +107,15 @@ class KvCacheManager {
   // No side effects (the counters move when allocate_slots adopts the result). Empty (no
   // blocks, num_query_tokens still set) when prefix caching is off.
   ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns) const;
+  // The same with the prompt's chain hashes known (extend_block_hashes): nothing is hashed.
+  // hashes must cover at least the full blocks of prompt[0, size - 1).
+  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns,
+                                     std::span<const BlockHash> hashes) const;
+  // Appends to *hashes the chain hashes of the full blocks of `tokens` (of namespace ns) it
+  // does not hold yet, so a request hashes each block once however often it is looked up
+  // (sched::Request keeps them). Nothing when prefix caching is off.
+  void extend_block_hashes(std::span<const int32_t> tokens, CacheNamespace ns,
+                           std::vector<BlockHash>* hashes) const;
 
   // Reserves slots for num_new_tokens more tokens of request id. `computed` (only at the
   // request's first allocation, HINGE_CHECK) adopts a prefix lookup: its blocks are referenced,
@@ -120,7 +129,9 @@ class KvCacheManager {
   // slots reserved. Called at scheduling time for the tokens the step will have computed: the
   // forward pass writes every token's KV of a layer before any attention of that layer reads,
   // so a request admitted later in the same step may already hit them.
-  void cache_full_blocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens);
+  // `known` (optional): chain hashes of the first blocks already computed (extend_block_hashes).
+  void cache_full_blocks(RequestId id, std::span<const int32_t> tokens, int32_t num_tokens,
+                         std::span<const BlockHash> known = {});
   // Drops the cache entries of the request's blocks past num_computed_tokens (registered for a
   // step whose forward pass failed: their KV was never written).
   void uncache_uncomputed(RequestId id, int32_t num_computed_tokens);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kv/block_hash.h"
 #include "kv/kv_ids.h"
 #include "sched/request_types.h"
 
@@ -120,6 +121,10 @@ class Request {
 
   RequestId id_;
   std::vector<int32_t> token_ids_;  // [num_tokens], prompt then output
+  // Chain hashes of the first full blocks of token_ids_, extended at each admission
+  // (kv::KvCacheManager::extend_block_hashes): a request waiting for room, or recomputed after
+  // preemption, hashes each block once.
+  std::vector<kv::BlockHash> block_hashes_;
   int32_t num_prompt_tokens_;
   int32_t max_new_tokens_;
   Priority priority_;

@@ -168,9 +168,11 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     Request& r = get(waiting_.front());
     if (num_running_seqs_ + num_seqs(r) > config_.max_num_seqs) break;
     kv_.add_request(r.id(), r.cache_namespace(), r.max_tokens());
-    const kv::ComputedBlocks hit = r.skip_prefix_cache()
-                                       ? kv::ComputedBlocks{}
-                                       : kv_.get_computed_blocks(r.token_ids(), r.cache_namespace());
+    kv_.extend_block_hashes(r.token_ids(), r.cache_namespace(), &r.block_hashes_);
+    const kv::ComputedBlocks hit =
+        r.skip_prefix_cache()
+            ? kv::ComputedBlocks{}
+            : kv_.get_computed_blocks(r.token_ids(), r.cache_namespace(), r.block_hashes_);
     const int32_t num_new = std::min(r.num_tokens() - hit.num_cached_tokens, budget);
     auto alloc = kv_.allocate_slots(r.id(), num_new, &hit);
     if (!alloc) {
@@ -185,7 +187,8 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     if (r.num_cached_tokens_ < 0) r.num_cached_tokens_ = hit.num_cached_tokens;
     out.block_copies.insert(out.block_copies.end(), alloc->copies.begin(), alloc->copies.end());
     // Cached now, not after the step: the next waiting request with the same prefix hits.
-    kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
+    kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new,
+                          r.block_hashes_);
     add_scheduled(r, num_new, &out);
     r.num_inflight_tokens_ = num_new;
     budget -= num_new;
