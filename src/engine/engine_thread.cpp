@@ -120,8 +120,8 @@ bool EngineThread::wait_idle(double timeout_s) const {
   std::unique_lock lock(mu_);
   return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
     const EngineStats& e = stats_.engine;
-    return num_active_.load() == 0 && queue_.empty() && stats_.active == 0 && e.running == 0 &&
-           e.waiting == 0 && e.kv_blocks_used == 0;
+    return !unpublished_ && num_active_.load() == 0 && queue_.empty() && stats_.active == 0 &&
+           e.running == 0 && e.waiting == 0 && e.kv_blocks_used == 0;
   });
 }
 
@@ -282,6 +282,7 @@ void EngineThread::loop() {
       else
         cv_.wait_for(lock, kQueuePoll, ready);
       commands.swap(queue_);
+      if (!commands.empty()) unpublished_ = true;
       stopping = stopping_;
     }
     for (Command& c : commands) {
@@ -324,6 +325,7 @@ void EngineThread::loop() {
       if (map) stats_.kv_block_map = std::move(*map);
       stats_.active = num_active_.load();
       stats_.draining = draining_;
+      unpublished_ = false;
       idle_cv_.notify_all();
       if (stopping_ && queue_.empty() && !engine_->has_unfinished()) break;
     }

@@ -192,6 +192,7 @@ class EngineThread {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   mutable std::condition_variable idle_cv_;  // notified at each stats publication
+  bool unpublished_ = false;  // guarded by mu_: commands taken, their outcome not yet in stats_
   std::deque<Command> queue_;  // guarded by mu_
   bool stopping_ = false;      // guarded by mu_
   bool draining_ = false;      // guarded by mu_

@@ -313,7 +313,16 @@ int32_t Sampler::draw_nucleus(double total, SamplerScratch& s) {
     const int32_t t = draw(all, s);
     const float wt = w[t];
     if (wt < min_w) continue;
-    const double before = kernels::kept_sum(w, n_vocab_, {wt, t}, s.block_max.data()) - wt;
+    double before = kernels::kept_sum(w, n_vocab_, {wt, t}, s.block_max.data()) - wt;
+    if (std::abs(before - target) <= 1e-5 * total) {
+      // The SIMD sums are f32 within runs: near the boundary (top_p close to 1) decide in f64,
+      // as the sorted chain does, so the kept set is the chain's.
+      double total64 = 0.0;
+      for (int64_t i = 0; i < n_vocab_; ++i) total64 += w[i];
+      before = kernels::kept_sum_ref(w, n_vocab_, {wt, t}) - wt;
+      if (before < static_cast<double>(params_.top_p) * total64) return t;
+      continue;
+    }
     if (before < target) return t;
   }
   return -1;
