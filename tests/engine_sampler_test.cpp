@@ -356,5 +356,30 @@ TEST(Sampler, TopPByRejectionDrawsTheNucleusWeights) {
   }
 }
 
+// The acceptance test of top-p by rejection keeps exactly the sorted chain's set, also where
+// f32 sums would misjudge the boundary (top_p within 1e-6 of 1, wide logits).
+TEST(Sampler, TopPByRejectionAcceptsExactlyTheSortedChainsSet) {
+  for (const auto& [vocab, sd] : {std::pair{16384, 5.0f}, {8192, 3.0f}}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(vocab));
+    std::normal_distribution<float> normal(0.0f, sd);
+    std::vector<float> l(static_cast<size_t>(vocab));
+    for (float& x : l) x = normal(rng);
+    for (float p : {0.9f, 0.99999f, 0.999999f}) {
+      for (float m : {0.0f, 0.001f}) {
+        SamplingParams sp;
+        sp.temperature = 1.0f;
+        sp.top_k = 0;
+        sp.top_p = p;
+        sp.min_p = m;
+        Sampler s(sp, vocab);
+        const auto got = s.nucleus_for_testing(l.data(), {});
+        const auto ref = s.kept_sorted_ref(l.data(), {});
+        EXPECT_EQ(got, ref) << "vocab " << vocab << " sd " << sd << " top_p " << p << " min_p "
+                            << m << ": " << got.size() << " vs " << ref.size();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hinge

@@ -302,28 +302,28 @@ int32_t Sampler::draw(const Cut& c, const SamplerScratch& s) {
 // mass ranked before it (weight descending, id ascending) is below top_p x total (the sorted
 // chain's rule) and, with min-p, it weighs at least min_p x the top. One SIMD pass per try
 // (kernels::kept_sum, skipping blocks lighter than t); 1 / top_p tries on average.
-int32_t Sampler::draw_nucleus(double total, SamplerScratch& s) {
+bool Sampler::in_nucleus(int32_t t, double total, const SamplerScratch& s) const {
   const float* w = s.weights.data();
+  const float wt = w[t];
+  if (params_.min_p > 0.0f && wt < w[top_] * params_.min_p) return false;
   const double target = static_cast<double>(params_.top_p) * total;
-  const float min_w = params_.min_p > 0.0f ? w[top_] * params_.min_p : 0.0f;
+  const double before = kernels::kept_sum(w, n_vocab_, {wt, t}, s.block_max.data()) - wt;
+  if (std::abs(before - target) > 1e-5 * total) return before < target;
+  // The SIMD sums are f32 within runs: near the boundary (top_p close to 1) decide in f64, as
+  // the sorted chain does, so the kept set is the chain's.
+  double total64 = 0.0;
+  for (int64_t i = 0; i < n_vocab_; ++i) total64 += w[i];
+  return kernels::kept_sum_ref(w, n_vocab_, {wt, t}) - wt <
+         static_cast<double>(params_.top_p) * total64;
+}
+
+int32_t Sampler::draw_nucleus(double total, SamplerScratch& s) {
   Cut all;
   all.all = true;
   all.mass = total;
   for (int32_t k = 0; k < kMaxRejections; ++k) {
     const int32_t t = draw(all, s);
-    const float wt = w[t];
-    if (wt < min_w) continue;
-    double before = kernels::kept_sum(w, n_vocab_, {wt, t}, s.block_max.data()) - wt;
-    if (std::abs(before - target) <= 1e-5 * total) {
-      // The SIMD sums are f32 within runs: near the boundary (top_p close to 1) decide in f64,
-      // as the sorted chain does, so the kept set is the chain's.
-      double total64 = 0.0;
-      for (int64_t i = 0; i < n_vocab_; ++i) total64 += w[i];
-      before = kernels::kept_sum_ref(w, n_vocab_, {wt, t}) - wt;
-      if (before < static_cast<double>(params_.top_p) * total64) return t;
-      continue;
-    }
-    if (before < target) return t;
+    if (in_nucleus(t, total, s)) return t;
   }
   return -1;
 }
@@ -374,6 +374,17 @@ std::vector<int32_t> Sampler::kept_for_testing(const float* logits,
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n_vocab_; ++i)
     if (kept(c, s, i)) out.push_back(static_cast<int32_t>(i));
+  return out;
+}
+
+std::vector<int32_t> Sampler::nucleus_for_testing(const float* logits,
+                                                  std::span<const int32_t> history) {
+  if (!own_) own_ = std::make_unique<SamplerScratch>();
+  SamplerScratch& s = *own_;
+  const double total = weigh(prepare(logits, history, s), s, false);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n_vocab_; ++i)
+    if (in_nucleus(static_cast<int32_t>(i), total, s)) out.push_back(static_cast<int32_t>(i));
   return out;
 }
 

@@ -75,6 +75,8 @@ class Sampler {
   // The ids the truncation keeps (ascending) for these logits, penalties and bias applied:
   // what sample() draws from. For tests.
   std::vector<int32_t> kept_for_testing(const float* logits, std::span<const int32_t> history);
+  // The ids draw_nucleus accepts (top-p by rejection), ascending. For tests.
+  std::vector<int32_t> nucleus_for_testing(const float* logits, std::span<const int32_t> history);
   // The same set from the reference that sorts the whole vocabulary (the chain as written).
   std::vector<int32_t> kept_sorted_ref(const float* logits, std::span<const int32_t> history);
 
@@ -100,6 +102,8 @@ class Sampler {
   static constexpr float kMinRejectionTopP = 0.5f;
   static constexpr int32_t kMaxRejections = 8;
   bool nucleus_by_rejection() const;
+  // Whether token t is in the nucleus (top-p, then min-p) of the weights summing to total.
+  bool in_nucleus(int32_t t, double total, const SamplerScratch& s) const;
   // A draw of the nucleus by rejection from the whole distribution, or -1 after kMaxRejections.
   int32_t draw_nucleus(double total, SamplerScratch& s);
   Cut find_cut(SamplerScratch& s) const;
