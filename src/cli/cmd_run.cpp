@@ -66,11 +66,9 @@ int run_command(RunArgs args) {
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(fmt::format("prompt is {} tokens but the context holds {}; {}", prompt.size(), ctx,
                             ctx_size_hint(ctx, cfg.context_length)));
-  if (ec.kv_groups > cfg.n_layers)
-    return fail(fmt::format("--kv-groups {} exceeds the model's {} layers", ec.kv_groups,
-                            cfg.n_layers));
-  kv::KvSpec spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size);
-  spec.groups = kv::KvSpec::split_layers(spec.n_layers, ec.kv_groups);  // as the engine does
+  auto made_spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size, ec.kv_groups);
+  if (!made_spec.ok()) return fail(made_spec.status().message());
+  const kv::KvSpec spec = *made_spec;  // the engine's (groups included)
   if (ec.kv_memory_bytes == 0) {
     ec.kv_memory_bytes = spec.bytes_for_tokens(ctx);
     const uint64_t ram = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *

@@ -566,11 +566,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
   const int64_t max_len = config.max_model_len > 0
                               ? std::min<int64_t>(config.max_model_len, c.context_length)
                               : c.context_length;
-  if (config.kv_groups > c.n_layers)
-    return Status::Errorf("--kv-groups {} exceeds the model's {} layers", config.kv_groups,
-                          c.n_layers);
-  kv::KvSpec spec = kv_spec_for(c, config.k_dtype, config.v_dtype, config.block_size);
-  spec.groups = kv::KvSpec::split_layers(spec.n_layers, config.kv_groups);
+  HINGE_ASSIGN_OR_RETURN(const kv::KvSpec spec, kv_spec_for(c, config.k_dtype, config.v_dtype,
+                                                            config.block_size, config.kv_groups));
   KvBudgetInput in;
   in.spec = spec;
   in.kv_memory_bytes = config.kv_memory_bytes;

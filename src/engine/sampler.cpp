@@ -92,9 +92,12 @@ bool Sampler::truncates() const {
   return (p.top_k > 0 && p.top_k < n_vocab_) || p.top_p < 1.0f || p.min_p > 0.0f;
 }
 
+bool Sampler::top_p_without_top_k() const {
+  return params_.top_p < 1.0f && !(params_.top_k > 0 && params_.top_k < n_vocab_);
+}
+
 bool Sampler::nucleus_by_rejection() const {
-  return params_.top_p >= kMinRejectionTopP && params_.top_p < 1.0f &&
-         !(params_.top_k > 0 && params_.top_k < n_vocab_);
+  return top_p_without_top_k() && params_.top_p >= kMinRejectionTopP;
 }
 
 double Sampler::weigh(const float* logits, SamplerScratch& s, bool with_bins) {
@@ -105,8 +108,7 @@ double Sampler::weigh(const float* logits, SamplerScratch& s, bool with_bins) {
   s.block_max.resize(
       static_cast<size_t>((n_vocab_ + kernels::kExpBlock - 1) / kernels::kExpBlock));
   // top-p's exact cut without top-k histograms the weights' log bins, computed in the same pass.
-  const bool bins = with_bins && params_.top_p < 1.0f &&
-                    !(params_.top_k > 0 && params_.top_k < n_vocab_);
+  const bool bins = with_bins && top_p_without_top_k();
   if (bins) s.log_bins.resize(static_cast<size_t>(n_vocab_));
   return kernels::exp_shifted(logits, n_vocab_, max_logit_, 1.0f / params_.temperature,
                               s.weights.data(), s.run_sums.data(), s.block_max.data(),

@@ -13,12 +13,12 @@
 //     per octave) finds the bin where top-p's mass or min-p's threshold is reached; only the
 //     tokens of that one boundary bin are sorted, the rest is known to be in or out. The kept
 //     set is exactly the sorted chain's (ties: lower id first), tested against the reference
-//     that sorts (kept_sorted_ref); the rejection path accepts exactly that set too, up to the
-//     rounding of the mass before a token at the boundary (its sum is SIMD-ordered).
+//     that sorts (kept_sorted_ref); the rejection path accepts exactly that set too (a token
+//     within 1e-5 of the boundary is decided by f64 sums, as the chain is).
 // Deterministic for a given seed: one uniform draw per token over the kept weights (in id
 // order; with top-k over the k kept, heaviest first; by rejection, one per try over all the
-// weights), so seeds map to other tokens than before 2026-12-02 (and, for top-p by
-// rejection, 2026-12-03). Scratch is kept between calls: after the first token a sampler does not
+// weights), so seeds map to other tokens than before 2026-12-02 (for top-p, than before that
+// day's rejection path). Scratch is kept between calls: after the first token a sampler does not
 // allocate. One Sampler is used by one thread at a time; different ones run in parallel.
 #pragma once
 
@@ -101,6 +101,7 @@ class Sampler {
   // top-p (with min-p or not, without top-k) at top_p >= kMinRejectionTopP: draw_nucleus.
   static constexpr float kMinRejectionTopP = 0.5f;
   static constexpr int32_t kMaxRejections = 8;
+  bool top_p_without_top_k() const;
   bool nucleus_by_rejection() const;
   // Whether token t is in the nucleus (top-p, then min-p) of the weights summing to total.
   bool in_nucleus(int32_t t, double total, const SamplerScratch& s) const;

@@ -24,6 +24,16 @@ kv::KvSpec kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_
                     .block_size_tokens = block_size_tokens};
 }
 
+StatusOr<kv::KvSpec> kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
+                                 int32_t block_size_tokens, int32_t kv_groups) {
+  if (kv_groups < 1) return Status::Errorf("--kv-groups must be >= 1, got {}", kv_groups);
+  if (kv_groups > c.n_layers)
+    return Status::Errorf("--kv-groups {} exceeds the model's {} layers", kv_groups, c.n_layers);
+  kv::KvSpec spec = kv_spec_for(c, k_dtype, v_dtype, block_size_tokens);
+  spec.groups = kv::KvSpec::split_layers(spec.n_layers, kv_groups);
+  return spec;
+}
+
 KvCache::KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype,
                  kv::KvDtype v_dtype)
     : max_tokens_(max_tokens), arena_(make_arena(config, max_tokens, k_dtype, v_dtype)) {
