@@ -194,10 +194,10 @@ TEST_F(EnginePrefix, NextChatTurnReusesPreviousTurnAndEditReusesOnlyBeforeTheEdi
 TEST_F(EnginePrefix, OtherNamespaceSharesNothing) {
   const auto prompt = random_prompt(rng_, 100, m_->config.n_vocab);
   auto r = greedy_request(prompt, 4);
-  r.cache_namespace = CacheNamespace::from_string("tenant-a", 8);
+  r.cache_scope = CacheNamespace::from_string("tenant-a", 8);
   EXPECT_EQ(run_one(r).usage.cached_tokens, 0);
   EXPECT_EQ(run_one(r).usage.cached_tokens, 96);
-  r.cache_namespace = CacheNamespace::from_string("tenant-b", 8);
+  r.cache_scope = CacheNamespace::from_string("tenant-b", 8);
   int64_t computed = 0;
   EXPECT_EQ(run_one(r, &computed).usage.cached_tokens, 0);
   EXPECT_EQ(computed, 100);

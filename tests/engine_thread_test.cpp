@@ -89,8 +89,9 @@ TEST(EngineThread, ConcurrentSubmittersGetTheDirectEngineTokens) {
   }
   for (auto& t : clients) t.join();
   for (Stream& s : streams) ASSERT_TRUE(s.wait_final());
-  // The final delta goes out just before the request leaves the active set.
-  for (int guard = 0; et.num_active() > 0 && guard < 1000; ++guard) std::this_thread::yield();
+  // The final delta goes out just before the request leaves the active set and the step's
+  // stats are published: wait for both.
+  EXPECT_TRUE(et.wait_idle(10));
   EXPECT_EQ(et.num_active(), 0);
   for (int i = 0; i < kRequests; ++i) {
     std::lock_guard lock(streams[i].mu);

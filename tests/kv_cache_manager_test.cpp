@@ -99,13 +99,13 @@ TEST(KvCacheManager, AllocateShareFreeRevive) {
   EXPECT_EQ(s.num_prefix_hit_tokens, 8);
   EXPECT_EQ(s.pool.num_shared_blocks, 2);
 
-  m.free(RequestId(1));  // releases 2, then 1 and 0 drop to ref 1
+  m.free(RequestId(1));  // releases 2 (partial, uncached: to the head), 1 and 0 drop to ref 1
   EXPECT_INVARIANTS(m);
-  EXPECT_EQ(m.pool().free_list(), ids({4, 5, 6, 7, 2}));
+  EXPECT_EQ(m.pool().free_list(), ids({2, 4, 5, 6, 7}));
   EXPECT_EQ(m.pool().render_map(), "##.#....\n");
-  m.free(RequestId(2));  // 3, 1, 0 in that order
+  m.free(RequestId(2));  // 3 (partial: the head), then 1, 0 to the tail in that order
   EXPECT_INVARIANTS(m);
-  EXPECT_EQ(m.pool().free_list(), ids({4, 5, 6, 7, 2, 3, 1, 0}));
+  EXPECT_EQ(m.pool().free_list(), ids({3, 2, 4, 5, 6, 7, 1, 0}));
   EXPECT_EQ(m.pool().render_map(), "cc......\n");
   EXPECT_EQ(m.stats().pool.num_cached_free_blocks, 2);
 
@@ -115,9 +115,9 @@ TEST(KvCacheManager, AllocateShareFreeRevive) {
   EXPECT_EQ(hit2.blocks, ids({0, 1}));
   auto c = m.allocate_slots(RequestId(3), 2, &hit2);
   ASSERT_TRUE(c);
-  EXPECT_EQ(vec(c->new_blocks), ids({4}));
-  EXPECT_EQ(table(m, 3), ids({0, 1, 4}));
-  EXPECT_EQ(m.pool().free_list(), ids({5, 6, 7, 2, 3}));
+  EXPECT_EQ(vec(c->new_blocks), ids({3}));
+  EXPECT_EQ(table(m, 3), ids({0, 1, 3}));
+  EXPECT_EQ(m.pool().free_list(), ids({2, 4, 5, 6, 7}));
   EXPECT_EQ(m.stats().pool.num_evictions, 0);
   EXPECT_INVARIANTS(m);
 }
@@ -129,11 +129,12 @@ TEST(KvCacheManager, EvictionIsLruTailFirst) {
   EXPECT_EQ(table(m, 1), ids({0, 1, 2, 3}));
   m.free(RequestId(1));
   EXPECT_INVARIANTS(m);
-  EXPECT_EQ(m.pool().free_list(), ids({4, 5, 3, 2, 1, 0}));
+  // 3 (partial, uncached) to the head; the cached 2, 1, 0 to the tail, last block first.
+  EXPECT_EQ(m.pool().free_list(), ids({3, 4, 5, 2, 1, 0}));
   EXPECT_EQ(m.pool().render_map(), "ccc...\n");
 
-  EXPECT_EQ(admit(m, 2, tokens(500, 12)), 0);  // takes 4, 5, 3: nothing cached to evict
-  EXPECT_EQ(table(m, 2), ids({4, 5, 3}));
+  EXPECT_EQ(admit(m, 2, tokens(500, 12)), 0);  // takes 3, 4, 5: nothing cached to evict
+  EXPECT_EQ(table(m, 2), ids({3, 4, 5}));
   EXPECT_EQ(m.stats().pool.num_evictions, 0);
   EXPECT_EQ(admit(m, 3, tokens(600, 2)), 0);  // takes 2: evicts A's last full block first
   EXPECT_EQ(table(m, 3), ids({2}));
@@ -192,7 +193,8 @@ TEST(KvCacheManager, MultiTurnReusesPreviousTurn) {
   // Turn 2 = turn 1 prompt + answer + a new 20-token message.
   const auto turn2 = concat(seq, tokens(9000, 20));
   EXPECT_EQ(admit(m, 2, turn2), 48);
-  EXPECT_EQ(table(m, 2), ids({0, 1, 2, 4, 5}));
+  // Block 3 (partial, uncached) went back to the head of the free list: reused first.
+  EXPECT_EQ(table(m, 2), ids({0, 1, 2, 3, 4}));
   EXPECT_INVARIANTS(m);
 }
 
@@ -222,9 +224,9 @@ TEST(KvCacheManager, NoPrefixCacheMode) {
   const auto p = tokens(0, 20);
   EXPECT_EQ(admit(m, 1, p), 0);
   EXPECT_FALSE(m.pool().cached_hash(BlockId(0)));
-  m.free(RequestId(1));
+  m.free(RequestId(1));  // nothing cached: all back to the head, reused first
   EXPECT_EQ(admit(m, 2, p), 0);
-  EXPECT_EQ(table(m, 2), id_range(5, 5));
+  EXPECT_EQ(table(m, 2), id_range(0, 5));
   EXPECT_EQ(m.stats().num_prefix_query_tokens, 40);
   EXPECT_EQ(m.stats().num_prefix_hit_tokens, 0);
   EXPECT_EQ(m.stats().pool.num_cached_free_blocks, 0);
@@ -431,12 +433,12 @@ TEST(KvCacheManager, AllocationAccountsForRevivedHits) {
   // 8 cached + 9 new = 17 tokens = 5 blocks > 4: does not fit, nothing adopted.
   EXPECT_FALSE(m.allocate_slots(RequestId(2), 9, &hit).has_value());
   EXPECT_EQ(m.block_table(RequestId(2)).num_blocks(), 0);
-  EXPECT_EQ(m.pool().free_list(), ids({3, 2, 1, 0}));
+  EXPECT_EQ(m.pool().free_list(), ids({2, 3, 1, 0}));  // 2 (partial, uncached) at the head
   EXPECT_INVARIANTS(m);
   auto a = m.allocate_slots(RequestId(2), 8, &hit);  // 16 tokens = 4 blocks: fits exactly
   ASSERT_TRUE(a);
-  EXPECT_EQ(vec(a->new_blocks), ids({3, 2}));
-  EXPECT_EQ(table(m, 2), ids({0, 1, 3, 2}));
+  EXPECT_EQ(vec(a->new_blocks), ids({2, 3}));
+  EXPECT_EQ(table(m, 2), ids({0, 1, 2, 3}));
   EXPECT_EQ(m.stats().pool.num_evictions, 0);
   EXPECT_INVARIANTS(m);
 }

@@ -83,7 +83,7 @@ class Stress {
  private:
   std::vector<uint64_t> fingerprints(const Live& l, int32_t group) const {
     std::vector<uint64_t> f(l.tokens.size());
-    uint64_t h = mix(l.ns.value ^ 0x51ed270b27d2f3a5ULL ^ mix(static_cast<uint64_t>(group)));
+    uint64_t h = mix(l.ns.words[0] ^ 0x51ed270b27d2f3a5ULL ^ mix(static_cast<uint64_t>(group)));
     for (size_t i = 0; i < l.tokens.size(); ++i) f[i] = h = mix(h ^ mix(uint64_t(l.tokens[i])));
     return f;
   }

@@ -55,7 +55,7 @@ Status add(Scheduler& s, uint64_t id, std::vector<int32_t> prompt, int32_t max_n
   const int32_t n = static_cast<int32_t>(sample_ids.size()) + 1;
   return s.add_request(RequestId(id), RequestParams{.prompt_token_ids = std::move(prompt),
                                                     .max_new_tokens = max_new,
-                                                    .cache_namespace = kv::CacheNamespace(7),
+                                                    .cache_scope = kv::CacheNamespace(7),
                                                     .n = n,
                                                     .sample_ids = std::move(sample_ids)});
 }

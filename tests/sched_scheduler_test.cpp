@@ -36,7 +36,7 @@ void add(Scheduler& s, uint64_t id, std::vector<int32_t> prompt, int32_t max_new
   const Status st = s.add_request(
       RequestId(id),
       RequestParams{.prompt_token_ids = std::move(prompt), .max_new_tokens = max_new,
-                    .priority = priority, .cache_namespace = kv::CacheNamespace(7)});
+                    .priority = priority, .cache_scope = kv::CacheNamespace(7)});
   ASSERT_TRUE(st.ok()) << st.message();
 }
 
@@ -294,7 +294,7 @@ TEST(SchedScheduler, AbortStepFinishesTheScheduledRequestsWithError) {
   EXPECT_EQ(step(s), "1:0+5*");
   ASSERT_TRUE(s.add_request(RequestId(2), {.prompt_token_ids = iota_tokens(100, 7),
                                            .max_new_tokens = 3,
-                                           .cache_namespace = kv::CacheNamespace(7),
+                                           .cache_scope = kv::CacheNamespace(7),
                                            .n = 2,
                                            .sample_ids = {RequestId(20)}})
                   .ok());

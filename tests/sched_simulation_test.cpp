@@ -116,7 +116,7 @@ void simulate(const SimConfig& cfg, SimResult* result) {
           RequestParams{.prompt_token_ids = prompt,
                         .max_new_tokens = max_new,
                         .priority = uniform(0, 9) < 3 ? Priority::kBatch : Priority::kInteractive,
-                        .cache_namespace = kv::CacheNamespace(1 + id.value % 2),
+                        .cache_scope = kv::CacheNamespace(1 + id.value % 2),
                         .n = n,
                         .sample_ids = sample_ids});
       ASSERT_TRUE(st.ok()) << st.message();

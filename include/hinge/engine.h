@@ -38,6 +38,7 @@ class Tokenizer;
 struct LoadedModel;
 
 using kv::CacheNamespace;
+using kv::CacheScope;
 using kv::KvDtype;
 using kv::RequestId;
 using sched::FinishReason;
@@ -83,7 +84,9 @@ struct GenerateRequest {
   // adopts a prefix-cache hit (every position must be computed); its blocks are still cached.
   int32_t prompt_logprobs = -1;
   Priority priority = Priority::kInteractive;
-  CacheNamespace cache_namespace{};        // prefix cache sharing scope (tenant)
+  // Prefix cache sharing scope: namespace and owner (kv_ids.h), derived by the server from the
+  // tenant, never from client input.
+  CacheScope cache_scope{};
 };
 
 struct RequestUsage {
@@ -160,10 +163,20 @@ class Engine {
   virtual StatusOr<RequestId> add_request(GenerateRequest request) = 0;
   // The validation add_request does, without queuing anything.
   virtual Status check_request(const GenerateRequest& request) const = 0;
-  // Full KV blocks of `prompt` found in the prefix cache of namespace ns now (a query: no
+  // Full KV blocks of `prompt` found in the prefix cache of scope's namespaces now (a query: no
   // counter moves); 0 with the prefix cache off.
   virtual int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
-                                       CacheNamespace ns) const = 0;
+                                       const CacheScope& scope) = 0;
+  // Prefix-cache owners (tenants; kv/block_pool.h). Policy: at most cache_share of the pool
+  // cached-but-unreferenced for this owner (its own least recently used go first past it), and
+  // entries older than ttl_s seconds (0: no limit) never hit again.
+  virtual void set_cache_owner_policy(int32_t owner, double cache_share, double ttl_s) = 0;
+  // Drops every cached block of the owner now; its running requests publish no more. Returns
+  // the blocks dropped.
+  virtual int32_t purge_cache_owner(int32_t owner) = 0;
+  // The owner's permission version (CacheScope::epoch) is now `current`: entries made under
+  // another are dropped, its running requests of another publish no more. Returns how many.
+  virtual int32_t retire_cache_epochs(int32_t owner, uint64_t current) = 0;
   // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
   // returned by the next step(). False when the id is unknown or already finished.
   virtual bool abort(RequestId id) = 0;

@@ -3,7 +3,8 @@
 // until SIGINT/SIGTERM: /health and new requests turn 503 (the listener stays open, so load
 // balancers and clients get an answer rather than a refused connection) while running
 // requests finish, for at most --shutdown-grace seconds; then the listener closes, the rest is
-// aborted (open streams end with their final chunk), exit 0.
+// aborted (open streams end with their final chunk), exit 0. SIGHUP re-reads --tenants (a bad
+// file is refused with its error; the previous configuration stays).
 #include <pthread.h>
 #include <signal.h>
 
@@ -38,6 +39,13 @@ Status check(const ServeArgs& a) {
   if (!(a.kv_headroom >= 0 && a.kv_headroom < 0.5))
     return Status::Errorf("--kv-headroom must be in [0, 0.5), got {}", a.kv_headroom);
   if (!(a.queue_timeout > 0)) return Status::Errorf("--queue-timeout must be > 0, got {}", a.queue_timeout);
+  if (!(a.cache_ttl >= 0 && a.cache_ttl <= 1e9))
+    return Status::Errorf("--cache-ttl must be in [0, 1e9] seconds, got {}", a.cache_ttl);
+  if (!a.tenants.empty() && !a.api_key.empty())
+    return Status::Error("--api-key and --tenants exclude each other: give the key to a tenant "
+                         "in the tenants file (hinge keygen prints one and its digest)");
+  if (!a.api_key.empty() && a.api_key.size() < 16)
+    return Status::Error("--api-key must be at least 16 characters (hinge keygen prints one)");
   if (!(a.shutdown_grace >= 0))
     return Status::Errorf("--shutdown-grace must be >= 0, got {}", a.shutdown_grace);
   if (a.io_threads < 1 || a.io_threads > 64)
@@ -75,6 +83,19 @@ std::string default_model_name(const std::string& path) {
   return stem.empty() ? "hinge" : stem;
 }
 
+StatusOr<server::CacheSecret> read_cache_secret(const std::string& path) {
+  if (path.empty()) return server::random_cache_secret();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::Errorf("--cache-secret-file: cannot read {}", path);
+  std::string bytes(256, '\0');
+  const size_t n = std::fread(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  bytes.resize(n);
+  auto s = server::parse_cache_secret(bytes);
+  if (!s.ok()) return s.status().with_context("--cache-secret-file " + path);
+  return s;
+}
+
 }  // namespace
 
 int serve_command(const ServeArgs& args) {
@@ -87,6 +108,7 @@ int serve_command(const ServeArgs& args) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // re-reads --tenants
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -111,6 +133,8 @@ int serve_command(const ServeArgs& args) {
     hc.max_output_bytes = *out;
     hc.max_body_bytes = *body;
   }
+  auto cache_secret = read_cache_secret(args.cache_secret_file);
+  if (!cache_secret.ok()) return fail(cache_secret.status().message());
   auto http = http::Server::start(hc, [&](http::HttpRequest r, http::ExchangePtr ex) {
     if (server::ApiServer* api = api_ptr.load()) return api->handle(std::move(r), std::move(ex));
     http::HttpResponse resp;
@@ -161,6 +185,24 @@ int serve_command(const ServeArgs& args) {
   sc.worker_threads = static_cast<int32_t>(args.request_workers);
   sc.n_vocab = static_cast<int32_t>(loaded->config.n_vocab);
   sc.log_requests = !args.quiet;
+  sc.cache_secret = *cache_secret;
+  if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
+  if (!args.tenants.empty()) {
+    server::TenantRegistry::Options to;
+    to.path = args.tenants;
+    to.secret = *cache_secret;
+    to.default_ttl_s = args.cache_ttl;
+    to.block_size = et->block_size();
+    auto reg = server::TenantRegistry::open(to, **tok, *et);
+    if (!reg.ok()) return fail("--tenants: " + reg.status().message());
+    sc.tenants = std::move(reg).value();
+  } else if (args.cache_ttl > 0) {
+    // The shared namespace is owner 0: the TTL applies to it.
+    et->call([ttl = args.cache_ttl](Engine& e) {
+      e.set_cache_owner_policy(kv::kSharedOwner, 1.0, ttl);
+      return 0;
+    });
+  }
   auto api = server::ApiServer::create(sc, **tok, loaded->chat_template, *et);
   if (!api.ok()) return fail(api.status().message());
   (*api)->set_transport_stats([h = http->get()] { return h->stats(); });
@@ -173,11 +215,37 @@ int serve_command(const ServeArgs& args) {
                ec.block_size, std::string(kv::kv_dtype_name(ec.k_dtype)).c_str(),
                std::string(kv::kv_dtype_name(ec.v_dtype)).c_str(),
                ec.threads, loaded->chat_template.empty() ? "plain fallback" : "the model's");
+  if (sc.tenants) {
+    const auto snap = sc.tenants->snapshot();
+    std::fprintf(stderr,
+                 "hinge: %zu tenants from %s, each with its own prefix cache; %zu public "
+                 "prefixes; /metrics, /v1/stats, / and /admin/* need an admin key\n",
+                 snap->config.tenants.size(), args.tenants.c_str(),
+                 snap->config.public_prefixes.size());
+  } else {
+    std::fprintf(stderr,
+                 "hinge: no --tenants: the prefix cache is shared by all clients (one may learn "
+                 "from cached_tokens or timing what another sent); %s\n",
+                 sc.api_key_digest ? "/v1/* needs the --api-key key" : "no key needed");
+  }
   std::printf("hinge: serving %s on %s\n", sc.model_name.c_str(), url.c_str());
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  for (;;) {
+    sigwait(&signals, &sig);
+    if (sig != SIGHUP) break;
+    if (!sc.tenants) {
+      std::fprintf(stderr, "hinge: SIGHUP: no --tenants file to re-read; ignored\n");
+      continue;
+    }
+    auto n = sc.tenants->reload();
+    if (n.ok())
+      std::fprintf(stderr, "hinge: SIGHUP: tenants reloaded: %d tenants\n", *n);
+    else
+      std::fprintf(stderr, "hinge: SIGHUP: tenants file refused (the previous configuration "
+                           "stays): %s\n", n.status().message().c_str());
+  }
   std::fprintf(stderr, "hinge: %s: stopping (grace %.1f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
                args.shutdown_grace);
   (*api)->begin_shutdown();  // /health and new requests: 503 from now on

@@ -117,9 +117,16 @@ struct ServeArgs {
   std::string max_output_buffer = "4MiB";  // per connection
   std::string max_body = "8MiB";
   bool quiet = false;              // no per-request log lines
+  std::string tenants;             // --tenants FILE (server/tenancy.h)
+  std::string api_key;             // --api-key KEY: one shared key, without tenants
+  std::string cache_secret_file;   // the namespaces' key; empty: random at start
+  double cache_ttl = 0;            // seconds a cached block may hit (0: no limit)
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);
+
+// `hinge keygen`: a fresh API key and its digest line for the tenants file.
+int keygen_command();
 
 // load_model() with a progress bar on stderr (when it is a terminal).
 StatusOr<std::unique_ptr<LoadedModel>> load_model_with_progress(const std::string& model,

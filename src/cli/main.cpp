@@ -220,7 +220,25 @@ int main(int argc, char** argv) {
                         "Origins browsers may call from (\"*\" or scheme://host[:port], "
                         "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+  serve_cmd->add_option("--tenants", serve.tenants,
+                        "Tenants file (JSON: tenants with API key digests, permission versions, "
+                        "cache TTL/share, limits; admin keys; public prefixes). Every request "
+                        "then needs a key and each tenant gets its own prefix cache; SIGHUP or "
+                        "POST /admin/reload re-reads it (docs/security.md)");
+  serve_cmd->add_option("--api-key", serve.api_key,
+                        "One key every /v1/* request must send as 'Authorization: Bearer KEY' "
+                        "(without --tenants; the prefix cache stays shared)");
+  serve_cmd->add_option("--cache-secret-file", serve.cache_secret_file,
+                        "32 bytes (raw or 64 hex digits) keying the prefix-cache namespaces; "
+                        "default: random at start, so no cache identity outlives the process");
+  serve_cmd->add_option("--cache-ttl", serve.cache_ttl,
+                        "Seconds after which a cached prefix block never hits again (0: no "
+                        "limit; a tenant's cache_ttl_s overrides it)")
+      ->capture_default_str();
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
+
+  auto* keygen_cmd = app.add_subcommand(
+      "keygen", "Print a fresh API key and the digest line for a tenants file (--tenants)");
 
   CLI11_PARSE(app, argc, argv);
 
@@ -235,6 +253,7 @@ int main(int argc, char** argv) {
     if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
     if (bench_cmd->parsed()) return hinge::cli::bench_command(bench);
     if (serve_cmd->parsed()) return hinge::cli::serve_command(serve);
+    if (keygen_cmd->parsed()) return hinge::cli::keygen_command();
   } catch (const std::bad_alloc&) {
     return hinge::cli::fail("out of memory");
   } catch (const std::exception& e) {

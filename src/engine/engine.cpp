@@ -124,8 +124,20 @@ class EngineImpl final : public Engine {
   }
 
   int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
-                               CacheNamespace ns) const override {
-    return static_cast<int32_t>(sched_.kv().get_computed_blocks(prompt, ns).blocks.size());
+                               const CacheScope& scope) override {
+    sched_.kv_mut().set_now(seconds_since_created());  // TTLs as of now, not the last step
+    return static_cast<int32_t>(sched_.kv().get_computed_blocks(prompt, scope).blocks.size());
+  }
+
+  void set_cache_owner_policy(int32_t owner, double cache_share, double ttl_s) override {
+    HINGE_CHECK(cache_share >= 0 && cache_share <= 1 && ttl_s >= 0);
+    const double blocks = cache_share * sched_.kv().pool().num_blocks();
+    sched_.kv_mut().set_owner_policy(owner, cache_share >= 1 ? INT32_MAX : static_cast<int32_t>(blocks),
+                                     ttl_s);
+  }
+  int32_t purge_cache_owner(int32_t owner) override { return sched_.kv_mut().purge_owner(owner); }
+  int32_t retire_cache_epochs(int32_t owner, uint64_t current) override {
+    return sched_.kv_mut().retire_owner_epochs(owner, current);
   }
 
   std::string kv_block_map() const override {
@@ -143,7 +155,7 @@ class EngineImpl final : public Engine {
     p.prompt_token_ids = req.prompt_token_ids;
     p.max_new_tokens = req.max_new_tokens;
     p.priority = req.priority;
-    p.cache_namespace = req.cache_namespace;
+    p.cache_scope = req.cache_scope;
     p.n = req.n;
     p.skip_prefix_cache = req.prompt_logprobs >= 0;
     for (int32_t i = 1; i < req.n; ++i) p.sample_ids.push_back(RequestId(next_id_ + i));
@@ -206,6 +218,13 @@ class EngineImpl final : public Engine {
     // num_deltas_ are this step's, the rest are dropped at the end.
     num_deltas_ = 0;
     delta_sids_.clear();
+    // The TTL clock; expired entries are reclaimed about once a second (a scan of the pool).
+    const double now = seconds_since_created();
+    sched_.kv_mut().set_now(now);
+    if (now >= next_expiry_scan_) {
+      sched_.kv_mut().expire_entries();
+      next_expiry_scan_ = now + 1.0;
+    }
     sched_.schedule(&out_);
     const sched::SchedulerOutput& out = out_;
     ++steps_;
@@ -511,6 +530,11 @@ class EngineImpl final : public Engine {
  private:
   const LoadedModel& model_;
   const Tokenizer* tok_;
+  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+  double seconds_since_created() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+  }
+  double next_expiry_scan_ = 0;
   EngineConfig config_;
   kv::KvSpec spec_;
   int32_t max_model_len_;

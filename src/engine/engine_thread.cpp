@@ -79,6 +79,22 @@ SubmitTicket EngineThread::enqueue(GenerateRequest request, SubmitOptions option
   return ticket;
 }
 
+int32_t EngineThread::call(std::function<int32_t(Engine&)> fn) {
+  auto done = std::make_shared<std::promise<int32_t>>();
+  std::future<int32_t> result = done->get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return -1;
+    queue_.emplace_back(Call{std::move(fn), std::move(done)});
+  }
+  cv_.notify_one();
+  try {
+    return result.get();
+  } catch (const std::future_error&) {  // the loop ended before running it
+    return -1;
+  }
+}
+
 void EngineThread::cancel(SubmitTicket ticket) {
   {
     std::lock_guard lock(mu_);
@@ -187,18 +203,19 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   sched::AdmissionTicket t;
   t.id = add.ticket.value;
   t.user = std::move(add.options.user);
+  t.max_concurrent = add.options.max_concurrent;
   t.priority = p.request.priority;
   t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
       static_cast<int64_t>(p.request.prompt_token_ids.size()), p.request.max_new_tokens,
       p.request.n, block_size_, kv_groups_);
   const EngineStats s = engine_->stats();
   const std::vector<int32_t>& prompt = p.request.prompt_token_ids;
-  const CacheNamespace ns = p.request.cache_namespace;
+  const CacheScope& scope = p.request.cache_scope;
   const sched::AdmissionOffer o = admission_->offer(
       t, seconds_since_start(), s.kv_blocks_total - s.kv_blocks_used,
       [&](uint64_t) {
         // A prompt-logprobs request computes every position: no prefix-hit discount.
-        return p.request.prompt_logprobs >= 0 ? 0 : engine_->cached_prefix_blocks(prompt, ns);
+        return p.request.prompt_logprobs >= 0 ? 0 : engine_->cached_prefix_blocks(prompt, scope);
       });
   switch (o.verdict) {
     case sched::AdmissionVerdict::kAdmitted: start(add.ticket, p); return;
@@ -242,7 +259,7 @@ void EngineThread::admit_queued() {
     auto cached = [&](uint64_t ticket) {
       const Pending& p = pending_.at(SubmitTicket(ticket));
       if (p.request.prompt_logprobs >= 0) return 0;  // computes every position
-      return engine_->cached_prefix_blocks(p.request.prompt_token_ids, p.request.cache_namespace);
+      return engine_->cached_prefix_blocks(p.request.prompt_token_ids, p.request.cache_scope);
     };
     const auto next = admission_->admit_next(now, s.kv_blocks_total - s.kv_blocks_used, cached);
     if (!next) break;
@@ -288,6 +305,8 @@ void EngineThread::loop() {
     for (Command& c : commands) {
       if (auto* add = std::get_if<Add>(&c))
         handle_add(*add, stopping);
+      else if (auto* call = std::get_if<Call>(&c))
+        call->done->set_value(call->fn(*engine_));
       else if (const Cancel& cc = std::get<Cancel>(c); cc.sample < 0)
         handle_cancel(cc.ticket);
       else if (auto it = running_.find(cc.ticket); it != running_.end())

@@ -28,6 +28,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,7 @@ namespace hinge {
 
 struct SubmitOptions {
   std::string user;  // per-user concurrency key (API key or `user`); empty: no per-user cap
+  int32_t max_concurrent = 0;  // this key's cap (a tenant's); 0: max_concurrent_per_user
 };
 
 struct SubmitResult {
@@ -117,6 +119,10 @@ class EngineThread {
   // string matched it); ignored when unknown, finished, or not forked yet.
   void cancel_sample(SubmitTicket ticket, int32_t index);
 
+  // Runs fn on the engine thread between steps (prefix-cache owner operations: purge, policy)
+  // and returns its result; blocks until it ran. After stop(): runs nothing, returns -1.
+  int32_t call(std::function<int32_t(Engine&)> fn);
+
   // Blocking convenience: enqueue and wait for the decision; the ticket once accepted.
   StatusOr<SubmitTicket> submit(GenerateRequest request, Sink sink);
 
@@ -156,7 +162,11 @@ class EngineThread {
     SubmitTicket ticket;
     int32_t sample = -1;  // -1: the whole request
   };
-  using Command = std::variant<Add, Cancel>;
+  struct Call {
+    std::function<int32_t(Engine&)> fn;
+    std::shared_ptr<std::promise<int32_t>> done;
+  };
+  using Command = std::variant<Add, Cancel, Call>;
   struct Pending {  // queued in admission
     GenerateRequest request;
     ResultFn on_result;

@@ -24,7 +24,26 @@ void BlockPool::push_tail(int32_t b) {
     head_ = b;
   tail_ = b;
   ++num_free_;
-  if (m.has_hash) ++num_cached_free_;
+  if (m.has_hash) {
+    ++num_cached_free_;
+    owner_push(b);
+  }
+}
+
+void BlockPool::push_head(int32_t b) {
+  BlockMeta& m = meta_[static_cast<size_t>(b)];
+  m.prev = kNone;
+  m.next = head_;
+  if (head_ != kNone)
+    meta_[static_cast<size_t>(head_)].prev = b;
+  else
+    tail_ = b;
+  head_ = b;
+  ++num_free_;
+  if (m.has_hash) {
+    ++num_cached_free_;
+    owner_push(b);
+  }
 }
 
 void BlockPool::unlink(int32_t b) {
@@ -39,7 +58,61 @@ void BlockPool::unlink(int32_t b) {
     tail_ = m.prev;
   m.prev = m.next = kNone;
   --num_free_;
-  if (m.has_hash) --num_cached_free_;
+  if (m.has_hash) {
+    --num_cached_free_;
+    owner_unlink(b);
+  }
+}
+
+BlockPool::Owner& BlockPool::owner(int32_t o) {
+  HINGE_CHECK_MSG(o >= 0 && o < kMaxCacheOwners, "cache owner {} out of range", o);
+  if (static_cast<size_t>(o) >= owners_.size()) owners_.resize(static_cast<size_t>(o) + 1);
+  return owners_[static_cast<size_t>(o)];
+}
+
+void BlockPool::owner_push(int32_t b) {
+  BlockMeta& m = meta_[static_cast<size_t>(b)];
+  Owner& o = owner(m.owner);
+  m.oprev = o.tail;
+  m.onext = kNone;
+  if (o.tail != kNone)
+    meta_[static_cast<size_t>(o.tail)].onext = b;
+  else
+    o.head = b;
+  o.tail = b;
+  ++o.count;
+  m.on_owner_list = true;
+}
+
+void BlockPool::owner_unlink(int32_t b) {
+  BlockMeta& m = meta_[static_cast<size_t>(b)];
+  if (!m.on_owner_list) return;
+  Owner& o = owners_[static_cast<size_t>(m.owner)];
+  if (m.oprev != kNone)
+    meta_[static_cast<size_t>(m.oprev)].onext = m.onext;
+  else
+    o.head = m.onext;
+  if (m.onext != kNone)
+    meta_[static_cast<size_t>(m.onext)].oprev = m.oprev;
+  else
+    o.tail = m.oprev;
+  m.oprev = m.onext = kNone;
+  --o.count;
+  m.on_owner_list = false;
+}
+
+void BlockPool::drop_free_entry(int32_t b) {
+  unlink(b);
+  drop_hash(meta_[static_cast<size_t>(b)], b);
+  push_head(b);
+}
+
+void BlockPool::enforce_quota(int32_t o) {
+  if (static_cast<size_t>(o) >= owners_.size()) return;
+  while (owners_[static_cast<size_t>(o)].count > owners_[static_cast<size_t>(o)].max_cached_free) {
+    drop_free_entry(owners_[static_cast<size_t>(o)].head);
+    ++num_quota_evictions_;
+  }
 }
 
 void BlockPool::allocate(int32_t n, std::vector<BlockId>* out) {
@@ -70,7 +143,13 @@ void BlockPool::free(std::span<const BlockId> blocks) {
     BlockMeta& m = meta(id);
     HINGE_CHECK_MSG(m.ref_count > 0, "free of free block {}", id.value);
     if (m.ref_count == 2) --num_shared_;
-    if (--m.ref_count == 0) push_tail(id.value);
+    if (--m.ref_count > 0) continue;
+    if (m.has_hash) {
+      push_tail(id.value);
+      enforce_quota(m.owner);
+    } else {
+      push_head(id.value);  // holds nothing worth keeping: reused first
+    }
   }
 }
 
@@ -87,13 +166,20 @@ void BlockPool::drop_hash(BlockMeta& m, int32_t b) {
   m.has_hash = false;
 }
 
+bool BlockPool::expired(const BlockMeta& m, double now) const {
+  if (static_cast<size_t>(m.owner) >= owners_.size()) return false;
+  const double ttl = owners_[static_cast<size_t>(m.owner)].ttl_s;
+  return ttl > 0 && now - m.cached_at > ttl;
+}
+
 std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
-                                         std::span<const int32_t> block_tokens,
-                                         int32_t group) const {
+                                         std::span<const int32_t> block_tokens, int32_t group,
+                                         const CacheNamespace& ns, double now) const {
   if (block_tokens.size() != static_cast<size_t>(block_size_tokens_)) return std::nullopt;
   const int32_t b = cached_.find(hash, [&](int32_t c) {
     const BlockMeta& m = meta_[static_cast<size_t>(c)];
-    if (!(m.parent == parent) || m.group != group) return false;
+    if (!(m.parent == parent) || m.group != group || !(m.ns == ns) || expired(m, now))
+      return false;
     const auto stored = tokens_of(c);
     return std::equal(stored.begin(), stored.end(), block_tokens.begin());
   });
@@ -102,20 +188,27 @@ std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
 }
 
 void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
-                            std::span<const int32_t> block_tokens, int32_t group) {
+                            std::span<const int32_t> block_tokens, int32_t group,
+                            const CacheNamespace& ns, int32_t owner_id, double now,
+                            uint64_t epoch) {
   BlockMeta& m = meta(id);
   HINGE_CHECK_MSG(m.ref_count > 0, "caching free block {}", id.value);
   HINGE_CHECK(block_tokens.size() == static_cast<size_t>(block_size_tokens_));
   if (m.has_hash) {
-    HINGE_CHECK_MSG(m.hash == hash && m.parent == parent && m.group == group,
+    HINGE_CHECK_MSG(m.hash == hash && m.parent == parent && m.group == group && m.ns == ns,
                     "block {} re-cached as different content", id.value);
     return;
   }
+  owner(owner_id);  // range check, table entry
   cached_.insert(hash, id.value);
   m.has_hash = true;
   m.group = group;
+  m.owner = owner_id;
+  m.cached_at = now;
+  m.epoch = epoch;
   m.hash = hash;
   m.parent = parent;
+  m.ns = ns;
   std::copy(block_tokens.begin(), block_tokens.end(),
             tokens_.begin() + static_cast<ptrdiff_t>(id.value) * block_size_tokens_);
 }
@@ -123,8 +216,51 @@ void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
 void BlockPool::uncache(BlockId id) {
   BlockMeta& m = meta(id);
   if (!m.has_hash) return;
-  if (m.ref_count == 0) --num_cached_free_;
-  drop_hash(m, id.value);
+  if (m.ref_count == 0)
+    drop_free_entry(id.value);
+  else
+    drop_hash(m, id.value);
+}
+
+void BlockPool::set_owner_policy(int32_t o, int32_t max_cached_free, double ttl_s) {
+  HINGE_CHECK(max_cached_free >= 0 && ttl_s >= 0);
+  Owner& w = owner(o);
+  w.max_cached_free = max_cached_free;
+  w.ttl_s = ttl_s;
+  enforce_quota(o);
+}
+
+int32_t BlockPool::uncache_owner(int32_t o, const uint64_t* keep_epoch) {
+  int32_t n = 0;
+  for (int32_t b = 0; b < num_blocks(); ++b) {
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (!m.has_hash || m.owner != o || (keep_epoch != nullptr && m.epoch == *keep_epoch)) continue;
+    uncache(BlockId(b));
+    ++n;
+  }
+  return n;
+}
+
+int32_t BlockPool::expire(double now) {
+  int32_t n = 0;
+  for (int32_t b = 0; b < num_blocks(); ++b) {
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (!m.has_hash || !expired(m, now)) continue;
+    uncache(BlockId(b));
+    ++n;
+  }
+  num_expired_ += n;
+  return n;
+}
+
+int32_t BlockPool::owner_cached_free(int32_t o) const {
+  return static_cast<size_t>(o) < owners_.size() ? owners_[static_cast<size_t>(o)].count : 0;
+}
+
+int32_t BlockPool::owner_cached(int32_t o) const {
+  int32_t n = 0;
+  for (const BlockMeta& m : meta_) n += m.has_hash && m.owner == o ? 1 : 0;
+  return n;
 }
 
 std::optional<BlockHash> BlockPool::cached_hash(BlockId id) const {
@@ -149,6 +285,8 @@ BlockPoolCounters BlockPool::counters() const {
   c.num_cached_free_blocks = num_cached_free_;
   c.num_shared_blocks = num_shared_;
   c.num_evictions = num_evictions_;
+  c.num_quota_evictions = num_quota_evictions_;
+  c.num_expired = num_expired_;
   return c;
 }
 
@@ -216,6 +354,27 @@ Status BlockPool::check_invariants() const {
   if (cached_free != num_cached_free_)
     return Status::Errorf("cached-free count {} != {}", num_cached_free_, cached_free);
   if (shared != num_shared_) return Status::Errorf("shared count {} != {}", num_shared_, shared);
+  // Each owner's list holds exactly its cached free blocks.
+  int32_t listed = 0;
+  for (size_t o = 0; o < owners_.size(); ++o) {
+    int32_t c = 0, p = kNone;
+    for (int32_t b = owners_[o].head; b != kNone; b = meta_[static_cast<size_t>(b)].onext) {
+      if (b < 0 || b >= n || c > n) return Status::Errorf("owner {} list: bad link {}", o, b);
+      const BlockMeta& m = meta_[static_cast<size_t>(b)];
+      if (!m.on_owner_list || !m.has_hash || m.ref_count != 0 || m.owner != static_cast<int32_t>(o))
+        return Status::Errorf("owner {} list: block {} is not its cached free block", o, b);
+      if (m.oprev != p) return Status::Errorf("owner {} list: block {} prev {} != {}", o, b, m.oprev, p);
+      p = b;
+      ++c;
+    }
+    if (p != owners_[o].tail) return Status::Errorf("owner {} list: tail {} != last {}", o, owners_[o].tail, p);
+    if (c != owners_[o].count) return Status::Errorf("owner {} list: length {} != {}", o, c, owners_[o].count);
+    if (c > owners_[o].max_cached_free)
+      return Status::Errorf("owner {}: {} cached free blocks over its quota {}", o, c, owners_[o].max_cached_free);
+    listed += c;
+  }
+  if (listed != num_cached_free_)
+    return Status::Errorf("owner lists hold {} blocks, {} cached free", listed, num_cached_free_);
   return Status::Ok();
 }
 

@@ -16,9 +16,17 @@
 //   - num_cached_free / num_shared counters match a recount.
 //
 // Free list order is LRU: allocate() takes from the head (evicting a cached hash there), free()
-// appends to the tail in the order given. Callers free a request's blocks last-to-first, so the
+// appends cached blocks to the tail in the order given and puts blocks holding nothing (no
+// hash) at the head, to be reused first. Callers free a request's blocks last-to-first, so the
 // tail of a sequence is evicted first and shared heads live longest. ref() of a cached free
-// block (a prefix hit) unlinks it in O(1).
+// block (a prefix hit) unlinks it in O(1). Blocks whose cache entry is dropped while free
+// (purge, TTL, a tenant's quota) move to the head too.
+//
+// Ownership (kv_ids.h: CacheNamespace, owner): every cached block records its namespace, which
+// a hit must match, its owner and when it was cached. Per owner (set_owner_policy):
+//   - a TTL: a block cached more than ttl_s ago never hits again (expire() reclaims it);
+//   - a quota on its cached free blocks: past it, that owner's own least recently freed
+//     cached block loses its entry (a second, per-owner LRU list), never another owner's.
 #pragma once
 
 #include <cstdint>
@@ -59,16 +67,35 @@ class BlockPool {
   // A cached block with this identity: hash, parent hash, token ids and KV group all equal (a
   // block whose hash collides with other content is never returned; the groups of one sequence
   // share its hashes and hold one block each), or nullopt. No side effects.
+  // The namespace must match too, and the entry must not have outlived its owner's TTL at
+  // `now` (seconds on the caller's clock, the one cache_block got).
   std::optional<BlockId> lookup(BlockHash hash, BlockHash parent,
-                                std::span<const int32_t> block_tokens, int32_t group = 0) const;
+                                std::span<const int32_t> block_tokens, int32_t group = 0,
+                                const CacheNamespace& ns = {}, double now = 0) const;
   // Registers full block b (ref > 0) as holding the content (hash, parent, tokens) of KV group
   // `group`. Other blocks may hold the same content (computed concurrently) or the same hash
   // with other content (a collision): all stay cached, lookups compare. Re-caching b with its
   // own content is a no-op.
   void cache_block(BlockId b, BlockHash hash, BlockHash parent,
-                   std::span<const int32_t> block_tokens, int32_t group = 0);
-  // Drops b's cache entry, if any (KV registered for a step that never ran).
+                   std::span<const int32_t> block_tokens, int32_t group = 0,
+                   const CacheNamespace& ns = {}, int32_t owner = kSharedOwner, double now = 0,
+                   uint64_t epoch = 0);
+  // Drops b's cache entry, if any (KV registered for a step that never ran). A free block
+  // moves to the head of the free list.
   void uncache(BlockId b);
+
+  // Owner policy: at most max_cached_free of its blocks cached while free (INT32_MAX: no cap;
+  // lowering it evicts at once), entries older than ttl_s (0: forever) miss. owner in
+  // [0, kMaxCacheOwners).
+  void set_owner_policy(int32_t owner, int32_t max_cached_free, double ttl_s);
+  // Drops every cache entry of `owner` (free and in use) whose epoch is not *keep_epoch (all
+  // of them when keep_epoch is nullptr). Returns how many.
+  int32_t uncache_owner(int32_t owner, const uint64_t* keep_epoch = nullptr);
+  // Drops the entries past their owner's TTL at `now`. Returns how many.
+  int32_t expire(double now);
+  int32_t owner_cached_free(int32_t owner) const;
+  // Blocks holding an entry of `owner`, free or in use.
+  int32_t owner_cached(int32_t owner) const;
 
   int32_t ref_count(BlockId b) const { return meta(b).ref_count; }
   // Bumped each time the block is allocated: (block, generation) names one incarnation.
@@ -89,10 +116,17 @@ class BlockPool {
     int32_t prev = kNone;  // free-list links, meaningful only while ref_count == 0
     int32_t next = kNone;
     bool has_hash = false;
+    bool on_owner_list = false;  // cached and free: linked in its owner's list
     int32_t group = 0;  // the KV group whose layers it holds, while has_hash
+    int32_t owner = 0;  // while has_hash
+    int32_t oprev = kNone;  // owner-list links
+    int32_t onext = kNone;
+    double cached_at = 0;  // when cache_block registered it
+    uint64_t epoch = 0;    // its owner's permission version then
     uint64_t generation = 0;
     BlockHash hash;
     BlockHash parent;  // the parent block's hash (the root for a first block), while has_hash
+    CacheNamespace ns;  // while has_hash
   };
 
   const BlockMeta& meta(BlockId b) const {
@@ -104,9 +138,23 @@ class BlockPool {
     return {tokens_.data() + static_cast<size_t>(b) * block_size_tokens_,
             static_cast<size_t>(block_size_tokens_)};
   }
+  struct Owner {
+    int32_t head = kNone;  // its cached free blocks, least recently freed first
+    int32_t tail = kNone;
+    int32_t count = 0;
+    int32_t max_cached_free = INT32_MAX;
+    double ttl_s = 0;
+  };
+  bool expired(const BlockMeta& m, double now) const;
+  Owner& owner(int32_t o);
   void drop_hash(BlockMeta& m, int32_t b);
+  void drop_free_entry(int32_t b);  // a free cached block loses its entry and goes to the head
   void push_tail(int32_t b);
+  void push_head(int32_t b);
   void unlink(int32_t b);
+  void owner_push(int32_t b);
+  void owner_unlink(int32_t b);
+  void enforce_quota(int32_t o);
 
   int32_t block_size_tokens_;
   std::vector<BlockMeta> meta_;  // [num_blocks]
@@ -118,6 +166,9 @@ class BlockPool {
   int32_t num_cached_free_ = 0;
   int32_t num_shared_ = 0;
   int64_t num_evictions_ = 0;
+  int64_t num_quota_evictions_ = 0;
+  int64_t num_expired_ = 0;
+  std::vector<Owner> owners_;  // grown on demand
 };
 
 }  // namespace hinge::kv

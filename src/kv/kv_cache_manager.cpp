@@ -20,11 +20,13 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn)
   copies_.reserve(static_cast<size_t>(config_.num_groups));
 }
 
-void KvCacheManager::add_request(RequestId id, CacheNamespace ns, int32_t max_tokens) {
+void KvCacheManager::add_request(RequestId id, const CacheScope& scope, int32_t max_tokens) {
+  HINGE_CHECK_MSG(scope.public_blocks >= 0 && scope.owner >= 0 && scope.owner < kMaxCacheOwners,
+                  "request {}: bad cache scope", id.value);
   auto [it, inserted] = requests_.try_emplace(id);
   HINGE_CHECK_MSG(inserted, "request {} already live", id.value);
   RequestState& st = it->second;
-  st.ns = ns;
+  st.scope = scope;
   st.tables.resize(static_cast<size_t>(config_.num_groups));
   if (max_tokens > 0) {
     const size_t blocks = static_cast<size_t>(blocks_for(max_tokens));
@@ -33,25 +35,25 @@ void KvCacheManager::add_request(RequestId id, CacheNamespace ns, int32_t max_to
   }
 }
 
-void KvCacheManager::extend_block_hashes(std::span<const int32_t> tokens, CacheNamespace ns,
+void KvCacheManager::extend_block_hashes(std::span<const int32_t> tokens, const CacheScope& scope,
                                          std::vector<BlockHash>* hashes) const {
   if (!config_.enable_prefix_cache) return;
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   for (size_t i = hashes->size(); i < tokens.size() / bs; ++i) {
-    const BlockHash parent = i == 0 ? namespace_root_hash(ns, config_.fingerprint) : (*hashes)[i - 1];
+    const BlockHash parent = chain_parent(scope, i, *hashes, config_.fingerprint);
     hashes->push_back(hash_fn_(parent, tokens.subspan(i * bs, bs)));
   }
 }
 
 ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prompt,
-                                                   CacheNamespace ns) const {
+                                                   const CacheScope& scope) const {
   std::vector<BlockHash> hashes;
-  if (!prompt.empty()) extend_block_hashes(prompt.first(prompt.size() - 1), ns, &hashes);
-  return get_computed_blocks(prompt, ns, hashes);
+  if (!prompt.empty()) extend_block_hashes(prompt.first(prompt.size() - 1), scope, &hashes);
+  return get_computed_blocks(prompt, scope, hashes);
 }
 
 ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prompt,
-                                                   CacheNamespace ns,
+                                                   const CacheScope& scope,
                                                    std::span<const BlockHash> hashes) const {
   ComputedBlocks out;
   out.num_query_tokens = static_cast<int32_t>(prompt.size());
@@ -62,14 +64,15 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
   const size_t max_blocks = (prompt.size() - 1) / bs;
   HINGE_CHECK_MSG(hashes.size() >= max_blocks, "{} block hashes for {} full blocks",
                   hashes.size(), max_blocks);
-  BlockHash parent = namespace_root_hash(ns, config_.fingerprint);
   std::vector<BlockId> found;  // block-major: found[i * groups + g]
   for (size_t i = 0; i < max_blocks; ++i) {
     const auto tokens = prompt.subspan(i * bs, bs);
     const BlockHash h = hashes[i];
+    const BlockHash parent = chain_parent(scope, i, hashes, config_.fingerprint);
+    const CacheNamespace& ns = scope.ns_of_block(i);
     bool all = true;
     for (int32_t g = 0; g < groups && all; ++g) {
-      const auto hit = pool_.lookup(h, parent, tokens, g);
+      const auto hit = pool_.lookup(h, parent, tokens, g, ns, now_);
       if (hit)
         found.push_back(*hit);
       else
@@ -77,7 +80,6 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
     }
     if (!all) break;  // every group is full attention: a hit must be a prefix in each
     out.hashes.push_back(h);
-    parent = h;
   }
   const size_t n = out.hashes.size();
   out.blocks.resize(n * static_cast<size_t>(groups));
@@ -85,6 +87,7 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
     for (size_t g = 0; g < static_cast<size_t>(groups); ++g)
       out.blocks[g * n + i] = found[i * static_cast<size_t>(groups) + g];
   out.num_cached_tokens = static_cast<int32_t>(n * bs);
+  out.num_public_blocks = std::min(static_cast<int32_t>(n), scope.public_blocks);
   return out;
 }
 
@@ -140,6 +143,7 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
   if (computed != nullptr) {
     num_prefix_query_tokens_ += computed->num_query_tokens;
     num_prefix_hit_tokens_ += computed->num_cached_tokens;
+    num_prefix_public_hit_tokens_ += int64_t{computed->num_public_blocks} * bs;
   }
   copies_.clear();
   for (int32_t g = 0; g < groups && num_cow > 0; ++g) {
@@ -171,19 +175,19 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
                       static_cast<size_t>(num_tokens) <= tokens.size(),
                   "request {}: {} tokens to cache, {} reserved, {} given", id.value, num_tokens,
                   st.num_tokens, tokens.size());
-  if (!config_.enable_prefix_cache) return;
+  if (!config_.enable_prefix_cache || !st.publish) return;
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   const size_t num_full = static_cast<size_t>(num_tokens) / bs;
   for (size_t i = st.hashes.size(); i < num_full; ++i) {
-    const BlockHash parent =
-        i == 0 ? namespace_root_hash(st.ns, config_.fingerprint) : st.hashes[i - 1];
+    const BlockHash parent = chain_parent(st.scope, i, st.hashes, config_.fingerprint);
     const auto block_tokens = tokens.subspan(i * bs, bs);
     const BlockHash h = i < known.size() ? known[i] : hash_fn_(parent, block_tokens);
     // Another block may hold the same content (computed concurrently) or the same hash with
     // other content (a collision): the pool keeps both, lookups compare tokens and parents.
     for (int32_t g = 0; g < config_.num_groups; ++g)
       pool_.cache_block(st.tables[static_cast<size_t>(g)][static_cast<int32_t>(i)], h, parent,
-                        block_tokens, g);
+                        block_tokens, g, st.scope.ns_of_block(i), st.scope.owner_of_block(i), now_,
+                        i < static_cast<size_t>(st.scope.public_blocks) ? 0 : st.scope.epoch);
     st.hashes.push_back(h);
   }
 }
@@ -199,6 +203,18 @@ void KvCacheManager::uncache_uncomputed(RequestId id, int32_t num_computed_token
       pool_.uncache(t[static_cast<int32_t>(st.hashes.size() - 1)]);
     st.hashes.pop_back();
   }
+}
+
+int32_t KvCacheManager::purge_owner(int32_t owner) {
+  for (auto& [id, st] : requests_)
+    if (st.scope.owner == owner) st.publish = false;
+  return pool_.uncache_owner(owner);
+}
+
+int32_t KvCacheManager::retire_owner_epochs(int32_t owner, uint64_t current) {
+  for (auto& [id, st] : requests_)
+    if (st.scope.owner == owner && st.scope.epoch != current) st.publish = false;
+  return pool_.uncache_owner(owner, &current);
 }
 
 void KvCacheManager::fork(RequestId parent, RequestId child) {
@@ -231,6 +247,7 @@ KvCacheStats KvCacheManager::stats() const {
   s.num_requests = static_cast<int32_t>(requests_.size());
   s.num_prefix_query_tokens = num_prefix_query_tokens_;
   s.num_prefix_hit_tokens = num_prefix_hit_tokens_;
+  s.num_prefix_public_hit_tokens = num_prefix_public_hit_tokens_;
   s.num_cow_copies = num_cow_copies_;
   return s;
 }

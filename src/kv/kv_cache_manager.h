@@ -65,6 +65,7 @@ struct ComputedBlocks {
   std::vector<BlockHash> hashes;  // hashes[i] of block i (the same in every group)
   int32_t num_cached_tokens = 0;  // n * block_size, always < prompt length
   int32_t num_query_tokens = 0;   // prompt length looked up (counted when adopted)
+  int32_t num_public_blocks = 0;  // of the hit blocks, those of a public prefix
   int32_t num_hit_blocks() const { return static_cast<int32_t>(hashes.size()); }
 };
 
@@ -99,22 +100,24 @@ class KvCacheManager {
   // Starts tracking a request (no blocks yet). HINGE_CHECK: id not live.
   // max_tokens (optional): the most tokens the request can reach, so its table and hashes are
   // sized once and decode steps do not allocate.
-  void add_request(RequestId id, CacheNamespace ns, int32_t max_tokens = 0);
+  // `scope`: the request's namespace and owner (kv_ids.h), fixed for its life.
+  void add_request(RequestId id, const CacheScope& scope, int32_t max_tokens = 0);
   bool has_request(RequestId id) const { return requests_.contains(id); }
 
   // Longest prefix of `prompt` made of full cached blocks of namespace ns, leaving at least one
   // token to compute (a 100-token prompt with bs 16 hits at most 96 tokens; a 32-token one 16).
   // No side effects (the counters move when allocate_slots adopts the result). Empty (no
   // blocks, num_query_tokens still set) when prefix caching is off.
-  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns) const;
+  // Only blocks of the scope's namespaces (and not past their owner's TTL) hit.
+  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, const CacheScope& scope) const;
   // The same with the prompt's chain hashes known (extend_block_hashes): nothing is hashed.
   // hashes must cover at least the full blocks of prompt[0, size - 1).
-  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, CacheNamespace ns,
+  ComputedBlocks get_computed_blocks(std::span<const int32_t> prompt, const CacheScope& scope,
                                      std::span<const BlockHash> hashes) const;
   // Appends to *hashes the chain hashes of the full blocks of `tokens` (of namespace ns) it
   // does not hold yet, so a request hashes each block once however often it is looked up
   // (sched::Request keeps them). Nothing when prefix caching is off.
-  void extend_block_hashes(std::span<const int32_t> tokens, CacheNamespace ns,
+  void extend_block_hashes(std::span<const int32_t> tokens, const CacheScope& scope,
                            std::vector<BlockHash>* hashes) const;
 
   // Reserves slots for num_new_tokens more tokens of request id. `computed` (only at the
@@ -135,6 +138,24 @@ class KvCacheManager {
   // Drops the cache entries of the request's blocks past num_computed_tokens (registered for a
   // step whose forward pass failed: their KV was never written).
   void uncache_uncomputed(RequestId id, int32_t num_computed_tokens);
+
+  // The clock of TTLs (seconds, any origin, never going back): entries are stamped with it
+  // when cached and checked against it on lookups. The engine sets it each step.
+  void set_now(double now) { now_ = now; }
+  double now() const { return now_; }
+  // Retention and quota of an owner's entries (BlockPool::set_owner_policy).
+  void set_owner_policy(int32_t owner, int32_t max_cached_free_blocks, double ttl_s) {
+    pool_.set_owner_policy(owner, max_cached_free_blocks, ttl_s);
+  }
+  // Drops every cache entry of `owner` now (free blocks go to the head of the free list) and
+  // stops its live requests from publishing more. Returns the entries dropped.
+  int32_t purge_owner(int32_t owner);
+  // The owner's epoch (permission version) is now `current`: every entry of it made under
+  // another epoch is dropped, and its live requests of another epoch publish no more.
+  // Returns the entries dropped.
+  int32_t retire_owner_epochs(int32_t owner, uint64_t current);
+  // Drops entries past their owner's TTL at now() (so they are reused first).
+  int32_t expire_entries() { return pool_.expire(now_); }
 
   // New request `child` sharing all of parent's blocks (refcount + 1 each), same token count.
   void fork(RequestId parent, RequestId child);
@@ -161,7 +182,8 @@ class KvCacheManager {
 
  private:
   struct RequestState {
-    CacheNamespace ns;
+    CacheScope scope;
+    bool publish = true;  // false after a purge or retirement of its owner's entries
     std::vector<BlockTable> tables;  // one per KV group, all of one length
     int32_t num_tokens = 0;  // slots reserved
     // The chain hash of each of the first hashes.size() (full, registered) blocks of every group.
@@ -190,6 +212,8 @@ class KvCacheManager {
   std::vector<BlockCopy> copies_;   // copies of the last allocate_slots
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;
+  int64_t num_prefix_public_hit_tokens_ = 0;
+  double now_ = 0;
   int64_t num_cow_copies_ = 0;
 };
 

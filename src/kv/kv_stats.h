@@ -13,6 +13,8 @@ struct BlockPoolCounters {
   int32_t num_cached_free_blocks = 0;  // ref 0 and holding a hash: evictable prefix cache
   int32_t num_shared_blocks = 0;       // ref > 1
   int64_t num_evictions = 0;           // cached hashes dropped to reuse a block
+  int64_t num_quota_evictions = 0;     // dropped because their owner was over its quota
+  int64_t num_expired = 0;             // dropped by expire() past their owner's TTL
 };
 
 struct KvCacheStats {
@@ -24,6 +26,7 @@ struct KvCacheStats {
   // preemption is a new admission and counts again (prompt + output so far).
   int64_t num_prefix_query_tokens = 0;  // tokens looked up and adopted
   int64_t num_prefix_hit_tokens = 0;    // of which found cached
+  int64_t num_prefix_public_hit_tokens = 0;  // of which in public-prefix blocks
   int64_t num_cow_copies = 0;
 };
 

@@ -75,15 +75,16 @@ AdmissionOffer AdmissionController::offer(const AdmissionTicket& t, double now,
         int64_t{limit} / config_.num_kv_groups * config_.block_size_tokens);
     return o;
   }
-  if (config_.max_concurrent_per_user > 0 && !t.user.empty()) {
+  const int32_t user_cap = t.max_concurrent > 0 ? t.max_concurrent : config_.max_concurrent_per_user;
+  if (user_cap > 0 && !t.user.empty()) {
     auto it = per_user_.find(t.user);
-    if (it != per_user_.end() && it->second >= config_.max_concurrent_per_user) {
+    if (it != per_user_.end() && it->second >= user_cap) {
       ++counters_.rejected_user_limit;
       o.verdict = AdmissionVerdict::kUserLimit;
       o.retry_after_s = retry_after_user_limit();
       o.message = fmt::format(
-          "too many concurrent requests for this user (limit {}); retry after {} s",
-          config_.max_concurrent_per_user, o.retry_after_s);
+          "too many concurrent requests for this {} (limit {}); retry after {} s",
+          t.max_concurrent > 0 ? "tenant" : "user", user_cap, o.retry_after_s);
       return o;
     }
   }

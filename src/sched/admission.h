@@ -72,9 +72,12 @@ const char* admission_verdict_name(AdmissionVerdict v);  // "queued", "too_large
 
 struct AdmissionTicket {
   uint64_t id = 0;
-  std::string user;  // concurrency key (API key or `user`); empty: no per-user cap
+  std::string user;  // concurrency key (API key, `user` or tenant); empty: no per-user cap
   Priority priority = Priority::kInteractive;
   int32_t worst_case_blocks = 0;
+  // This key's cap on queued + running requests (a tenant's max_concurrent); 0: the
+  // config's max_concurrent_per_user.
+  int32_t max_concurrent = 0;
 };
 
 struct AdmissionOffer {

@@ -46,7 +46,7 @@ struct RequestParams {
   std::vector<int32_t> prompt_token_ids;
   int32_t max_new_tokens = 16;
   Priority priority = Priority::kInteractive;
-  kv::CacheNamespace cache_namespace{};  // server-derived tenant namespace for prefix sharing
+  kv::CacheScope cache_scope{};  // server-derived namespace and owner (kv_ids.h), never client input
   // Parallel samples (fork after prefill, copy-on-write), n >= 1.
   int32_t n = 1;
   // Ids of samples 1..n-1 (size n - 1), chosen by the caller; sample 0 is the request's own
@@ -67,7 +67,7 @@ class Request {
         max_new_tokens_(params.max_new_tokens),
         priority_(params.priority),
         arrival_seq_(arrival_seq),
-        cache_namespace_(params.cache_namespace),
+        cache_scope_(params.cache_scope),
         n_(params.n),
         sample_ids_(std::move(params.sample_ids)),
         parent_id_(id),
@@ -81,7 +81,7 @@ class Request {
   RequestId id() const { return id_; }
   Priority priority() const { return priority_; }
   uint64_t arrival_seq() const { return arrival_seq_; }
-  kv::CacheNamespace cache_namespace() const { return cache_namespace_; }
+  const kv::CacheScope& cache_scope() const { return cache_scope_; }
   int32_t max_new_tokens() const { return max_new_tokens_; }
   // Parallel samples requested: params.n for a request added by add_request, 1 for a sample
   // created by a fork.
@@ -129,7 +129,7 @@ class Request {
   int32_t max_new_tokens_;
   Priority priority_;
   uint64_t arrival_seq_;
-  kv::CacheNamespace cache_namespace_;
+  kv::CacheScope cache_scope_;
   int32_t n_;
   std::vector<RequestId> sample_ids_;
   RequestId parent_id_;

@@ -167,12 +167,12 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
     Request& r = get(waiting_.front());
     if (num_running_seqs_ + num_seqs(r) > config_.max_num_seqs) break;
-    kv_.add_request(r.id(), r.cache_namespace(), r.max_tokens());
-    kv_.extend_block_hashes(r.token_ids(), r.cache_namespace(), &r.block_hashes_);
+    kv_.add_request(r.id(), r.cache_scope(), r.max_tokens());
+    kv_.extend_block_hashes(r.token_ids(), r.cache_scope(), &r.block_hashes_);
     const kv::ComputedBlocks hit =
         r.skip_prefix_cache()
             ? kv::ComputedBlocks{}
-            : kv_.get_computed_blocks(r.token_ids(), r.cache_namespace(), r.block_hashes_);
+            : kv_.get_computed_blocks(r.token_ids(), r.cache_scope(), r.block_hashes_);
     const int32_t num_new = std::min(r.num_tokens() - hit.num_cached_tokens, budget);
     auto alloc = kv_.allocate_slots(r.id(), num_new, &hit);
     if (!alloc) {

@@ -209,6 +209,8 @@ class Scheduler {
   const std::vector<RequestId>& running() const { return running_; }
   const std::vector<RequestId>& waiting() const { return waiting_; }
   const kv::KvCacheManager& kv() const { return kv_; }
+  // For the owner operations (purge, TTL clock, quotas): never a request's blocks.
+  kv::KvCacheManager& kv_mut() { return kv_; }
   const SchedulerConfig& config() const { return config_; }
   SchedulerStats stats() const;
   Status check_invariants() const;

@@ -5,6 +5,7 @@
 #include <ctime>
 
 #include <fmt/format.h>
+#include <sodium.h>
 
 #include "server/generation_job.h"
 #include "server/openai_request.h"
@@ -19,6 +20,32 @@ HttpResponse json_response(int status, std::string body) {
   r.status = status;
   r.body = std::move(body);
   return r;
+}
+
+enum class Access : uint8_t {
+  kOpen,    // anyone
+  kApi,     // a tenant's key (with tenants), the --api-key (without), else open
+  kTenant,  // a tenant's key; 404 without tenants
+  kAdmin,   // an admin key (with tenants), else open
+  kAdminOnly,  // an admin key; 404 without tenants
+};
+
+ApiError unauthorized() {
+  ApiError e;
+  e.http_status = 401;
+  e.message = "missing or unknown API key: send `Authorization: Bearer <key>` with a key this "
+              "server knows";
+  e.code = "invalid_api_key";
+  return e;
+}
+
+ApiError forbidden(const std::string& why) {
+  ApiError e;
+  e.http_status = 403;
+  e.type = "permission_error";
+  e.message = why;
+  e.code = "forbidden";
+  return e;
 }
 
 }  // namespace
@@ -228,6 +255,10 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
   j["prefix_cache"] = {{"query_tokens", e.kv.num_prefix_query_tokens},
                        {"hit_tokens", e.kv.num_prefix_hit_tokens},
                        {"hit_rate", q > 0 ? static_cast<double>(e.kv.num_prefix_hit_tokens) / q : 0.0}};
+  j["prefix_cache"]["public_hit_tokens"] = e.kv.num_prefix_public_hit_tokens;
+  j["prefix_cache"]["quota_evictions"] = e.kv.pool.num_quota_evictions;
+  j["prefix_cache"]["expired"] = e.kv.pool.num_expired;
+  if (config_.tenants) j["tenants"] = tenants_json();  // admins only (handle's access check)
   j["counters"] = metrics_.counters_json();
   j["history"] = metrics_.history_json();
   j["history_interval_s"] = config_.history_interval_s;
@@ -241,13 +272,22 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
     const char* path;
     const char* method;  // GET routes also take HEAD
     bool prefix;
+    Access access;
   };
   static constexpr Route kRoutes[] = {
-      {"/v1/chat/completions", "POST", false}, {"/v1/completions", "POST", false},
-      {"/tokenize", "POST", false},            {"/detokenize", "POST", false},
-      {"/v1/models/", "GET", true},            {"/v1/models", "GET", false},
-      {"/health", "GET", false},               {"/metrics", "GET", false},
-      {"/v1/stats", "GET", false},             {"/", "GET", false},
+      {"/v1/chat/completions", "POST", false, Access::kApi},
+      {"/v1/completions", "POST", false, Access::kApi},
+      {"/tokenize", "POST", false, Access::kApi},
+      {"/detokenize", "POST", false, Access::kApi},
+      {"/v1/models/", "GET", true, Access::kApi},
+      {"/v1/models", "GET", false, Access::kApi},
+      {"/v1/usage", "GET", false, Access::kTenant},
+      {"/health", "GET", false, Access::kOpen},
+      {"/metrics", "GET", false, Access::kAdmin},
+      {"/v1/stats", "GET", false, Access::kAdmin},
+      {"/", "GET", false, Access::kAdmin},
+      {"/admin/reload", "POST", false, Access::kAdminOnly},
+      {"/admin/tenants/", "POST", true, Access::kAdminOnly},
   };
   const Route* route = nullptr;
   for (const Route& rt : kRoutes) {
@@ -281,17 +321,49 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
                             r.path.substr(0, 200), route->method);
     return respond_error(ex, e, {{"Allow", allow}});
   }
+  // Access: who the key names, against one snapshot of the tenants.
+  Caller caller;
+  {
+    const Access a = route->access;
+    const std::string_view key = bearer_key(r.header("authorization"));
+    if (config_.tenants) {
+      caller.tenants = config_.tenants->snapshot();
+      if (a != Access::kOpen) {
+        const Principal who = authenticate(caller.tenants->config, key);
+        const bool admin_route = a == Access::kAdmin || a == Access::kAdminOnly;
+        if (who.kind == Principal::Kind::kNone)
+          return respond_error(ex, unauthorized(), {{"WWW-Authenticate", "Bearer"}});
+        if (admin_route && who.kind != Principal::Kind::kAdmin)
+          return respond_error(ex, forbidden("this route needs an admin key; a tenant's key may "
+                                             "call /v1/*, /tokenize and /detokenize"));
+        if (!admin_route && who.kind != Principal::Kind::kTenant)
+          return respond_error(ex, forbidden("an admin key manages the server; send a tenant's "
+                                             "key to call the API"));
+        if (who.kind == Principal::Kind::kTenant) caller.tenant = who.tenant_index;
+      }
+    } else {
+      if (a == Access::kTenant || a == Access::kAdminOnly)
+        return respond_error(ex, ApiError::not_found(fmt::format(
+                                     "{} needs tenants (hinge serve --tenants FILE)",
+                                     r.path.substr(0, 200))));
+      if (a == Access::kApi && config_.api_key_digest) {
+        const KeyDigest d = key_digest(key);
+        if (key.empty() || sodium_memcmp(d.data(), config_.api_key_digest->data(), d.size()) != 0)
+          return respond_error(ex, unauthorized(), {{"WWW-Authenticate", "Bearer"}});
+      }
+    }
+  }
   if (!get) {
     // The body's work (parsing, templates, tokenization) goes to a worker.
     auto self_ex = ex;
     const bool generation = r.path == "/v1/chat/completions" || r.path == "/v1/completions";
     const size_t bytes = r.body.size();
     const bool queued = workers_->submit(
-        [this, r = std::move(r), ex = std::move(self_ex)]() mutable {
+        [this, r = std::move(r), ex = std::move(self_ex), caller = std::move(caller)]() mutable {
           // Handlers answer errors themselves; what still escapes (an allocation failure)
           // must not leave the client waiting.
           try {
-            handle_body(std::move(r), ex);
+            handle_body(std::move(r), ex, std::move(caller));
           } catch (const std::exception& e) {
             respond_error(ex, ApiError::server_error(std::string("internal error: ") + e.what()));
           }
@@ -323,17 +395,21 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
     return respond(ex, std::move(resp));
   }
   if (p == "/v1/stats") return handle_stats(ex);
+  if (p == "/v1/usage") return handle_usage(caller, ex);
   HttpResponse page;
   page.content_type = "text/html; charset=utf-8";
   page.body = dashboard_html();
   respond(ex, std::move(page));
 }
 
-void ApiServer::handle_body(HttpRequest r, ExchangePtr ex) {
+void ApiServer::handle_body(HttpRequest r, ExchangePtr ex, Caller caller) {
   if (r.path == "/v1/chat/completions")
-    return handle_generation(*this, Endpoint::kChatCompletions, std::move(r), std::move(ex));
+    return handle_generation(*this, Endpoint::kChatCompletions, std::move(r), std::move(ex),
+                             std::move(caller));
   if (r.path == "/v1/completions")
-    return handle_generation(*this, Endpoint::kCompletions, std::move(r), std::move(ex));
+    return handle_generation(*this, Endpoint::kCompletions, std::move(r), std::move(ex),
+                             std::move(caller));
+  if (r.path.rfind("/admin/", 0) == 0) return handle_admin(r, ex);
   if (r.path == "/tokenize") return handle_tokenize(r, ex);
   handle_detokenize(r, ex);
 }

@@ -11,6 +11,19 @@
 //   GET  /metrics                                Prometheus text (hinge:* names)
 //   GET  /v1/stats                               the dashboard's JSON
 //   GET  /                                       the dashboard (HTML + JS, no build step)
+//   GET  /v1/usage                               the calling tenant's usage (tenants only)
+//   POST /admin/reload                           re-read the tenants file (admin key)
+//   POST /admin/tenants/{id}                     {"permission_version": N} (admin key)
+//   POST /admin/tenants/{id}/purge               drop the tenant's cached blocks (admin key)
+//
+// Access (server/tenancy.h). With tenants (ApiServerConfig::tenants): /v1/*, /tokenize and
+// /detokenize need a tenant's `Authorization: Bearer` key (401 without a valid one, 403 for an
+// admin key); /metrics, /v1/stats, / and /admin/* need an admin key (401 / 403 for a tenant's
+// key); /health is open. A request's prefix-cache namespace is its tenant's (plus its own
+// cache_salt / prompt_cache_key), its priority is capped at the tenant's max_priority, and the
+// tenant's max_concurrent caps its queued + running requests (429 + Retry-After). Without
+// tenants: one shared namespace (salts still split it), and with api_key_digest the /v1/*,
+// /tokenize and /detokenize routes need that key.
 // HEAD works on every GET route (the transport drops the body); OPTIONS on a known path is 204
 // with Allow (CORS preflights get their Access-Control-* headers from the transport). A known
 // path with another method is 405 (with Allow); anything else 404. Every error body is OpenAI's
@@ -49,6 +62,7 @@
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/request_workers.h"
+#include "server/tenant_registry.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,7 +82,9 @@ struct ApiServerConfig {
   int32_t worker_threads = 2;              // RequestWorkers for POST bodies
   int32_t max_queued_bodies = 256;         // waiting for a worker; past it 503
   int32_t n_vocab = 0;
-  CacheNamespace cache_namespace{};  // single tenant for now
+  CacheSecret cache_secret{};             // the namespaces' key (tenancy.h)
+  std::optional<KeyDigest> api_key_digest;  // --api-key without tenants
+  std::shared_ptr<TenantRegistry> tenants;  // --tenants; null: one shared namespace
   double history_interval_s = 2.0;   // the dashboard's chart resolution
   bool log_requests = false;         // one stderr line per finished or rejected request
                                      // (ids, counts and timings; never prompt or output text)
@@ -84,6 +100,17 @@ class ApiServer {
   ~ApiServer();
 
   void handle(HttpRequest request, ExchangePtr exchange);
+  // Who sent a request (after the access check of its route).
+  struct Caller {
+    std::shared_ptr<const TenantSnapshot> tenants;  // the snapshot it was checked against
+    std::optional<size_t> tenant;                    // index into tenants->config.tenants
+  };
+  // The prefix-cache scope of a request of `caller` with this prompt and these salts.
+  kv::CacheScope cache_scope(const Caller& caller, std::span<const int32_t> prompt,
+                             const std::optional<std::string>& cache_salt,
+                             const std::optional<std::string>& prompt_cache_key) const;
+  // The caller's usage counters (tenants only), or null.
+  std::shared_ptr<TenantUsage> usage_of(const Caller& caller) const;
   // The transport's counters for /metrics (connections, timeouts, slow clients); optional.
   void set_transport_stats(std::function<http::ServerStats()> fn) { transport_stats_ = std::move(fn); }
   // Answers and counts the status in the metrics (every response goes through these).
@@ -119,7 +146,10 @@ class ApiServer {
   void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);
   void handle_models(const HttpRequest& r, const ExchangePtr& ex);
   void handle_stats(const ExchangePtr& ex);
-  void handle_body(HttpRequest r, ExchangePtr ex);  // on a worker
+  void handle_body(HttpRequest r, ExchangePtr ex, Caller caller);  // on a worker
+  void handle_usage(const Caller& caller, const ExchangePtr& ex);
+  void handle_admin(const HttpRequest& r, const ExchangePtr& ex);  // on a worker
+  nlohmann::json tenants_json() const;
   void ticker();
 
   ApiServerConfig config_;

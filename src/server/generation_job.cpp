@@ -58,6 +58,7 @@ struct ChoiceState {
 // (process), one delta at a time in order. on_close runs on the strand too.
 struct Job {
   ApiServer* api = nullptr;
+  std::shared_ptr<TenantUsage> usage;  // the tenant's counters (tenants only)
   ExchangePtr ex;
   Endpoint endpoint = Endpoint::kChatCompletions;
   bool stream = false;
@@ -214,6 +215,11 @@ void Job::finish() {
   for (const auto& c : choices) last = c.finish_reason;
   const double e2e = std::chrono::duration<double>(Clock::now() - arrival).count();
   api->metrics().request_finished(sched::finish_reason_name(last), e2e);
+  if (TenantUsage* t = this->usage.get()) {  // `usage` here is the request's (a local)
+    t->prompt_tokens.fetch_add(usage.prompt_tokens, std::memory_order_relaxed);
+    t->cached_tokens.fetch_add(usage.cached_tokens, std::memory_order_relaxed);
+    t->completion_tokens.fetch_add(usage.completion_tokens, std::memory_order_relaxed);
+  }
   if (api->config().log_requests)
     std::fprintf(stderr,
                  "hinge: %s n=%d prompt=%d cached=%d completion=%d e2e=%.3fs finish=%s%s\n",
@@ -292,12 +298,14 @@ ApiError rejection_error(const SubmitResult& r, HttpHeaders* headers) {
 }  // namespace
 
 void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
-                       ExchangePtr exchange) {
+                       ExchangePtr exchange, ApiServer::Caller caller) {
   Metrics& m = api.metrics();
   m.request_received();
   const auto arrival = Clock::now();
+  const std::shared_ptr<TenantUsage> usage = api.usage_of(caller);
   auto fail = [&](const ApiError& e, const std::string& reason = "invalid") {
     m.request_rejected(reason);
+    if (usage) usage->rejected.fetch_add(1, std::memory_order_relaxed);
     api.respond_error(exchange, e);
   };
   if (api.shutting_down()) {
@@ -385,13 +393,18 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   g.logprobs = req.logprobs ? req.top_logprobs : (req.best_of > req.n ? 0 : -1);
   g.prompt_logprobs = req.echo && req.logprobs ? req.top_logprobs : -1;
   g.priority = req.priority;
+  const TenantConfig* tenant =
+      caller.tenant ? &caller.tenants->config.tenants[*caller.tenant] : nullptr;
+  // A tenant's request above its max_priority is lowered to it (kBatch > kInteractive).
+  if (tenant && g.priority < tenant->max_priority) g.priority = tenant->max_priority;
   // Stop strings are matched here, on the connection's strand (the engine only sees EOS).
   std::vector<std::string> stop = std::move(g.sampling.stop);
   g.sampling.stop.clear();
-  g.cache_namespace = api.config().cache_namespace;
+  g.cache_scope = api.cache_scope(caller, g.prompt_token_ids, req.cache_salt, req.prompt_cache_key);
 
   auto job = std::make_shared<Job>();
   job->api = &api;
+  job->usage = usage;
   job->ex = exchange;
   job->endpoint = endpoint;
   job->stream = req.stream;
@@ -422,11 +435,18 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   job->init_choices();
 
   SubmitOptions opts;
-  opts.user = user_key(request, req);
+  if (tenant) {
+    // A tenant's own limit replaces the per-user one: `user` and headers have no say.
+    opts.user = "tenant:" + tenant->id;
+    opts.max_concurrent = tenant->max_concurrent > 0 ? tenant->max_concurrent : INT32_MAX;
+  } else {
+    opts.user = user_key(request, req);
+  }
   auto on_result = [job](const SubmitResult& r) {
     Metrics& mm = job->api->metrics();
     if (!r.accepted()) {
       mm.request_rejected(submit_result_name(r.kind));
+      if (job->usage) job->usage->rejected.fetch_add(1, std::memory_order_relaxed);
       if (job->api->config().log_requests)
         std::fprintf(stderr, "hinge: %s rejected: %s (prompt=%d, waited %.3fs, retry-after %ds)\n",
                      job->header.id.c_str(), submit_result_name(r.kind), job->prompt_tokens,
@@ -440,6 +460,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
       return;
     }
     mm.request_accepted(r.queue_seconds, job->prompt_tokens);
+    if (job->usage) job->usage->requests.fetch_add(1, std::memory_order_relaxed);
     if (job->stream) {
       mm.http_response(200);
       job->ex->start_stream(200, "text/event-stream");

@@ -22,6 +22,6 @@
 namespace hinge::server {
 
 void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
-                       ExchangePtr exchange);
+                       ExchangePtr exchange, ApiServer::Caller caller);
 
 }  // namespace hinge::server

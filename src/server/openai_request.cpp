@@ -506,6 +506,15 @@ ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint
     r.best_of = r.n;
   }
   HINGE_RETURN_IF_API_ERROR(get_string(body, "user", &r.user));
+  for (auto [name, out] : {std::pair{"cache_salt", &r.cache_salt},
+                           std::pair{"prompt_cache_key", &r.prompt_cache_key}}) {
+    std::string v;
+    if (field(body, name) == nullptr) continue;
+    HINGE_RETURN_IF_API_ERROR(get_string(body, name, &v));
+    if (v.size() > 1024)
+      return ApiError::invalid_request(name, fmt::format("{} must be at most 1024 bytes", name));
+    *out = std::move(v);
+  }
   HINGE_RETURN_IF_API_ERROR(parse_priority(body, &r));
   // The checks above are stricter than SamplingParams', so this only catches a mapping bug.
   if (Status st = r.sampling.validate(); !st.ok())

@@ -92,6 +92,10 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage (needs stream)
   std::string user;
+  // Narrow the prefix-cache scope inside the caller's tenant (vLLM's cache_salt, OpenAI's
+  // prompt_cache_key); never a way into another tenant's entries (server/tenancy.h).
+  std::optional<std::string> cache_salt;
+  std::optional<std::string> prompt_cache_key;
   sched::Priority priority = sched::Priority::kInteractive;  // "interactive" | "batch"
 };
 

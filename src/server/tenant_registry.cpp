@@ -1,0 +1,170 @@
+#include "server/tenant_registry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "tokenizer/tokenizer.h"
+
+namespace hinge::server {
+
+StatusOr<TenantsConfig> TenantRegistry::read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Errorf("cannot read the tenants file {}", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::Errorf("error reading the tenants file {}", path);
+  auto c = parse_tenants(ss.str());
+  if (!c.ok()) return c.status().with_context(path);
+  return c;
+}
+
+StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::open(const Options& options,
+                                                               const Tokenizer& tokenizer,
+                                                               EngineThread& engine) {
+  auto config = read(options.path);
+  if (!config.ok()) return config.status();
+  std::unique_ptr<TenantRegistry> r(new TenantRegistry(options, tokenizer, engine));
+  std::lock_guard lock(r->admin_mu_);
+  r->apply(std::move(config).value());
+  return r;
+}
+
+std::shared_ptr<const TenantSnapshot> TenantRegistry::snapshot() const {
+  std::lock_guard lock(snap_mu_);
+  return snap_;
+}
+
+void TenantRegistry::apply(TenantsConfig config) {
+  const std::shared_ptr<const TenantSnapshot> old = snapshot();
+  auto snap = std::make_shared<TenantSnapshot>();
+  for (const TenantConfig& t : config.tenants) {
+    auto [it, fresh] = owner_ids_.try_emplace(t.id, next_owner_);
+    if (fresh) {
+      HINGE_CHECK_MSG(next_owner_ < kv::kMaxCacheOwners, "more than {} tenants over the server's life",
+                      kv::kMaxCacheOwners - 1);
+      ++next_owner_;
+    }
+    snap->owners.push_back(it->second);
+    auto& u = usage_[t.id];
+    if (!u) u = std::make_shared<TenantUsage>();
+    snap->usage.push_back(u);
+  }
+  const size_t bs = static_cast<size_t>(std::max(1, options_.block_size));
+  for (const PublicPrefixConfig& p : config.public_prefixes) {
+    PublicPrefix pp;
+    pp.id = p.id;
+    pp.ns = public_prefix_namespace(options_.secret, p.id);
+    // The tokenizations a prompt starting with this text may have: completions (BOS, text
+    // kept as text), chat templates (special tokens parsed; with or without BOS added).
+    for (auto [bos, special] : {std::pair{true, false}, {true, true}, {false, true}}) {
+      std::vector<int32_t> ids = tok_.encode(p.text, bos, special);
+      ids.resize(ids.size() / bs * bs);
+      if (!ids.empty() && std::find(pp.token_variants.begin(), pp.token_variants.end(), ids) ==
+                              pp.token_variants.end())
+        pp.token_variants.push_back(std::move(ids));
+    }
+    snap->public_prefixes.push_back(std::move(pp));
+  }
+  snap->config = std::move(config);
+  {
+    std::lock_guard lock(snap_mu_);
+    snap_ = snap;
+  }
+  // The engine side, after the swap (requests from now on use the new versions).
+  for (size_t i = 0; i < snap->config.tenants.size(); ++i) {
+    const TenantConfig& t = snap->config.tenants[i];
+    const int32_t owner = snap->owners[i];
+    const double ttl = t.cache_ttl_s.value_or(options_.default_ttl_s);
+    const TenantConfig* before = old ? old->config.find(t.id) : nullptr;
+    const bool bumped = before != nullptr && before->permission_version != t.permission_version;
+    const auto version = static_cast<uint64_t>(t.permission_version);
+    engine_.call([owner, ttl, share = t.cache_share, bumped, version](Engine& e) {
+      e.set_cache_owner_policy(owner, share, ttl);
+      return bumped ? e.retire_cache_epochs(owner, version) : 0;
+    });
+  }
+  if (old)
+    for (size_t i = 0; i < old->config.tenants.size(); ++i)
+      if (snap->config.find(old->config.tenants[i].id) == nullptr) {
+        const int32_t owner = old->owners[i];
+        engine_.call([owner](Engine& e) { return e.purge_cache_owner(owner); });
+      }
+}
+
+StatusOr<int32_t> TenantRegistry::reload() {
+  auto config = read(options_.path);
+  if (!config.ok()) return config.status();
+  std::lock_guard lock(admin_mu_);
+  const auto n = static_cast<int32_t>(config->tenants.size());
+  apply(std::move(config).value());
+  return n;
+}
+
+StatusOr<int32_t> TenantRegistry::set_permission_version(const std::string& id, int64_t version) {
+  if (version < 0) return Status::Error("permission_version must be >= 0");
+  std::lock_guard lock(admin_mu_);
+  const std::shared_ptr<const TenantSnapshot> old = snapshot();
+  const TenantConfig* t = old->config.find(id);
+  if (t == nullptr) return Status::Errorf("no tenant `{}`", id.substr(0, 64));
+  auto snap = std::make_shared<TenantSnapshot>(*old);
+  int32_t owner = 0;
+  for (size_t i = 0; i < snap->config.tenants.size(); ++i)
+    if (snap->config.tenants[i].id == id) {
+      snap->config.tenants[i].permission_version = version;
+      owner = snap->owners[i];
+    }
+  {
+    std::lock_guard l(snap_mu_);
+    snap_ = snap;
+  }
+  const auto v = static_cast<uint64_t>(version);
+  return engine_.call([owner, v](Engine& e) { return e.retire_cache_epochs(owner, v); });
+}
+
+StatusOr<int32_t> TenantRegistry::purge(const std::string& id) {
+  std::lock_guard lock(admin_mu_);
+  const std::shared_ptr<const TenantSnapshot> s = snapshot();
+  for (size_t i = 0; i < s->config.tenants.size(); ++i)
+    if (s->config.tenants[i].id == id) {
+      const int32_t owner = s->owners[i];
+      return engine_.call([owner](Engine& e) { return e.purge_cache_owner(owner); });
+    }
+  return Status::Errorf("no tenant `{}`", id.substr(0, 64));
+}
+
+int32_t public_prefix_blocks(const std::vector<PublicPrefix>& prefixes,
+                             std::span<const int32_t> prompt, int32_t block_size,
+                             const PublicPrefix** which) {
+  int32_t best = 0;
+  *which = nullptr;
+  for (const PublicPrefix& p : prefixes)
+    for (const auto& ids : p.token_variants) {
+      if (ids.size() > prompt.size() || !std::equal(ids.begin(), ids.end(), prompt.begin())) continue;
+      const auto blocks = static_cast<int32_t>(ids.size() / static_cast<size_t>(block_size));
+      if (blocks > best) {
+        best = blocks;
+        *which = &p;
+      }
+    }
+  return best;
+}
+
+kv::CacheScope TenantRegistry::scope_for(const TenantSnapshot& s, size_t t,
+                                         std::span<const int32_t> prompt,
+                                         const std::optional<std::string>& cache_salt,
+                                         const std::optional<std::string>& prompt_cache_key) const {
+  const TenantConfig& tc = s.config.tenants[t];
+  kv::CacheScope scope(derive_namespace(options_.secret, tc.id, tc.permission_version, cache_salt,
+                                        prompt_cache_key),
+                       s.owners[t]);
+  scope.epoch = static_cast<uint64_t>(tc.permission_version);
+  const PublicPrefix* p = nullptr;
+  scope.public_blocks = public_prefix_blocks(s.public_prefixes, prompt, options_.block_size, &p);
+  if (p != nullptr) scope.public_ns = p->ns;
+  return scope;
+}
+
+}  // namespace hinge::server
