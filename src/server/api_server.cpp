@@ -325,7 +325,8 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
   Caller caller;
   {
     const Access a = route->access;
-    const std::string_view key = bearer_key(r.header("authorization"));
+    const std::string authorization = r.header("authorization");  // key views into it
+    const std::string_view key = bearer_key(authorization);
     if (config_.tenants) {
       caller.tenants = config_.tenants->snapshot();
       if (a != Access::kOpen) {

@@ -142,8 +142,13 @@ int32_t public_prefix_blocks(const std::vector<PublicPrefix>& prefixes,
   *which = nullptr;
   for (const PublicPrefix& p : prefixes)
     for (const auto& ids : p.token_variants) {
-      if (ids.size() > prompt.size() || !std::equal(ids.begin(), ids.end(), prompt.begin())) continue;
-      const auto blocks = static_cast<int32_t>(ids.size() / static_cast<size_t>(block_size));
+      // The full blocks the prompt shares with the prefix's tokens (the text that follows the
+      // prefix may tokenize across its last tokens: those blocks are simply not shared).
+      const size_t n = std::min(ids.size(), prompt.size());
+      const size_t common = static_cast<size_t>(
+          std::mismatch(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(n), prompt.begin()).first -
+          ids.begin());
+      const auto blocks = static_cast<int32_t>(common / static_cast<size_t>(block_size));
       if (blocks > best) {
         best = blocks;
         *which = &p;

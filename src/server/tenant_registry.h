@@ -102,8 +102,9 @@ class TenantRegistry {
   int32_t next_owner_ = 1;                      // guarded by admin_mu_
 };
 
-// The public-prefix blocks of `prompt`: the most full blocks of any declared prefix it starts
-// with (0: none), and which prefix.
+// The public-prefix blocks of `prompt`: the most full blocks it shares, token for token from
+// its start, with a declared prefix's full blocks (0: none), and which prefix. Nothing past a
+// declared prefix's last full block is ever public.
 int32_t public_prefix_blocks(const std::vector<PublicPrefix>& prefixes,
                              std::span<const int32_t> prompt, int32_t block_size,
                              const PublicPrefix** which);
