@@ -2,6 +2,13 @@
 // the other) against `hinge serve` with a KV pool that holds only a handful of requests, a
 // short admission queue and a per-user cap. Plain fetch, 127.0.0.1 only.
 //
+// Tenants (HINGE_OVERLOAD_TENANTS, default 4; 0 runs it without): the server gets a tenants
+// file of that many tenants (each with its key and a max_concurrent cap, which replaces the
+// per-user cap; `user` fields are then ignored) and an admin key for /metrics and /v1/stats.
+// Each client sends with its tenant's key; afterwards every tenant's GET /v1/usage must
+// account for each of its requests exactly once (accepted + rejected = sent), and the
+// tenants' sums must equal the server-wide counters.
+//
 // The mix: bursts of long prompts with long max_tokens (ignore_eos), short interactive ones,
 // 'batch' and 'interactive' priority, streaming and not, chat with n > 1, shared `user`
 // fields (429s), requests too large for the KV budget or the context (400s), ~10% of the
@@ -15,7 +22,10 @@
 // up (received = sent = accepted + rejected), nothing runs or waits, all KV blocks are free,
 // and SIGTERM exits 0.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 import { startServer, watchdog, parsePrometheus, metric } from './lib/hinge.mjs';
 
@@ -30,6 +40,7 @@ const REQUEST_TIMEOUT_MS = 60_000;
 const SANITIZED = process.env.HINGE_SANITIZED === '1';
 const RSS_BOUND_MIB = SANITIZED ? 256 : 64;
 const SEED = Number(process.env.HINGE_OVERLOAD_SEED ?? 20240611);
+const TENANTS = Number(process.env.HINGE_OVERLOAD_TENANTS ?? 4);
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic randomness (the schedule is reproducible; the timing is not).
@@ -68,13 +79,31 @@ function story(sentences) {
 
 // ---------------------------------------------------------------------------------------------
 // The server.
+// Tenant t's key; the first tenant is the one whose long burst meets its cap of 4.
+const sha256 = (k) => createHash('sha256').update(k, 'utf8').digest('hex');
+const tenantKeys = Array.from({ length: TENANTS }, () => 'hk-' + randomBytes(32).toString('base64url'));
+const adminKey = 'hk-' + randomBytes(32).toString('base64url');
+const tenantArgs = [];
+if (TENANTS > 0) {
+  const dir = mkdtempSync(path.join(tmpdir(), 'hinge-overload-'));
+  const file = path.join(dir, 'tenants.json');
+  writeFileSync(file, JSON.stringify({
+    tenants: tenantKeys.map((k, t) => ({ id: `tenant-${t}`, api_keys_sha256: [sha256(k)],
+                                         max_concurrent: t === 0 ? 4 : 12 })),
+    admin_api_keys_sha256: [sha256(adminKey)],
+  }, null, 2));
+  tenantArgs.push('--tenants', file);
+}
+const authFor = (t) => (TENANTS > 0 ? { authorization: `Bearer ${tenantKeys[t]}` } : {});
+const adminAuth = TENANTS > 0 ? { authorization: `Bearer ${adminKey}` } : {};
 const server = await startServer([
   '--kv-memory', '2MiB', '--max-queue', '16', '--max-concurrent-per-user', '4',
-  '--queue-timeout', '20', '--shutdown-grace', '10',
+  '--queue-timeout', '20', '--shutdown-grace', '10', ...tenantArgs,
 ]);
 const BASE = server.url;
 console.log(`# hinge serve pid ${server.pid} on ${BASE}: context ${server.context}, ` +
-            `${server.kvBlocks} KV blocks of ${server.blockSize} tokens, seed ${SEED}`);
+            `${server.kvBlocks} KV blocks of ${server.blockSize} tokens, seed ${SEED}, ` +
+            `${TENANTS} tenants`);
 assert.ok(server.kvBlocks > 0 && server.kvBlocks <= 256, `KV blocks: ${server.kvBlocks}`);
 
 function rssKiB() {
@@ -88,7 +117,7 @@ function rssKiB() {
 
 async function tokenCount(text) {
   const r = await fetch(`${BASE}/tokenize`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
+    method: 'POST', headers: { 'content-type': 'application/json', ...authFor(0) },
     body: JSON.stringify({ prompt: text }), signal: AbortSignal.timeout(10_000) });
   assert.equal(r.status, 200, `/tokenize: ${r.status}`);
   const j = await r.json();
@@ -211,7 +240,11 @@ const clients = ROLES.map((role, i) => {
   for (let k = 0; k < PER_CLIENT; ++k) requests.push(makeRequest(role, k));
   // After a 429/503 a client backs off a little (not the whole Retry-After).
   const gapMs = (rejected) => (rejected ? randInt(200, 1500) : randInt(0, 200));
-  return { i, role, user, startMs, requests, gapMs };
+  // Tenants: team-a is tenant 0 (its cap of 4 gives the 429s), team-b tenant 1 % T, the rest
+  // spread over all of them.
+  const tenant = TENANTS === 0 ? -1
+    : user === 'team-a' ? 0 : user === 'team-b' ? 1 % TENANTS : i % TENANTS;
+  return { i, role, user, tenant, startMs, requests, gapMs };
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -329,11 +362,12 @@ async function send(client, q) {
   }
   const t0 = performance.now();
   const res = { client: client.i, role: q.role, stream: q.stream, user: client.user,
+                tenant: client.tenant,
                 outcome: null, status: 0, error: null, ms: 0 };
   ++openRequests;
   try {
     const r = await fetch(`${BASE}${path}`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST', headers: { 'content-type': 'application/json', ...authFor(client.tenant) },
       body: JSON.stringify(body), signal: ctl.signal });
     gotHeaders = true;
     res.status = r.status;
@@ -440,7 +474,7 @@ let loadDone = false;
 const metricsSampler = (async () => {
   while (!loadDone) {
     try {
-      const r = await fetch(`${BASE}/metrics`, { signal: AbortSignal.timeout(5_000) });
+      const r = await fetch(`${BASE}/metrics`, { headers: adminAuth, signal: AbortSignal.timeout(5_000) });
       const s = parsePrometheus(await r.text());
       peak.running = Math.max(peak.running, metric(s, 'hinge:num_requests_running'));
       peak.waiting = Math.max(peak.waiting, metric(s, 'hinge:num_requests_waiting'));
@@ -462,8 +496,8 @@ clearInterval(openSampler);
 
 // ---------------------------------------------------------------------------------------------
 // Afterwards.
-async function getText(path) {
-  const r = await fetch(`${BASE}${path}`, { signal: AbortSignal.timeout(10_000) });
+async function getText(path, headers = adminAuth) {
+  const r = await fetch(`${BASE}${path}`, { headers, signal: AbortSignal.timeout(10_000) });
   return { status: r.status, text: await r.text() };
 }
 
@@ -611,6 +645,31 @@ check(finishedSum === accepted,
   console.log(`# hang-ups before an answer: ${hungUpWaiting} (server: ` +
               `${rejected.cancelled ?? 0} cancelled while queued, ${lost - (rejected.cancelled ?? 0)} ` +
               `rejected unread, ${hungUpWaiting - lost} accepted then aborted)`);
+}
+
+// Per tenant: each of its requests counted once, as accepted or rejected; the sums are the
+// server's counters.
+if (TENANTS > 0) {
+  let sumAccepted = 0;
+  let sumRejected = 0;
+  for (let t = 0; t < TENANTS; ++t) {
+    const u = await getText('/v1/usage', authFor(t));
+    check(u.status === 200, `tenant ${t} /v1/usage: ${u.status} ${u.text.slice(0, 200)}`);
+    if (u.status !== 200) continue;
+    const j = JSON.parse(u.text);
+    const mine = results.filter((r) => r.tenant === t).length;
+    console.log(`# tenant-${t}: sent ${mine}, usage ${u.text}`);
+    check(j.tenant === `tenant-${t}`, `tenant ${t} usage names ${j.tenant}`);
+    check(j.requests + j.rejected === mine,
+          `tenant-${t}: usage requests ${j.requests} + rejected ${j.rejected} != ${mine} sent`);
+    sumAccepted += j.requests;
+    sumRejected += j.rejected;
+  }
+  check(sumAccepted === accepted, `tenants' requests sum ${sumAccepted} != accepted ${accepted}`);
+  check(sumRejected === rejectedSum, `tenants' rejected sum ${sumRejected} != rejected ${rejectedSum}`);
+  // Without the admin key the server-wide views are closed.
+  const closed = await getText('/metrics', authFor(0));
+  check(closed.status === 403, `/metrics with a tenant key: ${closed.status}`);
 }
 
 const stop = await server.stop(20_000);

@@ -4,7 +4,8 @@
 #   ServeJs.NpmInstall        fixture setup: npm install openai@<pinned> into ${CMAKE_BINARY_DIR}/js
 #   ServeJs.OpenAiConformance the openai client against a live server (chat, completions,
 #                             streaming, n, stop, seed, usage, prefix cache, errors, SIGTERM)
-#   ServeJs.Overload          300 adversarial requests from 100 clients against a tiny KV pool
+#   ServeJs.Overload          300 adversarial requests from 100 clients of 4 tenants against a
+#                             tiny KV pool (per-tenant accounting checked)
 #   ServeJs.Dashboard         the dashboard in headless chromium, screenshot in the build dir
 #
 # Run: ctest -R ServeJs --output-on-failure. Needs node and npm on PATH and network access to
