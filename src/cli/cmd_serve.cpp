@@ -135,6 +135,10 @@ int serve_command(const ServeArgs& args) {
   }
   auto cache_secret = read_cache_secret(args.cache_secret_file);
   if (!cache_secret.ok()) return fail(cache_secret.status().message());
+  if (!args.tenants.empty()) {  // fail fast: before the port is taken and the model loaded
+    auto t = server::TenantRegistry::read(args.tenants);
+    if (!t.ok()) return fail("--tenants: " + t.status().message());
+  }
   auto http = http::Server::start(hc, [&](http::HttpRequest r, http::ExchangePtr ex) {
     if (server::ApiServer* api = api_ptr.load()) return api->handle(std::move(r), std::move(ex));
     http::HttpResponse resp;

@@ -68,6 +68,10 @@ class TenantRegistry {
                                                         const Tokenizer& tokenizer,
                                                         EngineThread& engine);
 
+  // Reads and parses a tenants file (what open and reload do first; hinge serve checks the
+  // file with it before loading the model).
+  static StatusOr<TenantsConfig> read(const std::string& path);
+
   std::shared_ptr<const TenantSnapshot> snapshot() const;
   const CacheSecret& secret() const { return options_.secret; }
 
@@ -87,7 +91,6 @@ class TenantRegistry {
  private:
   TenantRegistry(const Options& options, const Tokenizer& tokenizer, EngineThread& engine)
       : options_(options), tok_(tokenizer), engine_(engine) {}
-  static StatusOr<TenantsConfig> read(const std::string& path);
   // Builds the snapshot of `config` and tells the engine; caller holds admin_mu_.
   void apply(TenantsConfig config);
 

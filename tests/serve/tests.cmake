@@ -18,3 +18,14 @@ foreach(_case IN LISTS _hinge_hostile_cases)
   set_tests_properties(ServeHostile.${_case} PROPERTIES TIMEOUT 180 RUN_SERIAL TRUE
     LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# `hinge serve --tenants` as a process (tests/serve/tenants.py): a bad tenants file refuses to
+# start, SIGHUP reloads, the privacy marker never leaves the request, hinge keygen.
+set(_hinge_tenants ${CMAKE_CURRENT_LIST_DIR}/tenants.py)
+foreach(_case IN ITEMS keygen bad_file_refuses_start sighup_reload privacy_marker)
+  add_test(NAME ServeTenants.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_tenants} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeTenants.${_case} PROPERTIES TIMEOUT 120 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
