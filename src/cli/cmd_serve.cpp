@@ -123,6 +123,8 @@ int serve_command(const ServeArgs& args) {
   hc.header_timeout_s = args.header_timeout;
   hc.write_stall_timeout_s = args.write_stall_timeout;
   hc.cors_origins = args.cors_origins;
+  hc.tls_cert_file = args.tls_cert;
+  hc.tls_key_file = args.tls_key;
   {
     auto rate = size_flag("--min-body-rate", args.min_body_rate, 1, 1ull << 40);
     auto out = size_flag("--max-output-buffer", args.max_output_buffer, 64u << 10, 1ull << 32);

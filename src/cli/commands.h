@@ -121,6 +121,8 @@ struct ServeArgs {
   std::string api_key;             // --api-key KEY: one shared key, without tenants
   std::string cache_secret_file;   // the namespaces' key; empty: random at start
   double cache_ttl = 0;            // seconds a cached block may hit (0: no limit)
+  std::string tls_cert;            // PEM certificate chain; with tls_key: HTTPS only
+  std::string tls_key;             // PEM private key
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);

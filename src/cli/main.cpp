@@ -231,6 +231,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--cache-secret-file", serve.cache_secret_file,
                         "32 bytes (raw or 64 hex digits) keying the prefix-cache namespaces; "
                         "default: random at start, so no cache identity outlives the process");
+  serve_cmd->add_option("--tls-cert", serve.tls_cert,
+                        "PEM certificate (chain) file: serve HTTPS only (TLS 1.2+), so API keys "
+                        "never cross the network in clear; needs --tls-key");
+  serve_cmd->add_option("--tls-key", serve.tls_key, "PEM private key of --tls-cert");
   serve_cmd->add_option("--cache-ttl", serve.cache_ttl,
                         "Seconds after which a cached prefix block never hits again (0: no "
                         "limit; a tenant's cache_ttl_s overrides it)")

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "http/session.h"
+#include "http/tls.h"
 
 namespace hinge::http {
 
@@ -141,6 +142,13 @@ void Server::Impl::admit(tcp::socket socket) {
 StatusOr<std::unique_ptr<Server>> Server::start(const ServerConfig& config, HttpHandler handler) {
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  if (config.tls_cert_file.empty() != config.tls_key_file.empty())
+    return Status::Error("TLS needs both --tls-cert and --tls-key (PEM files)");
+  if (!config.tls_cert_file.empty()) {
+    auto tls = make_tls_context(config.tls_cert_file, config.tls_key_file);
+    if (!tls.ok()) return tls.status();
+    impl->tls.emplace(std::move(tls).value());
+  }
   impl->handler = std::move(handler);
   auto cors = CorsPolicy::parse(config.cors_origins);
   if (!cors.ok()) return cors.status();
@@ -180,7 +188,8 @@ StatusOr<std::unique_ptr<Server>> Server::start(const ServerConfig& config, Http
     return Status::Errorf("cannot listen on {}:{}: {}", url_host(ep.address().to_string()),
                           config.port, ec.message());
   impl->port = impl->acceptor->local_endpoint().port();
-  impl->url = fmt::format("http://{}:{}", url_host(ep.address().to_string()), impl->port);
+  impl->url = fmt::format("{}://{}:{}", impl->tls ? "https" : "http",
+                          url_host(ep.address().to_string()), impl->port);
   impl->spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   impl->backoff.emplace(*impl->accept_strand);
   impl->work.emplace(impl->ioc.get_executor());

@@ -21,6 +21,10 @@
 //   as soon as its headers are read. EMFILE/ENFILE back the accept loop off (100 ms) instead of spinning, with a
 //   spare descriptor to answer 503 to the connection that hit it.
 //
+// TLS (ServerConfig::tls_cert_file / tls_key_file, OpenSSL through Boost.Asio SSL): the
+// handshake must complete within header_timeout_s; HTTP/1.1, keep-alive, streaming and every
+// bound above work the same over it.
+//
 // Also: `Expect: 100-continue` gets its interim 100; HEAD is passed to the handler and its
 // body dropped; CORS headers per --cors-origins (http/rules.h); a client that half-closes
 // after its request still gets its answer (an interim 100 then probes whether it is still
@@ -57,6 +61,10 @@ struct ServerConfig {
   size_t max_total_body_bytes = 256u << 20;  // bodies being received, all connections
   int64_t max_connections = 0;       // 0: from the descriptor limit (see max_connections())
   std::vector<std::string> cors_origins;
+  // TLS: both PEM files (the certificate chain, the private key) or neither. With them every
+  // connection is HTTPS (TLS 1.2+), url() says https://.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // Counters of the transport (monotonic except the gauges).

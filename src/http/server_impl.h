@@ -12,6 +12,7 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 
 #include "http/rules.h"
 #include "http/server.h"
@@ -43,6 +44,8 @@ struct Server::Impl {
   uint16_t port = 0;
   std::string url;
   int spare_fd = -1;  // released on EMFILE to answer the connection that hit it
+
+  std::optional<boost::asio::ssl::context> tls;  // with tls_cert_file / tls_key_file
 
   boost::asio::io_context ioc;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;

@@ -69,6 +69,7 @@ Session::Session(tcp::socket socket, Server::Impl& core, bool overflow)
       write_timer_(socket_.get_executor()),
       peer_timer_(socket_.get_executor()),
       buffer_(core.config.max_header_bytes + kTrailerSlack) {
+  if (core_.tls) tls_.emplace(socket_, *core_.tls);
   core_.connections.fetch_add(1);
   if (overflow_) core_.overflow.fetch_add(1);
 }
@@ -82,7 +83,25 @@ Session::~Session() {
 }
 
 void Session::run() {
-  net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->wait_request(); });
+  net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+    if (!self->tls_) return self->wait_request();
+    // The handshake has the header timeout (a client that connects and sends nothing, or
+    // drips a ClientHello, is a slowloris too).
+    const double t = self->overflow_ ? kOverflowHeaderTimeout : self->core_.config.header_timeout_s;
+    self->arm_read_deadline(Phase::kHeader, Clock::now() + seconds(t));
+    self->tls_->async_handshake(net::ssl::stream_base::server,
+                                [self](beast::error_code ec) { self->on_handshake(ec); });
+  });
+}
+
+void Session::on_handshake(beast::error_code ec) {
+  cancel_read_deadline();
+  if (closed_) return;
+  if (ec) {
+    if (read_timed_out_) core_.timeouts_header.fetch_add(1);
+    return close(CloseReason::kClientGone);
+  }
+  wait_request();
 }
 
 void Session::close_from_server() {
@@ -155,10 +174,12 @@ void Session::begin_header() {
   parser_->body_limit(core_.config.max_body_bytes);
   const double t = overflow_ ? kOverflowHeaderTimeout : core_.config.header_timeout_s;
   arm_read_deadline(Phase::kHeader, Clock::now() + seconds(t));
-  bhttp::async_read_header(socket_, buffer_, *parser_,
-                           [self = shared_from_this()](beast::error_code ec, size_t n) {
-                             self->on_header(ec, n);
-                           });
+  with_stream([&](auto& stream) {
+    bhttp::async_read_header(stream, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, size_t n) {
+                               self->on_header(ec, n);
+                             });
+  });
 }
 
 // Maps a read error to its answer; true when the request is over (answered or closed).
@@ -238,10 +259,12 @@ void Session::read_body() {
   const double allowed = core_.config.header_timeout_s +
                          static_cast<double>(body_bytes_) / core_.config.min_body_bytes_per_s;
   arm_read_deadline(Phase::kBody, body_start_ + seconds(allowed));
-  bhttp::async_read_some(socket_, buffer_, *parser_,
-                         [self = shared_from_this()](beast::error_code ec, size_t n) {
-                           self->on_body(ec, n);
-                         });
+  with_stream([&](auto& stream) {
+    bhttp::async_read_some(stream, buffer_, *parser_,
+                           [self = shared_from_this()](beast::error_code ec, size_t n) {
+                             self->on_body(ec, n);
+                           });
+  });
 }
 
 void Session::on_body(beast::error_code ec, size_t n) {
@@ -299,10 +322,12 @@ void Session::watch() {
   const size_t room = beast::read_size(buffer_, 4096);
   if (room == 0) return;  // a full pipeline: stop reading (TCP pushes back) until it is parsed
   raw_pending_ = true;
-  socket_.async_read_some(buffer_.prepare(room),
-                          [self = shared_from_this()](beast::error_code ec, size_t n) {
-                            self->on_raw_read(ec, n);
-                          });
+  with_stream([&](auto& stream) {
+    stream.async_read_some(buffer_.prepare(room),
+                           [self = shared_from_this()](beast::error_code ec, size_t n) {
+                             self->on_raw_read(ec, n);
+                           });
+  });
 }
 
 void Session::on_raw_read(beast::error_code ec, size_t n) {

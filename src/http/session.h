@@ -13,6 +13,7 @@
 #include <utility>  // before Asio: its awaitable.hpp uses std::exchange
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 
@@ -85,11 +86,23 @@ class Session : public std::enable_shared_from_this<Session> {
   void answer_done();
   void reply_error_and_close(int status, const std::string& message, bool linger = true);
 
+  // Reads and writes go to the TLS stream when there is one, else to the socket.
+  template <typename F>
+  void with_stream(F&& f) {
+    if (tls_) {
+      f(*tls_);
+    } else {
+      f(socket_);
+    }
+  }
+  void on_handshake(boost::beast::error_code ec);
+
   // Closing.
   void close(CloseReason reason);
   void graceful_close();
 
   boost::asio::ip::tcp::socket socket_;
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;  // over socket_
   Server::Impl& core_;
   const bool overflow_;
   boost::asio::steady_timer read_timer_, write_timer_, peer_timer_;

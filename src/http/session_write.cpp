@@ -144,10 +144,11 @@ void Session::pump() {
     self->core_.too_slow.fetch_add(1);
     self->close(CloseReason::kClientTooSlow);
   });
-  socket_.async_write_some(net::buffer(inflight_.data() + inflight_off_, inflight_.size() - inflight_off_),
-                           [self = shared_from_this()](beast::error_code ec, size_t n) {
-                             self->on_written(ec, n);
-                           });
+  with_stream([&](auto& stream) {
+    stream.async_write_some(
+        net::buffer(inflight_.data() + inflight_off_, inflight_.size() - inflight_off_),
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->on_written(ec, n); });
+  });
 }
 
 void Session::on_written(beast::error_code ec, size_t n) {
@@ -162,6 +163,10 @@ void Session::on_written(beast::error_code ec, size_t n) {
 
 void Session::send_now(std::string_view bytes) {
   if (writing_ || !pending_.empty() || inflight_off_ != inflight_.size()) return;
+  if (tls_) {  // no raw bytes on a TLS connection: the interim answer goes through the queue
+    queue_bytes(std::string(bytes));
+    return pump();
+  }
   (void)::send(socket_.native_handle(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 

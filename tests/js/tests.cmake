@@ -7,6 +7,7 @@
 #   ServeJs.Overload          300 adversarial requests from 100 clients of 4 tenants against a
 #                             tiny KV pool (per-tenant accounting checked)
 #   ServeJs.Dashboard         the dashboard in headless chromium, screenshot in the build dir
+#   ServeJs.Tls               the openai client and curl over https (openssl-made certificate)
 #
 # Run: ctest -R ServeJs --output-on-failure. Needs node and npm on PATH and network access to
 # the npm registry for the first install; a missing node/npm or a failing npm fails the tests.
@@ -62,3 +63,10 @@ add_test(NAME ServeJs.Dashboard
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/dashboard_test.sh ${CMAKE_BINARY_DIR} $<TARGET_FILE:hinge>
     ${HINGE_SHARED_DIR})
 set_tests_properties(ServeJs.Dashboard PROPERTIES TIMEOUT 60 LABELS "js")
+
+# HTTPS: the openai client and curl over TLS with a certificate the test makes with openssl.
+add_test(NAME ServeJs.Tls
+  COMMAND ${_hinge_node} ${CMAKE_CURRENT_LIST_DIR}/tls.mjs)
+set_tests_properties(ServeJs.Tls PROPERTIES
+  FIXTURES_REQUIRED serve_js TIMEOUT 90 LABELS "js"
+  ENVIRONMENT "${_hinge_js_env}")

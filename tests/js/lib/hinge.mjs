@@ -53,7 +53,7 @@ export function watchdog(ms, what) {
 }
 
 // Starts `hinge serve -m MODEL --port 0 -t 1 -q ...extra` and resolves once it printed its
-// "hinge: serving <name> on http://127.0.0.1:<port>" line.
+// "hinge: serving <name> on http(s)://127.0.0.1:<port>" line.
 export function startServer(extra = [], { readyTimeoutMs = 20000 } = {}) {
   const args = ['serve', '-m', HINGE_MODEL(), '--port', '0', '-t', '1', '-q', ...extra];
   const child = spawn(HINGE_BIN(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -93,7 +93,7 @@ export function startServer(extra = [], { readyTimeoutMs = 20000 } = {}) {
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (d) => {
       stdout += d;
-      const m = /^hinge: serving (\S+) on (http:\/\/127\.0\.0\.1:(\d+))\n/m.exec(stdout);
+      const m = /^hinge: serving (\S+) on (https?:\/\/127\.0\.0\.1:(\d+))\n/m.exec(stdout);
       if (!m) return;
       clearTimeout(timer);
       const kv = /KV (.+?) in (\d+) blocks of (\d+) tokens/.exec(stderr);
