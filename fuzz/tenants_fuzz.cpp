@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!c.ok()) {
     const std::string m = c.status().message();
     if (m.empty() || m.find('\n') != std::string::npos) __builtin_trap();
-    if (m.rfind("line ", 0) != 0 && m.rfind("the tenants file is", 0) != 0) __builtin_trap();
+    if (m.rfind("line ", 0) != 0 && m.rfind("the tenants file is ", 0) != 0) __builtin_trap();
     return 0;
   }
   std::set<std::string> ids;

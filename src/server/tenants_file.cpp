@@ -16,6 +16,15 @@ namespace hinge::server {
 
 namespace {
 
+// A key path as error messages show it: control characters as '?' (one line, no escapes),
+// at most 200 bytes.
+std::string printable(const std::string& path) {
+  std::string shown = path.substr(0, 200);
+  for (char& ch : shown)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return shown;
+}
+
 using Json = nlohmann::json;
 constexpr int kMaxDepth = 16;
 constexpr size_t kMaxFileBytes = 16 << 20;
@@ -83,7 +92,7 @@ class LineScan {
       std::string key = string_body();
       const std::string child = path.empty() ? key : path + "." + key;
       if (!keys.insert(key).second && error_.ok()) {
-        error_ = Status::Errorf("line {}: {}: duplicate key", key_line, child);
+        error_ = Status::Errorf("line {}: {}: duplicate key", key_line, printable(child));
         return;
       }
       ws();
@@ -120,18 +129,20 @@ class Checker {
  public:
   explicit Checker(const LineScan& scan) : scan_(scan) {}
   Status fail(const std::string& path, const std::string& what) const {
-    return Status::Errorf("line {}: {}: {}", scan_.line_of(path), path, what);
+    return Status::Errorf("line {}: {}: {}", scan_.line_of(path), printable(path), what);
   }
   Status only_fields(const Json& obj, const std::string& path,
                      std::initializer_list<const char*> allowed) const {
     if (!obj.is_object()) return fail(path, "must be an object");
-    for (const auto& [k, v] : obj.items())
+    for (const auto& item : obj.items()) {
+      const std::string& k = item.key();  // (clang 14 lambdas cannot capture a binding)
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return k == a; })) {
         std::string list;
         for (const char* a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-        return fail(path.empty() ? k : path + "." + k.substr(0, 64),
+        return fail(path.empty() ? k.substr(0, 64) : path + "." + k.substr(0, 64),
                     fmt::format("unknown field (known: {})", list));
       }
+    }
     return Status::Ok();
   }
   Status digests(const Json& v, const std::string& path, bool need_one,
@@ -244,6 +255,8 @@ StatusOr<TenantsConfig> parse_tenants(std::string_view text) {
   Json root;
   try {
     root = Json::parse(text.begin(), text.end());
+  } catch (const Json::out_of_range& e) {  // e.g. a number too large for a double
+    return Status::Errorf("the tenants file is not valid JSON: {}", json_reason(e.what()));
   } catch (const Json::parse_error& e) {
     const size_t at = std::min<size_t>(e.byte, text.size());
     const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(at > 0 ? at - 1 : 0), '\n'));
