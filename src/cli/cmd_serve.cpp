@@ -29,6 +29,8 @@ namespace {
 
 Status check(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) return Status::Errorf("--port must be in [0, 65535], got {}", a.port);
+  if (a.admin_port < -1 || a.admin_port > 65535)
+    return Status::Errorf("--admin-port must be in [0, 65535], got {}", a.admin_port);
   if (a.max_queue < 0) return Status::Errorf("--max-queue must be >= 0, got {}", a.max_queue);
   if (a.max_concurrent_per_user < 0)
     return Status::Errorf("--max-concurrent-per-user must be >= 0, got {}", a.max_concurrent_per_user);
@@ -157,6 +159,26 @@ int serve_command(const ServeArgs& args) {
   });
   if (!http.ok()) return fail(http.status().message());
   const std::string url = (*http)->url();
+  std::unique_ptr<http::Server> admin_http;
+  if (args.admin_port >= 0) {
+    http::ServerConfig ac = hc;
+    ac.host = args.admin_host;
+    ac.port = static_cast<uint16_t>(args.admin_port);
+    ac.io_threads = 1;
+    auto a = http::Server::start(ac, [&](http::HttpRequest r, http::ExchangePtr ex) {
+      if (server::ApiServer* api = api_ptr.load())
+        return api->handle(std::move(r), std::move(ex), server::ApiServer::Listener::kAdmin);
+      http::HttpResponse resp;
+      resp.status = 503;
+      resp.headers.emplace_back("Retry-After", "5");
+      resp.body = R"({"status":"loading"})";
+      ex->respond(std::move(resp));
+    });
+    if (!a.ok()) return fail("--admin-port: " + a.status().message());
+    admin_http = std::move(a).value();
+    std::fprintf(stderr, "hinge: admin listener (metrics, stats, dashboard, /admin/*; no key) on %s\n",
+                 admin_http->url().c_str());
+  }
   std::fprintf(stderr, "hinge: listening on %s, loading %s\n", url.c_str(), args.model.c_str());
 
   auto m = load_model_with_progress(args.model, args.tokenizer);
@@ -268,6 +290,7 @@ int serve_command(const ServeArgs& args) {
   for (int i = 0; i < 250 && (*http)->pending_answers() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   (*http)->stop();
+  if (admin_http) admin_http->stop();
   api_ptr.store(nullptr);
   std::fprintf(stderr,
                "hinge: stopped: %lld requests accepted, %d ended at shutdown (running: aborted, "

@@ -121,6 +121,8 @@ struct ServeArgs {
   std::string api_key;             // --api-key KEY: one shared key, without tenants
   std::string cache_secret_file;   // the namespaces' key; empty: random at start
   double cache_ttl = 0;            // seconds a cached block may hit (0: no limit)
+  std::string admin_host = "127.0.0.1";  // --admin-port's listener
+  int64_t admin_port = -1;         // -1: none; 0: any free port
   std::string tls_cert;            // PEM certificate chain; with tls_key: HTTPS only
   std::string tls_key;             // PEM private key
   EngineOptionsArgs engine;

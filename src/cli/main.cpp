@@ -231,6 +231,13 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--cache-secret-file", serve.cache_secret_file,
                         "32 bytes (raw or 64 hex digits) keying the prefix-cache namespaces; "
                         "default: random at start, so no cache identity outlives the process");
+  serve_cmd->add_option("--admin-port", serve.admin_port,
+                        "Also listen here for /health, /metrics, /v1/stats, the dashboard (/) and "
+                        "/admin/*, with no key needed (0: any free port; default: none, those "
+                        "routes need an admin key on the main port when --tenants is given)");
+  serve_cmd->add_option("--admin-host", serve.admin_host,
+                        "Address of the --admin-port listener (keep it private)")
+      ->capture_default_str();
   serve_cmd->add_option("--tls-cert", serve.tls_cert,
                         "PEM certificate (chain) file: serve HTTPS only (TLS 1.2+), so API keys "
                         "never cross the network in clear; needs --tls-key");

@@ -267,7 +267,7 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
   respond(ex, std::move(r));
 }
 
-void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
+void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
   struct Route {
     const char* path;
     const char* method;  // GET routes also take HEAD
@@ -306,6 +306,11 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
   if (!route)
     return respond_error(ex, ApiError::not_found(fmt::format("no route {} {}", r.method,
                                                              r.path.substr(0, 200))));
+  const bool admin_listener = listener == Listener::kAdmin;
+  if (admin_listener && (route->access == Access::kApi || route->access == Access::kTenant))
+    return respond_error(ex, ApiError::not_found(fmt::format(
+                                 "the admin listener serves /health, /metrics, /v1/stats, / and "
+                                 "/admin/*; {} is on the API listener", r.path.substr(0, 200))));
   const bool get = std::strcmp(route->method, "GET") == 0;
   const std::string allow = get ? "GET, HEAD, OPTIONS" : "POST, OPTIONS";
   if (r.method == "OPTIONS") {
@@ -329,7 +334,9 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex) {
     const std::string_view key = bearer_key(authorization);
     if (config_.tenants) {
       caller.tenants = config_.tenants->snapshot();
-      if (a != Access::kOpen) {
+      // The admin listener (--admin-port, loopback by default) is the operator's own: its
+      // routes need no key there.
+      if (a != Access::kOpen && !admin_listener) {
         const Principal who = authenticate(caller.tenants->config, key);
         const bool admin_route = a == Access::kAdmin || a == Access::kAdminOnly;
         if (who.kind == Principal::Kind::kNone)

@@ -19,7 +19,8 @@
 // Access (server/tenancy.h). With tenants (ApiServerConfig::tenants): /v1/*, /tokenize and
 // /detokenize need a tenant's `Authorization: Bearer` key (401 without a valid one, 403 for an
 // admin key); /metrics, /v1/stats, / and /admin/* need an admin key (401 / 403 for a tenant's
-// key); /health is open. A request's prefix-cache namespace is its tenant's (plus its own
+// key); /health is open. Or, with hinge serve --admin-port, those admin routes are on their own
+// listener (127.0.0.1 by default) that needs no key, and the main one still takes admin keys. A request's prefix-cache namespace is its tenant's (plus its own
 // cache_salt / prompt_cache_key), its priority is capped at the tenant's max_priority, and the
 // tenant's max_concurrent caps its queued + running requests (429 + Retry-After). Without
 // tenants: one shared namespace (salts still split it), and with api_key_digest the /v1/*,
@@ -99,7 +100,10 @@ class ApiServer {
                                                      EngineThread& engine);
   ~ApiServer();
 
-  void handle(HttpRequest request, ExchangePtr exchange);
+  // kApi: the main listener (keys checked per route). kAdmin: hinge serve's --admin-port
+  // listener: only /health, /metrics, /v1/stats, / and /admin/*, without keys.
+  enum class Listener : uint8_t { kApi, kAdmin };
+  void handle(HttpRequest request, ExchangePtr exchange, Listener listener = Listener::kApi);
   // Who sent a request (after the access check of its route).
   struct Caller {
     std::shared_ptr<const TenantSnapshot> tenants;  // the snapshot it was checked against

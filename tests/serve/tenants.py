@@ -220,6 +220,37 @@ def sighup_reload():
 
 
 @test
+def admin_listener():
+    """--admin-port serves metrics, stats, dashboard and /admin/* without a key, nothing else"""
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, 'tenants.json')
+    ka = new_key()
+    tenants_file(path, [('acme', [ka], {})])
+    with Server('--tenants', path, '--admin-port', '0', quiet=True) as s:
+        line = next((l for l in s.err if 'admin listener' in l), '')
+        check('http://127.0.0.1:' in line, f'the admin listener is on loopback: {line.strip()}')
+        port = int(line.strip().rsplit(':', 1)[1])
+
+        def admin(method, p, body=None):
+            c = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
+            c.request(method, p, body=json.dumps(body) if body is not None else None,
+                      headers={'Content-Type': 'application/json'})
+            r = c.getresponse()
+            out = r.status, r.read().decode()
+            c.close()
+            return out
+        for p in ('/metrics', '/v1/stats', '/', '/health'):
+            check(admin('GET', p)[0] == 200, f'admin listener {p} without a key: 200')
+        st, body = admin('POST', '/admin/tenants/acme/purge', {})
+        check(st == 200 and 'purged_blocks' in body, 'purge without a key on the admin listener')
+        st, _ = admin('POST', '/v1/completions', {'prompt': 'Once', 'max_tokens': 1})
+        check(st == 404, f'the API is not on the admin listener ({st})')
+        check(s.request('GET', '/metrics')[0] == 401, 'the main listener still wants a key')
+        check(s.request('POST', '/v1/completions', {'prompt': 'Once', 'max_tokens': 1}, key=ka)[0] == 200,
+              'the API on the main listener')
+
+
+@test
 def privacy_marker():
     """a marker in prompts and completions never reaches logs, metrics, stats, dashboard, errors"""
     marker = 'zq' + secrets.token_hex(12)
