@@ -161,6 +161,14 @@ TEST(ServerTenancy, AuthenticateFindsTenantsAndAdmins) {
   EXPECT_EQ(bearer_key(""), "");
 }
 
+TEST(ServerTenancy, PriorityIsLoweredToTheTenantsMaxNeverRaised) {
+  using sched::Priority;
+  EXPECT_EQ(capped_priority(Priority::kInteractive, Priority::kBatch), Priority::kBatch);
+  EXPECT_EQ(capped_priority(Priority::kBatch, Priority::kBatch), Priority::kBatch);
+  EXPECT_EQ(capped_priority(Priority::kBatch, Priority::kInteractive), Priority::kBatch);
+  EXPECT_EQ(capped_priority(Priority::kInteractive, Priority::kInteractive), Priority::kInteractive);
+}
+
 TEST(ServerTenancy, CacheSecretFile) {
   auto raw = parse_cache_secret(std::string(32, 'x'));
   ASSERT_TRUE(raw.ok());

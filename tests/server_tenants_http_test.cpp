@@ -339,6 +339,15 @@ TEST(ServerTenants, AuthIs401WithoutAValidKeyAnd403OnTheWrongRoutes) {
   EXPECT_EQ(st["tenants"].size(), 4u);
   EXPECT_EQ(st["tenants"][0]["id"], "acme");
   EXPECT_TRUE(st["tenants"][0].contains("prefix_hit_rate"));
+  // And in /metrics, labelled by tenant id (never by key).
+  const std::string m = s.call("GET", "/metrics", kKeyAdmin)->body;
+  EXPECT_NE(m.find("hinge:tenant_requests_total{model_name=\"stories\",tenant=\"acme\"} 1"),
+            std::string::npos) << m.substr(0, 2000);
+  EXPECT_NE(m.find("hinge:tenant_completion_tokens_total{model_name=\"stories\",tenant=\"acme\"} 2"),
+            std::string::npos);
+  EXPECT_NE(m.find("hinge:kv_quota_evictions_total"), std::string::npos);
+  EXPECT_EQ(m.find(kKeyAcme), std::string::npos);
+  EXPECT_EQ(m.find(hex(kKeyAcme)), std::string::npos);
   EXPECT_TRUE(s.engine->wait_idle(10));
 }
 

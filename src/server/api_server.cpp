@@ -400,6 +400,7 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
     resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
     resp.body = metrics_.render_prometheus(engine_.stats());
     if (transport_stats_) resp.body += render_transport_metrics(transport_stats_(), metrics_.labels());
+    resp.body += tenant_metrics();
     return respond(ex, std::move(resp));
   }
   if (p == "/v1/stats") return handle_stats(ex);

@@ -65,6 +65,30 @@ nlohmann::json ApiServer::tenants_json() const {
   return out;
 }
 
+std::string ApiServer::tenant_metrics() const {
+  if (!config_.tenants) return {};
+  const auto s = config_.tenants->snapshot();
+  std::string o;
+  // Tenant ids are [A-Za-z0-9._-] (tenancy.h): safe as label values.
+  auto family = [&](const char* name, const char* help, auto field) {
+    o += fmt::format("# HELP hinge:{} {}\n# TYPE hinge:{} counter\n", name, help, name);
+    for (size_t i = 0; i < s->config.tenants.size(); ++i)
+      o += fmt::format("hinge:{}{{{},tenant=\"{}\"}} {}\n", name, metrics_.labels(),
+                       s->config.tenants[i].id, (s->usage[i].get()->*field).load());
+  };
+  family("tenant_requests_total", "Generation requests accepted, by tenant.", &TenantUsage::requests);
+  family("tenant_requests_rejected_total", "Generation requests rejected, by tenant.",
+         &TenantUsage::rejected);
+  family("tenant_prompt_tokens_total", "Prompt tokens of finished requests, by tenant.",
+         &TenantUsage::prompt_tokens);
+  family("tenant_cached_tokens_total",
+         "Of those, found in the prefix cache (the tenant's own or a public prefix), by tenant.",
+         &TenantUsage::cached_tokens);
+  family("tenant_completion_tokens_total", "Completion tokens, by tenant.",
+         &TenantUsage::completion_tokens);
+  return o;
+}
+
 void ApiServer::handle_admin(const HttpRequest& r, const ExchangePtr& ex) {
   TenantRegistry& reg = *config_.tenants;
   if (r.path == "/admin/reload") {

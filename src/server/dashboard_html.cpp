@@ -1,6 +1,8 @@
 // The live dashboard: one self-contained page (no build step, no external assets) that polls
 // GET /v1/stats once a second and draws the KV block map, request counts, prefix hit rate and
-// the TTFT / inter-token latency / throughput history on canvases.
+// the TTFT / inter-token latency / throughput history on canvases; with tenants, a table of
+// each tenant's requests, tokens and prefix hit rate (admins only: the page and its feed need
+// an admin key, or the --admin-port listener).
 #include "server/api_server.h"
 
 namespace hinge::server {
@@ -39,6 +41,7 @@ canvas{width:100%;display:block}
 <section class="card" style="grid-column:1/-1"><h2>KV block map <span id="kvinfo"></span></h2>
 <div class="legend"><span><i style="background:#2d3640"></i>free</span><span><i style="background:#3fb950"></i>cached (evictable)</span><span><i style="background:#58a6ff"></i>used</span><span><i style="background:#d29922"></i>shared</span></div>
 <canvas id="map" height="120"></canvas></section>
+<section class="card" id="tenants" style="grid-column:1/-1;display:none"><h2>Tenants <span>(requests, tokens and prefix hit rate per tenant; public-prefix hits, quota evictions, TTL expiries)</span></h2><table id="ttab" style="width:100%;border-collapse:collapse;font-variant-numeric:tabular-nums"></table></section>
 <section class="card"><h2>Latency (last minutes)</h2><div class="legend"><span><i style="background:#58a6ff"></i>TTFT</span><span><i style="background:#d29922"></i>inter-token</span></div><canvas id="lat" height="200"></canvas></section>
 <section class="card"><h2>Throughput and load</h2><div class="legend"><span><i style="background:#3fb950"></i>output tok/s (left)</span><span><i style="background:#58a6ff"></i>running (right)</span><span><i style="background:#ff7b72"></i>waiting (right)</span></div><canvas id="load" height="200"></canvas></section>
 </main>
@@ -80,6 +83,11 @@ async function tick(){try{const r=await fetch('/v1/stats',{cache:'no-store'});if
  const iv=s.history_interval_s||2;
  chart('lat',[{c:'#58a6ff',v:h.map(p=>p.ttft_mean_s)},{c:'#d29922',v:h.map(p=>p.itl_mean_s)}],ms,null,iv);
  chart('load',[{c:'#3fb950',v:h.map(p=>p.output_tokens_per_s)},{c:'#58a6ff',r:1,v:h.map(p=>p.running)},{c:'#ff7b72',r:1,v:h.map(p=>p.waiting)}],v=>v.toFixed(0),v=>String(+v.toFixed(1)),iv);
+ if(s.tenants){$('tenants').style.display='';const pc=s.prefix_cache,esc=t=>String(t).replace(/[&<>"]/g,c=>'&#'+c.charCodeAt(0)+';');
+  let t='<tr style="color:#9aa5b1;text-align:right"><th style="text-align:left">tenant</th><th>version</th><th>requests</th><th>rejected</th><th>prompt tokens</th><th>cached</th><th>hit rate</th><th>completion tokens</th></tr>';
+  for(const x of s.tenants)t+='<tr style="text-align:right"><td style="text-align:left">'+esc(x.id)+'</td><td>'+x.permission_version+'</td><td>'+x.requests+'</td><td>'+x.rejected+'</td><td>'+x.prompt_tokens+'</td><td>'+x.cached_tokens+'</td><td>'+(100*x.prefix_hit_rate).toFixed(1)+' %</td><td>'+x.completion_tokens+'</td></tr>';
+  t+='<tr style="color:#9aa5b1;text-align:right"><td colspan="8">public-prefix hit tokens '+pc.public_hit_tokens+' · quota evictions '+pc.quota_evictions+' · TTL expiries '+pc.expired+'</td></tr>';
+  $('ttab').innerHTML=t;}
  document.body.dataset.ready='1';
 }catch(e){$('err').textContent='stats unavailable: '+e;}
  setTimeout(tick,1000);}

@@ -396,7 +396,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   const TenantConfig* tenant =
       caller.tenant ? &caller.tenants->config.tenants[*caller.tenant] : nullptr;
   // A tenant's request above its max_priority is lowered to it (kBatch > kInteractive).
-  if (tenant && g.priority < tenant->max_priority) g.priority = tenant->max_priority;
+  if (tenant) g.priority = capped_priority(g.priority, tenant->max_priority);
   // Stop strings are matched here, on the connection's strand (the engine only sees EOS).
   std::vector<std::string> stop = std::move(g.sampling.stop);
   g.sampling.stop.clear();

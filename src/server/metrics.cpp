@@ -173,6 +173,14 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           static_cast<double>(e.kv.num_prefix_query_tokens));
   counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
           static_cast<double>(e.kv.num_prefix_hit_tokens));
+  counter("prefix_cache_public_hits_total",
+          "Of the hits, tokens in operator-declared public-prefix blocks (--tenants).",
+          static_cast<double>(e.kv.num_prefix_public_hit_tokens));
+  counter("kv_quota_evictions_total",
+          "Cached KV blocks dropped because their tenant was over its cache_share.",
+          static_cast<double>(e.kv.pool.num_quota_evictions));
+  counter("kv_expired_total", "Cached KV blocks dropped past their tenant's cache TTL.",
+          static_cast<double>(e.kv.pool.num_expired));
   counter("num_preemptions_total", "Preemptions (recompute) under KV pressure.",
           static_cast<double>(e.preemptions));
   counter("kv_evictions_total", "Cached KV blocks evicted for reuse.",

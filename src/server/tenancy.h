@@ -95,6 +95,12 @@ kv::CacheNamespace derive_namespace(const CacheSecret& secret, std::string_view 
 // The namespace of a public prefix (shared by every tenant).
 kv::CacheNamespace public_prefix_namespace(const CacheSecret& secret, std::string_view prefix_id);
 
+// A request's priority under its tenant's max_priority: lowered to it, never raised
+// (interactive > batch).
+constexpr sched::Priority capped_priority(sched::Priority requested, sched::Priority max_priority) {
+  return requested < max_priority ? max_priority : requested;  // kInteractive = 0 < kBatch = 1
+}
+
 // Who a bearer key belongs to.
 struct Principal {
   enum class Kind : uint8_t { kNone, kTenant, kAdmin };

@@ -246,6 +246,20 @@ def admin_listener():
         st, _ = admin('POST', '/v1/completions', {'prompt': 'Once', 'max_tokens': 1})
         check(st == 404, f'the API is not on the admin listener ({st})')
         check(s.request('GET', '/metrics')[0] == 401, 'the main listener still wants a key')
+        # The dashboard in a browser on the admin listener shows the tenants table.
+        check(s.request('POST', '/v1/completions', {'prompt': 'Once upon a time', 'max_tokens': 2},
+                        key=ka)[0] == 200, 'a request of acme')
+        chromium = next((c for c in ('/usr/bin/chromium', '/usr/bin/chromium-browser') if os.path.exists(c)), None)
+        check(chromium is not None, 'chromium is installed (scripts/install-deps --test)')
+        prof = tempfile.mkdtemp()
+        dom = subprocess.run([chromium, '--headless', '--no-sandbox', '--disable-gpu',
+                              '--disable-dev-shm-usage', f'--user-data-dir={prof}', '--no-first-run',
+                              '--disable-extensions', '--disable-background-networking',
+                              '--virtual-time-budget=3000', '--dump-dom', f'http://127.0.0.1:{port}/'],
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, 'HOME': prof, 'XDG_CONFIG_HOME': prof, 'XDG_CACHE_HOME': prof}).stdout
+        check('data-ready="1"' in dom, 'the dashboard rendered live numbers')
+        check('<td style="text-align:left">acme</td>' in dom, 'its tenants table lists acme')
         check(s.request('POST', '/v1/completions', {'prompt': 'Once', 'max_tokens': 1}, key=ka)[0] == 200,
               'the API on the main listener')
 
