@@ -10,7 +10,6 @@ points clients rely on. Python standard library only; run with /usr/bin/python3:
 
 The figures asserted are bounds, not benchmarks: generous enough for a loaded 2-core CI machine.
 """
-import argparse
 import http.client
 import json
 import multiprocessing
@@ -24,27 +23,16 @@ import sys
 import threading
 import time
 
-ARGS = None
-TESTS = {}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ARGS, Fail, check, main, test  # noqa: E402
+
 # Under ASan/UBSan (HINGE_SANITIZED=1) the server is several times slower and holds freed
 # memory in quarantine: time, CPU and memory bounds are scaled by SLACK there.
 SANITIZED = os.environ.get('HINGE_SANITIZED') == '1'
 SLACK = 8 if SANITIZED else 1
 
 
-def test(fn):
-    TESTS[fn.__name__] = fn
-    return fn
 
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-    print(f"  ok: {what}", flush=True)
 
 
 # ---- the server under test ----------------------------------------------------------------
@@ -699,28 +687,5 @@ def sigterm_grace():
         check(code == 0, f'exit {code}')
 
 
-def main():
-    global ARGS
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--hinge')
-    p.add_argument('--model')
-    p.add_argument('--list', action='store_true')
-    p.add_argument('names', nargs='*')
-    ARGS = p.parse_args()
-    if ARGS.list:
-        print('\n'.join(TESTS))
-        return 0
-    failed = []
-    for name in ARGS.names or list(TESTS):
-        print(f'{name}: {TESTS[name].__doc__.splitlines()[0]}', flush=True)
-        try:
-            TESTS[name]()
-        except Fail as e:
-            print(f'  FAIL: {e}', flush=True)
-            failed.append(name)
-    print('failed: ' + ', '.join(failed) if failed else 'all passed')
-    return 1 if failed else 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(__doc__))

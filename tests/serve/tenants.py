@@ -11,7 +11,6 @@ with /usr/bin/python3:
 
     tenants.py --hinge build/release/hinge --model ../shared/models/stories260K.gguf NAME
 """
-import argparse
 import hashlib
 import http.client
 import json
@@ -19,30 +18,18 @@ import os
 import secrets
 import select
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-ARGS = None
-TESTS = {}
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ARGS, Fail, check, main, test  # noqa: E402
 
 
-def test(fn):
-    TESTS[fn.__name__] = fn
-    return fn
 
 
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
-    print(f"  ok: {what}", flush=True)
 
 
 def sha(key):
@@ -334,28 +321,5 @@ def privacy_marker():
                 check(k not in out and sha(k) not in out, 'no key or digest in any answer')
 
 
-def main():
-    global ARGS
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument('--hinge')
-    p.add_argument('--model')
-    p.add_argument('--list', action='store_true')
-    p.add_argument('names', nargs='*')
-    ARGS = p.parse_args()
-    if ARGS.list:
-        print('\n'.join(TESTS))
-        return 0
-    failed = []
-    for name in ARGS.names or list(TESTS):
-        print(f'{name}: {TESTS[name].__doc__.splitlines()[0]}', flush=True)
-        try:
-            TESTS[name]()
-        except Fail as e:
-            print(f'  FAIL: {e}', flush=True)
-            failed.append(name)
-    print('failed: ' + ', '.join(failed) if failed else 'all passed')
-    return 1 if failed else 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(main(__doc__))
