@@ -51,7 +51,8 @@ struct Decision {
 // `prompt` first (else a different prompt of the same length: the same load).
 std::vector<Decision> sweep(const LoadedModel& m, const std::vector<int32_t>& prompt,
                             bool a_cached, const kv::CacheScope& scope,
-                            const std::vector<int32_t>& max_tokens, int32_t held) {
+                            const std::vector<int32_t>& max_tokens, int32_t held,
+                            int32_t max_queue) {
   EngineConfig c = testing::small_f32_engine_config(1, 4 << 20);
   auto e = std::move(Engine::create(m, nullptr, c)).value();
   run(*e, a_cached ? prompt : random_prompt(99, static_cast<int32_t>(prompt.size()), m.config.n_vocab), kA);
@@ -60,7 +61,7 @@ std::vector<Decision> sweep(const LoadedModel& m, const std::vector<int32_t>& pr
   ac.block_size_tokens = e->config().block_size;
   ac.headroom_fraction = 0;
   ac.interactive_reserve_fraction = 0;
-  ac.max_queue = 0;  // start now or be refused (503 + Retry-After)
+  ac.max_queue = max_queue;  // 0: start now or be refused (503 + Retry-After); else queue
   sched::AdmissionController adm(ac);
   const auto free_blocks = [&] {
     const EngineStats s = e->stats();
@@ -79,6 +80,7 @@ std::vector<Decision> sweep(const LoadedModel& m, const std::vector<int32_t>& pr
     });
     out.push_back({o.verdict, o.retry_after_s});
     if (o.verdict == sched::AdmissionVerdict::kAdmitted) adm.release(t.id, 1);
+    if (o.verdict == sched::AdmissionVerdict::kQueued) adm.cancel(t.id);
   }
   return out;
 }
@@ -98,23 +100,29 @@ TEST(EngineTenantAdmission, DecisionsAndRetryAfterIgnoreAnotherTenantsCache) {
   std::vector<int32_t> mts;
   for (int32_t k = 0; k <= 20; ++k) mts.push_back(1 + k * bs);
 
-  const auto b_with = sweep(*m, prompt, true, kB, mts, held);
-  const auto b_without = sweep(*m, prompt, false, kB, mts, held);
-  ASSERT_EQ(b_with.size(), mts.size());
-  for (size_t i = 0; i < mts.size(); ++i) {
-    EXPECT_EQ(b_with[i], b_without[i]) << "max_tokens " << mts[i];
+  // With no queue (admit or 503 + Retry-After) and with one (admit or queue).
+  for (int32_t max_queue : {0, 4}) {
+    SCOPED_TRACE(::testing::Message() << "max_queue " << max_queue);
+    const auto b_with = sweep(*m, prompt, true, kB, mts, held, max_queue);
+    const auto b_without = sweep(*m, prompt, false, kB, mts, held, max_queue);
+    ASSERT_EQ(b_with.size(), mts.size());
+    for (size_t i = 0; i < mts.size(); ++i) {
+      EXPECT_EQ(b_with[i], b_without[i]) << "max_tokens " << mts[i];
+    }
+    // The pair: tenant A, whose prompt is cached, is admitted where B is not.
+    const auto a_with = sweep(*m, prompt, true, kA, mts, held, max_queue);
+    const auto not_admitted = max_queue == 0 ? sched::AdmissionVerdict::kQueueFull
+                                             : sched::AdmissionVerdict::kQueued;
+    int a_only = 0, refused = 0;
+    for (size_t i = 0; i < mts.size(); ++i) {
+      refused += b_with[i].verdict == not_admitted;
+      if (a_with[i].verdict == sched::AdmissionVerdict::kAdmitted &&
+          b_with[i].verdict != sched::AdmissionVerdict::kAdmitted)
+        ++a_only;
+    }
+    EXPECT_GT(refused, 0);
+    EXPECT_GT(a_only, 0);
   }
-  // The pair: tenant A, whose prompt is cached, is admitted where B is refused.
-  const auto a_with = sweep(*m, prompt, true, kA, mts, held);
-  int a_only = 0, refused = 0;
-  for (size_t i = 0; i < mts.size(); ++i) {
-    refused += b_with[i].verdict != sched::AdmissionVerdict::kAdmitted;
-    if (a_with[i].verdict == sched::AdmissionVerdict::kAdmitted &&
-        b_with[i].verdict != sched::AdmissionVerdict::kAdmitted)
-      ++a_only;
-  }
-  EXPECT_GT(refused, 0);
-  EXPECT_GT(a_only, 0);
 }
 
 }  // namespace
