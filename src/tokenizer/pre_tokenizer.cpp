@@ -20,6 +20,9 @@ constexpr const char* kLlama3 = HINGE_CONTRACTIONS
     R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char* kQwen2 = HINGE_CONTRACTIONS
     R"re(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// Qwen3.5: letters and combining marks together ([\p{L}\p{M}]+), marks out of the symbol run.
+constexpr const char* kQwen35 = HINGE_CONTRACTIONS
+    R"re(|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 constexpr const char* kBailing =
     R"re('(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)re";
 constexpr const char* kSeedCoder = HINGE_CONTRACTIONS
@@ -85,7 +88,10 @@ const std::vector<NamedPreset>& presets() {
       {{"falcon"}, {{R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, "[0-9][0-9][0-9]"}, false, false}},
       {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
        {{R"re(\p{N})re", kGpt2}, false, false}},
-      {{"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", "megrez"}, {{kQwen2}, false, false}},
+      {{"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", "megrez", "kormo", "f2llmv2",
+        "solar-open"},
+       {{kQwen2}, false, false}},
+      {{"qwen35"}, {{kQwen35}, false, false}},
       {{"poro-chat", "bloom", "gpt3-finnish"}, {{kBloom}, false, false}},
       {{"viking"}, {{kBloom, R"re(\p{N})re"}, false, false}},
       {{"tekken"}, {{kTekken}, true, true}},
