@@ -216,3 +216,31 @@ TEST(KvTenantCache, PublicPrefixIsSharedForExactlyItsFullBlocks) {
 
 }  // namespace
 }  // namespace hinge::kv
+
+namespace hinge::kv {
+namespace {
+
+// Requests that were not live at a bump or a removal (queued, or preempted and re-added) start
+// later: they must not bring the revoked or removed entries back.
+TEST(KvTenantCache, RequestsStartingAfterABumpOrRemovalDoNotRepublish) {
+  KvCacheManager m({.num_blocks = 32, .block_size_tokens = 4});
+  const CacheNamespace v1 = CacheNamespace::from_string("a/v1");
+  const auto p = tokens(0, 12);
+  EXPECT_EQ(m.retire_owner_epochs(1, 2), 0);  // version 2 is current
+  EXPECT_EQ(admit(m, 1, p, scope(v1, 1, 1)), 0);  // a version-1 request admitted only now
+  m.free(RequestId(1));
+  EXPECT_EQ(m.pool().owner_cached(1), 0);
+  EXPECT_EQ(hit_tokens(m, p, scope(v1, 1, 1)), 0);
+  // A removed owner never caches again.
+  EXPECT_EQ(admit(m, 2, p, scope(kNsB, 3)), 0);
+  m.free(RequestId(2));
+  EXPECT_GT(m.retire_owner(3), 0);
+  EXPECT_EQ(admit(m, 3, p, scope(kNsB, 3)), 0);
+  m.free(RequestId(3));
+  EXPECT_EQ(m.pool().owner_cached(3), 0);
+  EXPECT_EQ(hit_tokens(m, p, scope(kNsB, 3)), 0);
+  EXPECT_INVARIANTS(m);
+}
+
+}  // namespace
+}  // namespace hinge::kv

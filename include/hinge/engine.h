@@ -177,6 +177,8 @@ class Engine {
   // The owner's permission version (CacheScope::epoch) is now `current`: entries made under
   // another are dropped, its running requests of another publish no more. Returns how many.
   virtual int32_t retire_cache_epochs(int32_t owner, uint64_t current) = 0;
+  // purge_cache_owner, and the owner's requests never cache again (its tenant was removed).
+  virtual int32_t retire_cache_owner(int32_t owner) = 0;
   // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
   // returned by the next step(). False when the id is unknown or already finished.
   virtual bool abort(RequestId id) = 0;

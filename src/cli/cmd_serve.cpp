@@ -165,6 +165,7 @@ int serve_command(const ServeArgs& args) {
     ac.host = args.admin_host;
     ac.port = static_cast<uint16_t>(args.admin_port);
     ac.io_threads = 1;
+    ac.cors_origins.clear();  // no browser origin may read or drive the key-less listener
     auto a = http::Server::start(ac, [&](http::HttpRequest r, http::ExchangePtr ex) {
       if (server::ApiServer* api = api_ptr.load())
         return api->handle(std::move(r), std::move(ex), server::ApiServer::Listener::kAdmin);

@@ -139,6 +139,7 @@ class EngineImpl final : public Engine {
   int32_t retire_cache_epochs(int32_t owner, uint64_t current) override {
     return sched_.kv_mut().retire_owner_epochs(owner, current);
   }
+  int32_t retire_cache_owner(int32_t owner) override { return sched_.kv_mut().retire_owner(owner); }
 
   std::string kv_block_map() const override {
     std::string map = sched_.kv().pool().render_map(1 << 30);

@@ -175,7 +175,7 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
                       static_cast<size_t>(num_tokens) <= tokens.size(),
                   "request {}: {} tokens to cache, {} reserved, {} given", id.value, num_tokens,
                   st.num_tokens, tokens.size());
-  if (!config_.enable_prefix_cache || !st.publish) return;
+  if (!config_.enable_prefix_cache || !st.publish || !may_publish(st.scope)) return;
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   const size_t num_full = static_cast<size_t>(num_tokens) / bs;
   for (size_t i = st.hashes.size(); i < num_full; ++i) {
@@ -211,7 +211,21 @@ int32_t KvCacheManager::purge_owner(int32_t owner) {
   return pool_.uncache_owner(owner);
 }
 
+bool KvCacheManager::may_publish(const CacheScope& scope) const {
+  if (retired_owners_.contains(scope.owner)) return false;
+  const auto it = owner_epoch_.find(scope.owner);
+  return it == owner_epoch_.end() || it->second == scope.epoch;
+}
+
+int32_t KvCacheManager::retire_owner(int32_t owner) {
+  retired_owners_[owner] = true;
+  return purge_owner(owner);
+}
+
 int32_t KvCacheManager::retire_owner_epochs(int32_t owner, uint64_t current) {
+  const auto [it, fresh] = owner_epoch_.try_emplace(owner, current);
+  if (!fresh && it->second == current) return 0;  // unchanged: nothing of another epoch is cached
+  it->second = current;
   for (auto& [id, st] : requests_)
     if (st.scope.owner == owner && st.scope.epoch != current) st.publish = false;
   return pool_.uncache_owner(owner, &current);

@@ -153,7 +153,11 @@ class KvCacheManager {
   // The owner's epoch (permission version) is now `current`: every entry of it made under
   // another epoch is dropped, and its live requests of another epoch publish no more.
   // Returns the entries dropped.
+  // The owner's current epoch is kept: a request of another epoch that starts later (queued,
+  // or preempted and re-added) publishes nothing either.
   int32_t retire_owner_epochs(int32_t owner, uint64_t current);
+  // purge_owner, and the owner never publishes again (a tenant removed from the server).
+  int32_t retire_owner(int32_t owner);
   // Drops entries past their owner's TTL at now() (so they are reused first).
   int32_t expire_entries() { return pool_.expire(now_); }
 
@@ -214,6 +218,11 @@ class KvCacheManager {
   int64_t num_prefix_hit_tokens_ = 0;
   int64_t num_prefix_public_hit_tokens_ = 0;
   double now_ = 0;
+  // Whether a request of `scope` may cache its blocks: its owner is not retired and, when the
+  // owner's epoch is known, the scope has it.
+  bool may_publish(const CacheScope& scope) const;
+  std::unordered_map<int32_t, uint64_t> owner_epoch_;  // set by retire_owner_epochs
+  std::unordered_map<int32_t, bool> retired_owners_;   // set by retire_owner
   int64_t num_cow_copies_ = 0;
 };
 

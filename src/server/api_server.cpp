@@ -39,6 +39,18 @@ ApiError unauthorized() {
   return e;
 }
 
+// The Host of a request names the machine by address or as localhost (not a DNS name an
+// attacker's page could rebind to this address).
+bool host_is_address(std::string_view host) {
+  if (!host.empty() && host.front() == '[') return host.find(']') != std::string_view::npos;
+  host = host.substr(0, host.find(':'));
+  if (host == "localhost") return true;
+  if (host.empty()) return false;
+  for (char c : host)
+    if (!(c == '.' || (c >= '0' && c <= '9'))) return false;
+  return true;
+}
+
 ApiError forbidden(const std::string& why) {
   ApiError e;
   e.http_status = 403;
@@ -307,6 +319,14 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
     return respond_error(ex, ApiError::not_found(fmt::format("no route {} {}", r.method,
                                                              r.path.substr(0, 200))));
   const bool admin_listener = listener == Listener::kAdmin;
+  // The key-less admin listener answers its operator's tools, never a web page: no DNS names
+  // in Host (rebinding), no cross-site POSTs (a browser sends Origin with them).
+  if (admin_listener && !host_is_address(r.header("host")))
+    return respond_error(ex, forbidden("the admin listener answers requests to an address "
+                                       "(Host: 127.0.0.1:PORT or localhost:PORT) only"));
+  if (admin_listener && r.method == "POST" && !r.header("origin").empty())
+    return respond_error(ex, forbidden("the admin listener does not take POSTs from web pages "
+                                       "(an Origin header); use curl or a script"));
   if (admin_listener && (route->access == Access::kApi || route->access == Access::kTenant))
     return respond_error(ex, ApiError::not_found(fmt::format(
                                  "the admin listener serves /health, /metrics, /v1/stats, / and "

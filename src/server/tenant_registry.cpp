@@ -28,7 +28,7 @@ StatusOr<std::unique_ptr<TenantRegistry>> TenantRegistry::open(const Options& op
   if (!config.ok()) return config.status();
   std::unique_ptr<TenantRegistry> r(new TenantRegistry(options, tokenizer, engine));
   std::lock_guard lock(r->admin_mu_);
-  r->apply(std::move(config).value());
+  HINGE_RETURN_IF_ERROR(r->apply(std::move(config).value()));
   return r;
 }
 
@@ -37,16 +37,20 @@ std::shared_ptr<const TenantSnapshot> TenantRegistry::snapshot() const {
   return snap_;
 }
 
-void TenantRegistry::apply(TenantsConfig config) {
+Status TenantRegistry::apply(TenantsConfig config) {
   const std::shared_ptr<const TenantSnapshot> old = snapshot();
+  // Owner ids are never reused (a removed tenant's owner stays retired): refuse a file that
+  // would need more than the pool can number, before anything changes.
+  int64_t fresh_ids = 0;
+  for (const TenantConfig& t : config.tenants) fresh_ids += owner_ids_.contains(t.id) ? 0 : 1;
+  if (next_owner_ + fresh_ids > kv::kMaxCacheOwners - 1)
+    return Status::Errorf("{} new tenant ids would pass the {} this server can number over its "
+                          "life; restart the server to start the numbering again",
+                          fresh_ids, kv::kMaxCacheOwners - 1);
   auto snap = std::make_shared<TenantSnapshot>();
   for (const TenantConfig& t : config.tenants) {
     auto [it, fresh] = owner_ids_.try_emplace(t.id, next_owner_);
-    if (fresh) {
-      HINGE_CHECK_MSG(next_owner_ < kv::kMaxCacheOwners, "more than {} tenants over the server's life",
-                      kv::kMaxCacheOwners - 1);
-      ++next_owner_;
-    }
+    if (fresh) ++next_owner_;
     snap->owners.push_back(it->second);
     auto& u = usage_[t.id];
     if (!u) u = std::make_shared<TenantUsage>();
@@ -73,33 +77,46 @@ void TenantRegistry::apply(TenantsConfig config) {
     std::lock_guard lock(snap_mu_);
     snap_ = snap;
   }
-  // The engine side, after the swap (requests from now on use the new versions).
+  // The engine side, after the swap (requests from now on use the new versions), in one call
+  // between two steps: each tenant's policy and current epoch (entries and later-starting
+  // requests of another version never publish), and removed tenants retired for good (their
+  // id gets a fresh owner if it ever comes back, so nothing purged can hit again).
+  struct Policy {
+    int32_t owner;
+    double ttl_s;
+    double share;
+    uint64_t epoch;
+  };
+  std::vector<Policy> policies;
   for (size_t i = 0; i < snap->config.tenants.size(); ++i) {
     const TenantConfig& t = snap->config.tenants[i];
-    const int32_t owner = snap->owners[i];
-    const double ttl = t.cache_ttl_s.value_or(options_.default_ttl_s);
-    const TenantConfig* before = old ? old->config.find(t.id) : nullptr;
-    const bool bumped = before != nullptr && before->permission_version != t.permission_version;
-    const auto version = static_cast<uint64_t>(t.permission_version);
-    engine_.call([owner, ttl, share = t.cache_share, bumped, version](Engine& e) {
-      e.set_cache_owner_policy(owner, share, ttl);
-      return bumped ? e.retire_cache_epochs(owner, version) : 0;
-    });
+    policies.push_back({snap->owners[i], t.cache_ttl_s.value_or(options_.default_ttl_s),
+                        t.cache_share, static_cast<uint64_t>(t.permission_version)});
   }
+  std::vector<int32_t> removed;
   if (old)
     for (size_t i = 0; i < old->config.tenants.size(); ++i)
       if (snap->config.find(old->config.tenants[i].id) == nullptr) {
-        const int32_t owner = old->owners[i];
-        engine_.call([owner](Engine& e) { return e.purge_cache_owner(owner); });
+        removed.push_back(old->owners[i]);
+        owner_ids_.erase(old->config.tenants[i].id);
       }
+  engine_.call([&policies, &removed](Engine& e) {
+    for (const Policy& p : policies) {
+      e.set_cache_owner_policy(p.owner, p.share, p.ttl_s);
+      e.retire_cache_epochs(p.owner, p.epoch);
+    }
+    for (int32_t owner : removed) e.retire_cache_owner(owner);
+    return 0;
+  });
+  return Status::Ok();
 }
 
 StatusOr<int32_t> TenantRegistry::reload() {
+  std::lock_guard lock(admin_mu_);  // read under the lock too: the newest file is applied last
   auto config = read(options_.path);
   if (!config.ok()) return config.status();
-  std::lock_guard lock(admin_mu_);
   const auto n = static_cast<int32_t>(config->tenants.size());
-  apply(std::move(config).value());
+  HINGE_RETURN_IF_ERROR(apply(std::move(config).value()));
   return n;
 }
 

@@ -92,7 +92,7 @@ class TenantRegistry {
   TenantRegistry(const Options& options, const Tokenizer& tokenizer, EngineThread& engine)
       : options_(options), tok_(tokenizer), engine_(engine) {}
   // Builds the snapshot of `config` and tells the engine; caller holds admin_mu_.
-  void apply(TenantsConfig config);
+  Status apply(TenantsConfig config);
 
   const Options options_;
   const Tokenizer& tok_;
