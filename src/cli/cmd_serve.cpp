@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <sodium.h>
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
@@ -46,6 +47,11 @@ Status check(const ServeArgs& a) {
   if (!a.tenants.empty() && !a.api_key.empty())
     return Status::Error("--api-key and --tenants exclude each other: give the key to a tenant "
                          "in the tenants file (hinge keygen prints one and its digest)");
+  if (!a.api_key.empty() && !a.api_key_file.empty())
+    return Status::Error("give the key once: --api-key or --api-key-file");
+  if (!a.tenants.empty() && !a.api_key_file.empty())
+    return Status::Error("--api-key-file and --tenants exclude each other: give the key to a "
+                         "tenant in the tenants file (hinge keygen prints one and its digest)");
   if (!a.api_key.empty() && a.api_key.size() < 16)
     return Status::Error("--api-key must be at least 16 characters (hinge keygen prints one)");
   if (!(a.shutdown_grace >= 0))
@@ -216,6 +222,19 @@ int serve_command(const ServeArgs& args) {
   sc.log_requests = !args.quiet;
   sc.cache_secret = *cache_secret;
   if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
+  if (!args.api_key_file.empty()) {
+    std::FILE* f = std::fopen(args.api_key_file.c_str(), "rb");
+    if (f == nullptr) return fail("--api-key-file: cannot read " + args.api_key_file);
+    std::string key(4096, '\0');
+    key.resize(std::fread(key.data(), 1, key.size(), f));
+    std::fclose(f);
+    key = key.substr(0, key.find_first_of("\r\n"));
+    if (key.size() < 16)
+      return fail("--api-key-file " + args.api_key_file +
+                  ": the key (its first line) must be at least 16 characters (hinge keygen prints one)");
+    sc.api_key_digest = server::key_digest(key);
+    sodium_memzero(key.data(), key.size());
+  }
   if (!args.tenants.empty()) {
     server::TenantRegistry::Options to;
     to.path = args.tenants;

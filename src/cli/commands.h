@@ -119,6 +119,7 @@ struct ServeArgs {
   bool quiet = false;              // no per-request log lines
   std::string tenants;             // --tenants FILE (server/tenancy.h)
   std::string api_key;             // --api-key KEY: one shared key, without tenants
+  std::string api_key_file;        // --api-key-file FILE: the same, read from a file
   std::string cache_secret_file;   // the namespaces' key; empty: random at start
   double cache_ttl = 0;            // seconds a cached block may hit (0: no limit)
   std::string admin_host = "127.0.0.1";  // --admin-port's listener

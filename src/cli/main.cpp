@@ -228,6 +228,9 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--api-key", serve.api_key,
                         "One key every /v1/* request must send as 'Authorization: Bearer KEY' "
                         "(without --tenants; the prefix cache stays shared)");
+  serve_cmd->add_option("--api-key-file", serve.api_key_file,
+                        "Read the --api-key from this file (its first line): keeps the key out of "
+                        "the process list");
   serve_cmd->add_option("--cache-secret-file", serve.cache_secret_file,
                         "32 bytes (raw or 64 hex digits) keying the prefix-cache namespaces; "
                         "default: random at start, so no cache identity outlives the process");

@@ -207,6 +207,28 @@ def sighup_reload():
 
 
 @test
+def api_key_file():
+    """without tenants, --api-key-file guards /v1/* with one key read from a file"""
+    d = tempfile.mkdtemp()
+    key = new_key()
+    path = os.path.join(d, 'key')
+    with open(path, 'w') as f:
+        f.write(key + '\n')
+    with Server('--api-key-file', path, quiet=True) as s:
+        body = {'prompt': 'Once', 'max_tokens': 1}
+        check(s.request('POST', '/v1/completions', body)[0] == 401, 'no key: 401')
+        check(s.request('POST', '/v1/completions', body, key='hk-wrong-key-0123456789')[0] == 401,
+              'a wrong key: 401')
+        check(s.request('POST', '/v1/completions', body, key=key)[0] == 200, 'the key: 200')
+        check(key not in open(f'/proc/{s.proc.pid}/cmdline').read(), 'the key is not in the process list')
+        check(key not in s.logs(), 'nor in the logs')
+    with open(path, 'w') as f:
+        f.write('short\n')
+    code, err = start_fails('--api-key-file', path)
+    check(code != 0 and 'at least 16 characters' in err, 'a too-short key refuses to start')
+
+
+@test
 def admin_listener():
     """--admin-port serves metrics, stats, dashboard and /admin/* without a key, nothing else"""
     d = tempfile.mkdtemp()

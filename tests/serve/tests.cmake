@@ -22,7 +22,8 @@ endforeach()
 # `hinge serve --tenants` as a process (tests/serve/tenants.py): a bad tenants file refuses to
 # start, SIGHUP reloads, the privacy marker never leaves the request, hinge keygen.
 set(_hinge_tenants ${CMAKE_CURRENT_LIST_DIR}/tenants.py)
-foreach(_case IN ITEMS keygen bad_file_refuses_start sighup_reload admin_listener privacy_marker)
+foreach(_case IN ITEMS keygen bad_file_refuses_start sighup_reload api_key_file admin_listener
+    privacy_marker)
   add_test(NAME ServeTenants.${_case}
     COMMAND /usr/bin/python3 ${_hinge_tenants} --hinge $<TARGET_FILE:hinge>
       --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
