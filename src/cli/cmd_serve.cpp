@@ -91,17 +91,38 @@ std::string default_model_name(const std::string& path) {
   return stem.empty() ? "hinge" : stem;
 }
 
+// The first `max` bytes of a small secret file named by `flag`.
+StatusOr<std::string> read_secret_file(const char* flag, const std::string& path, size_t max) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::Errorf("{}: cannot read {}", flag, path);
+  std::string bytes(max, '\0');
+  bytes.resize(std::fread(bytes.data(), 1, bytes.size(), f));
+  std::fclose(f);
+  return bytes;
+}
+
 StatusOr<server::CacheSecret> read_cache_secret(const std::string& path) {
   if (path.empty()) return server::random_cache_secret();
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::Errorf("--cache-secret-file: cannot read {}", path);
-  std::string bytes(256, '\0');
-  const size_t n = std::fread(bytes.data(), 1, bytes.size(), f);
-  std::fclose(f);
-  bytes.resize(n);
-  auto s = server::parse_cache_secret(bytes);
+  auto bytes = read_secret_file("--cache-secret-file", path, 256);
+  if (!bytes.ok()) return bytes.status();
+  auto s = server::parse_cache_secret(*bytes);
   if (!s.ok()) return s.status().with_context("--cache-secret-file " + path);
   return s;
+}
+
+// --api-key-file: the key is the file's first line.
+StatusOr<server::KeyDigest> read_api_key_digest(const std::string& path) {
+  auto bytes = read_secret_file("--api-key-file", path, 4096);
+  if (!bytes.ok()) return bytes.status();
+  std::string& key = *bytes;
+  key.resize(std::min(key.size(), key.find_first_of("\r\n")));
+  const bool ok = key.size() >= 16;
+  const server::KeyDigest d = server::key_digest(key);
+  sodium_memzero(key.data(), key.size());
+  if (!ok)
+    return Status::Errorf("--api-key-file {}: the key (its first line) must be at least 16 "
+                          "characters (hinge keygen prints one)", path);
+  return d;
 }
 
 }  // namespace
@@ -223,17 +244,9 @@ int serve_command(const ServeArgs& args) {
   sc.cache_secret = *cache_secret;
   if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
   if (!args.api_key_file.empty()) {
-    std::FILE* f = std::fopen(args.api_key_file.c_str(), "rb");
-    if (f == nullptr) return fail("--api-key-file: cannot read " + args.api_key_file);
-    std::string key(4096, '\0');
-    key.resize(std::fread(key.data(), 1, key.size(), f));
-    std::fclose(f);
-    key = key.substr(0, key.find_first_of("\r\n"));
-    if (key.size() < 16)
-      return fail("--api-key-file " + args.api_key_file +
-                  ": the key (its first line) must be at least 16 characters (hinge keygen prints one)");
-    sc.api_key_digest = server::key_digest(key);
-    sodium_memzero(key.data(), key.size());
+    auto d = read_api_key_digest(args.api_key_file);
+    if (!d.ok()) return fail(d.status().message());
+    sc.api_key_digest = *d;
   }
   if (!args.tenants.empty()) {
     server::TenantRegistry::Options to;
