@@ -95,8 +95,12 @@ struct Batch {
   std::vector<float> q;  // [rows, n_heads * head_dim]
   int rows = 0;
   int num_blocks = 0;  // physical blocks used (+ spare)
+  int32_t window = 0;
+  float scale = 0.0f, softcap = 0.0f;
 
-  AttentionShape shape() const { return {n_heads, n_kv_heads, head_dim}; }
+  AttentionShape shape() const {
+    return {n_heads, n_kv_heads, head_dim, window, scale, softcap};
+  }
   int64_t q_dim() const { return int64_t{n_heads} * head_dim; }
 };
 
@@ -308,6 +312,61 @@ TEST(KernelsPagedAttention, BatchInvariantAcrossThreadsAndBatchComposition) {
       }
     }
   }
+}
+
+// Sliding windows (one inside a key tile, one across partitions), a score scale and soft-capping:
+// the SIMD kernel equals the reference; the block-table entries wholly before each sequence's
+// first window are -1 (freed: reading one would crash); every row equals the same position run
+// alone as one query (what prefix caching and decode rely on), at 1 and 3 threads.
+TEST(KernelsPagedAttention, SlidingWindowScaleAndSoftcapMatchReference) {
+  struct Case {
+    int32_t window;
+    float scale, softcap;
+  };
+  for (const Case& cs : {Case{7, 0.0f, 0.0f}, Case{40, 0.0625f, 0.0f}, Case{700, 0.0f, 0.0f},
+                         Case{33, 0.0f, 5.0f}, Case{512, 0.2f, 50.0f}}) {
+    Batch b = make_batch(8, 2, 64, 16, 61);
+    b.window = cs.window;
+    b.scale = cs.scale;
+    b.softcap = cs.softcap;
+    for (KvDtype t : {KvDtype::kF32, KvDtype::kInt8, KvDtype::kFp8E4m3}) {
+      const Arena a = write_batch(b, t, t, ArenaLayout{});
+      Batch freed = b;  // same tables but for the entries no query of its sequence reads
+      for (size_t i = 0; i < freed.seqs.size(); ++i) {
+        const int64_t first = attention_first_key(freed.seqs[i].first_position, cs.window) / 16;
+        for (int64_t j = 0; j < first; ++j) freed.tables[i][static_cast<size_t>(j)] = -1;
+        freed.seqs[i].block_table = freed.tables[i].data();
+      }
+      const auto ref = run_ref(a, freed);
+      const auto simd = run_simd(a, freed, 2);
+      EXPECT_LE(rel_diff(simd, ref), 1e-4) << kv::kv_dtype_name(t) << " window " << cs.window;
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        AttentionScratch scratch;
+        for (const AttentionSeq& s : freed.seqs)
+          for (int32_t j = 0; j < s.num_queries; ++j) {
+            AttentionSeq one = s;
+            one.query_begin = 0;
+            one.num_queries = 1;
+            one.first_position = s.first_position + j;
+            const size_t off = static_cast<size_t>((s.query_begin + j) * b.q_dim());
+            const size_t n = static_cast<size_t>(b.q_dim());
+            std::vector<float> q(b.q.begin() + off, b.q.begin() + off + n), out(n);
+            paged_attention(a.layer, {&one, 1}, b.shape(), q.data(), out.data(), pool, scratch);
+            ASSERT_EQ(0, std::memcmp(out.data(), simd.data() + off, n * sizeof(float)))
+                << kv::kv_dtype_name(t) << " window " << cs.window << " position "
+                << one.first_position << " threads " << threads;
+          }
+      }
+    }
+  }
+  // A window at least as long as every sequence is full attention.
+  Batch b = make_batch(4, 4, 36, 16, 62);
+  const Arena a = write_batch(b, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
+  const auto full = run_simd(a, b, 2);
+  b.window = 1100;
+  const auto windowed = run_simd(a, b, 2);
+  EXPECT_EQ(0, std::memcmp(full.data(), windowed.data(), full.size() * sizeof(float)));
 }
 
 TEST(KernelsPagedAttention, BlockSizeDoesNotChangeResults) {

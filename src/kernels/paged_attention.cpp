@@ -46,13 +46,16 @@ struct Job {
   int32_t n_heads = 0;
   int32_t group = 0;  // query heads per KV head
   int32_t head_dim = 0;
-  float sqrt_head_dim = 1.0f;
+  float score_div = 1.0f;  // scores are dot / score_div (sqrt(head_dim) or 1 / scale)
+  float softcap = 0.0f;    // 0 = none
+  int32_t window = 0;      // 0 = full causal
   const float* q = nullptr;
   float* out = nullptr;
   const float* k_fp8_table = nullptr;  // 256 entries: decode(byte) * k_scale (fp8 only)
   const float* v_fp8_table = nullptr;
-  // Rows with more than kKeyPartition keys: partial states [m, l, acc[head_dim]] per
-  // (partition, head) at partials + partial_offset[q_row] + (p * n_heads + head) * (head_dim + 2).
+  // Rows whose keys span several partitions: partial states [m, l, acc[head_dim]] per
+  // (partition, head) at partials + partial_offset[q_row] + ((p - first_p) * n_heads + head) *
+  // (head_dim + 2), first_p the row's first partition.
   float* partials = nullptr;
   const int64_t* partial_offset = nullptr;
 };
@@ -83,19 +86,21 @@ HWY_INLINE size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 // Per-thread scratch, in floats, for units of up to `heads` query heads: their padded queries,
 // accumulators and softmax state, plus one head's scores and one K or V tile.
 struct Layout {
-  size_t hdp, tp;                            // padded head_dim, padded key tile
+  size_t hdp, tp, sp;  // padded head_dim, padded key tile, stride of a head's scores (tp plus
+                       // room for a group of 4 keys starting anywhere in the tile)
   size_t q, acc, m, l, scores, tile, total;  // offsets and size (multiples of 16 floats)
   Layout(int heads, int group, int head_dim) {
     const size_t n = hn::Lanes(DF());
     const size_t h = static_cast<size_t>(heads);
     hdp = RoundUp(static_cast<size_t>(head_dim), n);
     tp = RoundUp(kKeyTile, n);
+    sp = RoundUp(tp + 4, n);
     q = 0;
     acc = q + h * hdp;
     m = acc + h * hdp;
     l = m + h;
     scores = RoundUp(l + h, 16);
-    tile = RoundUp(scores + static_cast<size_t>(group) * tp, 16);
+    tile = RoundUp(scores + static_cast<size_t>(group) * sp, 16);
     total = RoundUp(tile + kKeyTile * hdp, 16);
   }
 };
@@ -337,42 +342,49 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const float* const* k, si
   }
 }
 
-// Scores of `heads` query heads of one KV head (q rows hdp apart, scores tp apart):
-// s[h * tp + t] for t < n, padded with -inf to tp.
+// Scores of `heads` query heads of one KV head (q rows hdp apart, scores sp apart):
+// s[h * sp + t] for begin <= t < n (k[t] valid there), -inf in [0, begin) and [n, tp), then
+// soft-capped when softcap > 0. Each key's score is its own dot product: the same whatever
+// `begin` is.
 HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
-                               size_t n, size_t hdp, size_t tp, float sqrt_hd,
-                               float* HWY_RESTRICT s) {
+                               size_t begin, size_t n, size_t hdp, size_t tp, size_t sp,
+                               float sqrt_hd, float softcap, float* HWY_RESTRICT s) {
   for (size_t h0 = 0; h0 < heads; h0 += 4) {
     const size_t hc = std::min<size_t>(4, heads - h0);
     const float* qh = q + h0 * hdp;
-    float* sh = s + h0 * tp;
-    for (size_t t = 0; t < n; t += 4) {
+    float* sh = s + h0 * sp;
+    for (size_t t = begin; t < n; t += 4) {
       // The last 1..3 keys: missing ones repeat key t; their scores land in the -inf padding
       // region (tp >= n rounded up to 4) and are overwritten below.
       const float* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
                             t + 3 < n ? k[t + 3] : k[t]};
       switch (hc) {
         case 4:
-          DotHeads4<4>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          DotHeads4<4>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
         case 3:
-          DotHeads4<3>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          DotHeads4<3>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
         case 2:
-          DotHeads4<2>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          DotHeads4<2>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
         default:
-          DotHeads4<1>(qh, k4, hdp, sqrt_hd, sh + t, tp);
+          DotHeads4<1>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
       }
     }
-    for (size_t h = 0; h < hc; ++h)
-      for (size_t i = n; i < tp; ++i) sh[h * tp + i] = -INFINITY;
+    for (size_t h = 0; h < hc; ++h) {
+      float* row = sh + h * sp;
+      if (softcap > 0.0f)
+        for (size_t i = begin; i < n; ++i) row[i] = softcap * std::tanh(row[i] / softcap);
+      for (size_t i = 0; i < begin; ++i) row[i] = -INFINITY;
+      for (size_t i = n; i < tp; ++i) row[i] = -INFINITY;
+    }
   }
 }
 
 // acc[h][0, hdp) += sum_{t < n} p[h][t] * rows[t][.] for HC heads at once (weights p rows tp
-// apart, acc rows hdp apart): each value vector is loaded once for all the heads; per element one
+// (the scores' stride) apart, acc rows hdp apart): each value vector is loaded once for all the heads; per element one
 // FMA chain in t order.
 template <int HC>
 HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp,
@@ -505,21 +517,28 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
 
   // Tokens are scattered over blocks: locate and prefetch a tile ahead (the unit's heads of a
   // token are one contiguous span) so the misses overlap instead of stalling row by row.
+  // Row r attends to keys [lo_r, len_r) of this partition; rows are consecutive positions, so
+  // the first row has the smallest range start. Tiles start at key_begin + i * kKeyTile (a
+  // function of the position alone); keys before the first row's window are never located or
+  // loaded (their blocks may be back in the pool), keys before a row's own window score -inf.
   const int64_t len0 = int64_t{seq.first_position} + row + 1;  // the first row's keys
   const int64_t key_end = key_begin + kKeyPartition;
   const int64_t len = std::min(len0 + nrows - 1, key_end);  // keys this unit reads
+  const int64_t lo0 = std::max(key_begin, attention_first_key(len0 - 1, job.window));
   const int64_t k_span0 = kvh_begin * kv.k_row_bytes, k_span1 = kvh_end * kv.k_row_bytes;
   const int64_t v_span0 = kvh_begin * kv.v_row_bytes, v_span1 = kvh_end * kv.v_row_bytes;
   TileTokens tok[2];
   const float* kf[kKeyTile];  // the tile's rows of one head as f32
   const float* vf[kKeyTile];
   int cur = 0;
-  for (int64_t t0 = key_begin; t0 < len; t0 += kKeyTile, cur ^= 1) {
+  const int64_t t_first = key_begin + (lo0 - key_begin) / kKeyTile * kKeyTile;
+  for (int64_t t0 = t_first; t0 < len; t0 += kKeyTile, cur ^= 1) {
     const size_t n = static_cast<size_t>(std::min<int64_t>(kKeyTile, len - t0));
-    if (t0 == key_begin) {
-      LocateTokens(kv, seq.block_table, t0, n, tok[cur]);
-      PrefetchSpans(tok[cur].k, n, k_span0, k_span1);
-      PrefetchSpans(tok[cur].v, n, v_span0, v_span1);
+    const size_t s0 = static_cast<size_t>(std::max<int64_t>(0, lo0 - t0));  // first loaded key
+    if (t0 == t_first) {
+      LocateTokens(kv, seq.block_table, t0 + static_cast<int64_t>(s0), n - s0, tok[cur]);
+      PrefetchSpans(tok[cur].k, n - s0, k_span0, k_span1);
+      PrefetchSpans(tok[cur].v, n - s0, v_span0, v_span1);
     }
     const int64_t t1 = t0 + kKeyTile;
     if (t1 < len) {
@@ -528,30 +547,36 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
       PrefetchSpans(tok[cur ^ 1].k, n1, k_span0, k_span1);
       PrefetchSpans(tok[cur ^ 1].v, n1, v_span0, v_span1);
     }
-    // Keys of this tile row r attends to (rows past their length skip the tile).
-    size_t nr[kUnitRows];
-    for (size_t r = 0; r < rows; ++r)
-      nr[r] = static_cast<size_t>(std::clamp<int64_t>(
-          std::min(len0 + static_cast<int64_t>(r), key_end) - t0, 0, static_cast<int64_t>(n)));
+    // Keys [b, e) of this tile row r attends to (rows with none skip the tile).
+    size_t nb[kUnitRows], ne[kUnitRows];
+    for (size_t r = 0; r < rows; ++r) {
+      const int64_t len_r = len0 + static_cast<int64_t>(r);
+      const int64_t lo_r = std::max(key_begin, attention_first_key(len_r - 1, job.window));
+      const int64_t hi = std::min(len_r, key_end);
+      nb[r] = static_cast<size_t>(std::clamp<int64_t>(lo_r - t0, 0, static_cast<int64_t>(n)));
+      ne[r] = static_cast<size_t>(std::clamp<int64_t>(hi - t0, 0, static_cast<int64_t>(n)));
+      if (ne[r] < nb[r]) ne[r] = nb[r];
+    }
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const size_t i0 = static_cast<size_t>(kvh - kvh_begin) * group;  // first query head
-      LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n, job.k_fp8_table, kv.k_scale, hd,
-               hdp, tile, kf);
+      LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n - s0, job.k_fp8_table, kv.k_scale,
+               hd, hdp, tile + s0 * hdp, kf + s0);
       for (size_t r = 0; r < rows; ++r) {
-        if (nr[r] == 0) continue;
+        if (ne[r] == nb[r]) continue;
         const size_t v0 = r * heads + i0;  // the group's first virtual head
-        ScoreTileHeads(qp + v0 * hdp, group, kf, nr[r], hdp, tp, job.sqrt_head_dim,
-                       scores + r * group * tp);
+        ScoreTileHeads(qp + v0 * hdp, group, kf, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
+                       job.softcap, scores + r * group * lay.sp);
         for (size_t g = 0; g < group; ++g)
-          SoftmaxStep(scores + (r * group + g) * tp, tp, hdp, m[v0 + g], l[v0 + g],
+          SoftmaxStep(scores + (r * group + g) * lay.sp, tp, hdp, m[v0 + g], l[v0 + g],
                       acc + (v0 + g) * hdp);
       }
-      LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n, job.v_fp8_table, kv.v_scale, hd,
-               hdp, tile, vf);
+      LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n - s0, job.v_fp8_table, kv.v_scale,
+               hd, hdp, tile + s0 * hdp, vf + s0);
       for (size_t r = 0; r < rows; ++r) {
-        if (nr[r] == 0) continue;
-        AccumulateHeads(scores + r * group * tp, tp, group, vf, nr[r], hdp,
-                        acc + (r * heads + i0) * hdp);
+        if (ne[r] == nb[r]) continue;
+        // Keys before nb[r] weigh exactly 0 (e^-inf): skipping them changes nothing.
+        AccumulateHeads(scores + r * group * lay.sp + nb[r], lay.sp, group, vf + nb[r],
+                        ne[r] - nb[r], hdp, acc + (r * heads + i0) * hdp);
       }
     }
   }
@@ -559,10 +584,13 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
   for (size_t r = 0; r < rows; ++r) {
     const int64_t q_row = int64_t{seq.query_begin} + row + static_cast<int64_t>(r);
     const int64_t len_r = len0 + static_cast<int64_t>(r);
-    if (len_r <= key_begin) continue;  // no key of this partition
-    if (len_r > kKeyPartition) {  // a partial state, merged after all units ran
+    const int64_t lo_r = attention_first_key(len_r - 1, job.window);
+    if (std::min(len_r, key_end) <= std::max(lo_r, key_begin)) continue;  // none here
+    const int64_t first_p = lo_r / kKeyPartition;
+    if ((len_r - 1) / kKeyPartition > first_p) {  // a partial state, merged after all units ran
       float* part = job.partials + job.partial_offset[q_row] +
-                    static_cast<size_t>(key_begin / kKeyPartition) * job.n_heads * (hd + 2);
+                    static_cast<size_t>(key_begin / kKeyPartition - first_p) * job.n_heads *
+                        (hd + 2);
       for (size_t i = 0; i < heads; ++i) {
         float* dst = part + (head0 + i) * (hd + 2);
         dst[0] = m[r * heads + i];
@@ -612,10 +640,21 @@ void fill_fp8_table(KvDtype t, float scale, float* table) {
   }
 }
 
-// Keys read by all query rows of `s`, per KV head: sum_j (first_position + j + 1).
-int64_t seq_keys(const AttentionSeq& s) {
+// Keys read by all query rows of `s`, per KV head: sum_j (first_position + j + 1), each term
+// capped at the window.
+int64_t seq_keys(const AttentionSeq& s, int32_t window) {
   const int64_t n = s.num_queries;
-  return n * s.first_position + n * (n + 1) / 2;
+  if (window <= 0) return n * s.first_position + n * (n + 1) / 2;
+  int64_t keys = 0;
+  for (int64_t j = 0; j < n; ++j) keys += std::min<int64_t>(s.first_position + j + 1, window);
+  return keys;
+}
+
+// Keys of row position `pos` (keys [lo, pos + 1)) inside partition p.
+int64_t partition_keys(int64_t pos, int32_t window, int64_t p) {
+  const int64_t lo = std::max(attention_first_key(pos, window), p * kKeyPartition);
+  const int64_t hi = std::min(pos + 1, (p + 1) * kKeyPartition);
+  return std::max<int64_t>(0, hi - lo);
 }
 
 }  // namespace
@@ -647,7 +686,8 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   const int32_t group = shape.n_heads / n_kv;
 
   int64_t total_keys = 0;  // cost of the whole call, in (key, KV head) pairs
-  for (const AttentionSeq& s : seqs) total_keys += seq_keys(s) * n_kv;
+  const int32_t window = shape.window;
+  for (const AttentionSeq& s : seqs) total_keys += seq_keys(s, window) * n_kv;
   if (total_keys == 0) return;
   const int64_t work = total_keys * group * shape.head_dim * 2;
   const bool serial = work < kSerialWork || pool.size() == 1;
@@ -661,7 +701,7 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   const int32_t unit_heads =
       serial || total_rows >= kRowsPerThread * pool.size() ? n_kv : 1;
 
-  // Partial-state storage for rows with more than kKeyPartition keys (indexed by batch row).
+  // Partial-state storage for rows whose keys span partitions (indexed by batch row).
   const size_t rec = static_cast<size_t>(shape.head_dim) + 2;  // [m, l, acc[head_dim]]
   int64_t max_row = 0;
   for (const AttentionSeq& s : seqs) max_row = std::max<int64_t>(max_row, s.query_begin + s.num_queries);
@@ -671,13 +711,14 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   bool any_partitioned = false;
   for (const AttentionSeq& s : seqs)
     for (int32_t j = 0; j < s.num_queries; ++j) {
-      const int64_t len = int64_t{s.first_position} + j + 1;
-      if (len <= kKeyPartition) continue;
+      const int64_t pos = int64_t{s.first_position} + j;
+      const int64_t p0 = attention_first_key(pos, window) / kKeyPartition;
+      const int64_t p1 = pos / kKeyPartition;
+      if (p1 == p0) continue;
       any_partitioned = true;
       scratch.partial_offset[static_cast<size_t>(s.query_begin + j)] =
           static_cast<int64_t>(partial_floats);
-      partial_floats += static_cast<size_t>((len + kKeyPartition - 1) / kKeyPartition) *
-                        static_cast<size_t>(shape.n_heads) * rec;
+      partial_floats += static_cast<size_t>(p1 - p0 + 1) * static_cast<size_t>(shape.n_heads) * rec;
     }
   if (scratch.partials.size() < partial_floats) scratch.partials.resize(partial_floats);
 
@@ -697,7 +738,10 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   job.n_heads = shape.n_heads;
   job.group = group;
   job.head_dim = shape.head_dim;
-  job.sqrt_head_dim = std::sqrt(static_cast<float>(shape.head_dim));
+  job.score_div = shape.scale > 0.0f ? 1.0f / shape.scale
+                                     : std::sqrt(static_cast<float>(shape.head_dim));
+  job.softcap = shape.softcap;
+  job.window = window;
   job.q = q;
   job.out = out;
   job.partials = scratch.partials.data();
@@ -720,7 +764,7 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
     int64_t c = 0;
     for (const AttentionSeq& s : seqs) {
       if (c >= end) return;
-      const int64_t cost = seq_keys(s) * n_kv;
+      const int64_t cost = seq_keys(s, window) * n_kv;
       if (c + cost <= begin) {
         c += cost;
         continue;
@@ -729,12 +773,13 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
       const int32_t max_rows = unit_heads == n_kv ? paged_detail::kUnitRows : 1;
       for (int32_t j = 0; j < s.num_queries && c < end;) {
         const int32_t rows = std::min(max_rows, s.num_queries - j);
-        const int64_t len0 = int64_t{s.first_position} + j + 1;  // keys of row j
-        const int64_t parts = (len0 + rows - 1 + kKeyPartition - 1) / kKeyPartition;
-        for (int64_t p = 0; p < parts && c < end; ++p) {
+        const int64_t pos0 = int64_t{s.first_position} + j;  // position of row j
+        const int64_t p_begin = attention_first_key(pos0, window) / kKeyPartition;
+        const int64_t p_end = (pos0 + rows - 1) / kKeyPartition + 1;
+        for (int64_t p = p_begin; p < p_end && c < end; ++p) {
           int64_t keys = 0;  // of the rows in partition p
-          for (int32_t r = 0; r < rows; ++r)
-            keys += std::clamp<int64_t>(len0 + r - p * kKeyPartition, 0, kKeyPartition);
+          for (int32_t r = 0; r < rows; ++r) keys += partition_keys(pos0 + r, window, p);
+          if (keys == 0) continue;
           for (int32_t h = 0; h < n_kv; h += unit_heads, c += keys * unit_heads) {
             if (c >= begin && c < end) {
               HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, rows, h, h + unit_heads,
@@ -757,9 +802,9 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   // out = sum_p e^(m_p - m) acc_p / sum_p e^(m_p - m) l_p.
   const int64_t hd = shape.head_dim;
   auto merge = [&](const AttentionSeq& s, int32_t j) {
-    const int64_t len = int64_t{s.first_position} + j + 1;
-    if (len <= kKeyPartition) return;
-    const int64_t parts = (len + kKeyPartition - 1) / kKeyPartition;
+    const int64_t pos = int64_t{s.first_position} + j;
+    const int64_t parts = pos / kKeyPartition - attention_first_key(pos, window) / kKeyPartition + 1;
+    if (parts == 1) return;
     const int64_t q_row = int64_t{s.query_begin} + j;
     const float* part = job.partials + job.partial_offset[q_row];
     float* o = out + q_row * shape.n_heads * hd;

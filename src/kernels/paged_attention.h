@@ -17,7 +17,12 @@
 // table (which already hold this step's K/V: write first, then attend). Query head hq reads KV
 // head hq / (n_heads / n_kv_heads) (grouped-query attention).
 //
-// Scores are dot(q, k) / sqrt(head_dim) (a division, as llama2.c does). Each output row depends
+// Scores are dot(q, k) / sqrt(head_dim) (a division, as llama2.c does), or dot(q, k) * scale
+// when AttentionShape::scale is set; then soft-capped (cap * tanh(score / cap)) when
+// AttentionShape::softcap is set (Gemma 2). A sliding window (AttentionShape::window = W > 0)
+// limits query position p to keys [p - W + 1, p] (llama.cpp's standard SWA mask): the kernel
+// never reads a block table entry or block wholly before the first query's window, so those
+// blocks may already be back in the pool. Each output row depends
 // only on its own query and its sequence's K/V, computed in a fixed order: results do not depend
 // on which other sequences share the batch or on the thread count (batch invariance).
 //
@@ -76,7 +81,16 @@ struct AttentionShape {
   int32_t n_heads = 0;
   int32_t n_kv_heads = 0;  // divides n_heads
   int32_t head_dim = 0;    // 1 .. kKvMaxHeadDim
+  int32_t window = 0;      // sliding window in tokens (a query sees itself and window - 1
+                           // earlier keys); 0 = full causal attention
+  float scale = 0.0f;      // score multiplier; 0 = divide by sqrt(head_dim)
+  float softcap = 0.0f;    // score soft-capping; 0 = none
 };
+
+// First key position query position `pos` attends to under `window` (0 = no window).
+inline int64_t attention_first_key(int64_t pos, int32_t window) {
+  return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+}
 
 // Scratch sized on first use for the largest (threads, head_dim) seen; reused afterwards so the
 // hot path does not allocate.

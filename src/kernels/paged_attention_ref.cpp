@@ -30,6 +30,9 @@ void check_paged_attention_args(const PagedKvLayer& kv, std::span<const Attentio
                   "n_heads {} n_kv_heads {}", shape.n_heads, shape.n_kv_heads);
   HINGE_CHECK_MSG(shape.head_dim >= 1 && shape.head_dim <= kKvMaxHeadDim, "head_dim {}",
                   shape.head_dim);
+  HINGE_CHECK_MSG(shape.window >= 0 && std::isfinite(shape.scale) && shape.scale >= 0.0f &&
+                      std::isfinite(shape.softcap) && shape.softcap >= 0.0f,
+                  "window {} scale {} softcap {}", shape.window, shape.scale, shape.softcap);
   HINGE_CHECK_MSG(kv.n_kv_heads == shape.n_kv_heads && kv.head_dim == shape.head_dim,
                   "KV layer has {} heads of {}, attention wants {} of {}", kv.n_kv_heads,
                   kv.head_dim, shape.n_kv_heads, shape.head_dim);
@@ -49,7 +52,9 @@ void check_paged_attention_args(const PagedKvLayer& kv, std::span<const Attentio
                     kv.block_size, positions);
     HINGE_CHECK(s.block_table != nullptr);
     const int64_t used = (positions + kv.block_size - 1) / kv.block_size;
-    for (int64_t b = 0; b < used; ++b) {
+    // Blocks wholly before the first query's window are never read (they may be freed).
+    const int64_t first = attention_first_key(s.first_position, shape.window) / kv.block_size;
+    for (int64_t b = first; b < used; ++b) {
       HINGE_CHECK_MSG(s.block_table[b] >= 0, "block id {}", s.block_table[b]);
     }
   }
@@ -71,26 +76,30 @@ void paged_attention_ref(const PagedKvLayer& kv, std::span<const AttentionSeq> s
     };
     for (int32_t j = 0; j < s.num_queries; ++j) {
       const int64_t len = int64_t{s.first_position} + j + 1;
-      scores.resize(static_cast<size_t>(len));
+      const int64_t lo = attention_first_key(len - 1, shape.window);
+      scores.assign(static_cast<size_t>(len), 0.0);
       for (int32_t h = 0; h < shape.n_heads; ++h) {
         const int32_t kvh = h / group;
         const float* qh = q + (s.query_begin + j) * row_stride + int64_t{h} * hd;
         double max_score = -INFINITY;
-        for (int64_t p = 0; p < len; ++p) {
+        for (int64_t p = lo; p < len; ++p) {
           kv_dequantize_row_ref(kv.k_dtype, kv.k_row(slot_of(p), kvh), row.data(), hd,
                                 kv.k_scale);
           double dot = 0.0;
           for (int i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * row[i];
-          scores[static_cast<size_t>(p)] = dot / sqrt_hd;
+          double sc = shape.scale > 0.0f ? dot * shape.scale : dot / sqrt_hd;
+          if (shape.softcap > 0.0f) sc = shape.softcap * std::tanh(sc / shape.softcap);
+          scores[static_cast<size_t>(p)] = sc;
           max_score = std::max(max_score, scores[static_cast<size_t>(p)]);
         }
         double sum = 0.0;
-        for (double& sc : scores) {
+        for (int64_t p = lo; p < len; ++p) {
+          double& sc = scores[static_cast<size_t>(p)];
           sc = std::exp(sc - max_score);
           sum += sc;
         }
         std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t p = 0; p < len; ++p) {
+        for (int64_t p = lo; p < len; ++p) {
           kv_dequantize_row_ref(kv.v_dtype, kv.v_row(slot_of(p), kvh), row.data(), hd,
                                 kv.v_scale);
           const double w = scores[static_cast<size_t>(p)] / sum;
