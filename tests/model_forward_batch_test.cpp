@@ -1,4 +1,4 @@
-// LlamaModel::forward_batch validates its input before touching the arena (issue 13, third
+// Transformer::forward_batch validates its input before touching the arena (issue 13, third
 // trap): every block id of every sequence's block table must be in [0, arena.num_blocks()),
 // as every slot must be in the arena; an id outside is a clear error, not a read out of bounds.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/kv_cache.h"
-#include "model/llama_model.h"
+#include "model/transformer.h"
 #include "model_test_util.h"
 
 namespace hinge {
@@ -22,7 +22,7 @@ class ForwardBatchValidation : public ::testing::Test {
     model_ = load_or_die(shared_path("models/stories260K.gguf"));
     ASSERT_TRUE(model_);
     pool_ = std::make_unique<ThreadPool>(1);
-    llama_ = std::make_unique<LlamaModel>(model_->config, model_->weights, *pool_, 16);
+    llama_ = std::make_unique<Transformer>(model_->config, model_->weights, *pool_, 16);
     const kv::KvSpec spec = kv_spec_for(model_->config, kv::KvDtype::kF32, kv::KvDtype::kF32, 4);
     arena_.emplace(std::move(kv::KvArena::create(spec, kBlocks)).value());
     logits_.resize(static_cast<size_t>(model_->config.n_vocab));
@@ -51,7 +51,7 @@ class ForwardBatchValidation : public ::testing::Test {
   static constexpr int64_t kBlocks = 8;
   std::unique_ptr<LoadedModel> model_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<LlamaModel> llama_;
+  std::unique_ptr<Transformer> llama_;
   std::optional<kv::KvArena> arena_;
   std::vector<float> logits_;
 };

@@ -28,7 +28,7 @@ std::vector<int32_t> sequence_200(const LoadedModel& m, int32_t bos) {
 // Logits of every position, computed incrementally (one token at a time through the cache).
 std::vector<float> incremental_logits(const LoadedModel& m, const std::vector<int32_t>& seq) {
   ThreadPool pool(2);
-  LlamaModel model(m.config, m.weights, pool, 8);
+  Transformer model(m.config, m.weights, pool, 8);
   KvCache cache(m.config, static_cast<int64_t>(seq.size()));
   const size_t V = static_cast<size_t>(m.config.n_vocab);
   std::vector<float> all(seq.size() * V);
@@ -45,7 +45,7 @@ void expect_cache_equals_recompute(const LoadedModel& m, int32_t bos) {
   const auto inc = incremental_logits(m, seq);
   const size_t V = static_cast<size_t>(m.config.n_vocab);
   ThreadPool pool(2);
-  LlamaModel model(m.config, m.weights, pool, 64);
+  Transformer model(m.config, m.weights, pool, 64);
   std::vector<float> full(V);
   double worst = 0;
   for (size_t i = 0; i < seq.size(); ++i) {
@@ -78,7 +78,7 @@ TEST(ModelKvCache, AllLogitsMatchesIncremental) {
   const auto seq = sequence_200(*m, 1);
   const auto inc = incremental_logits(*m, seq);
   ThreadPool pool(2);
-  LlamaModel model(m->config, m->weights, pool, 32);
+  Transformer model(m->config, m->weights, pool, 32);
   KvCache cache(m->config, 200);
   std::vector<float> all(inc.size());
   ASSERT_TRUE(model.forward(seq, cache, all.data(), /*all_logits=*/true).ok());
@@ -94,12 +94,12 @@ TEST(ModelKvCache, GroupedQueryAttentionEqualsExpandedHeads) {
                                  shared_path("models/tinystories-656k")}) {
     auto m = load_or_die(path);
     ASSERT_TRUE(m);
-    const LlamaConfig& c = m->config;
+    const ModelConfig& c = m->config;
     ASSERT_LT(c.n_kv_heads, c.n_heads) << "test model must use GQA";
     const int64_t group = c.n_heads / c.n_kv_heads;
-    LlamaConfig mha = c;
+    ModelConfig mha = c;
     mha.n_kv_heads = c.n_heads;
-    LlamaWeights w = m->weights;
+    ModelWeights w = m->weights;
     std::vector<std::vector<uint8_t>> storage;
     auto expand = [&](const kernels::MatrixView& src) {
       kernels::MatrixView dst = src;
@@ -134,13 +134,13 @@ TEST(ModelKvCache, GroupedQueryAttentionEqualsExpandedHeads) {
 TEST(ModelHf, TinyStories656kEqualsConvertedGguf) {
   auto hf = load_or_die(shared_path("models/tinystories-656k"));
   ASSERT_TRUE(hf);
-  EXPECT_EQ(hf->config.rope_style, kernels::RopeStyle::kNeox);
+  EXPECT_EQ(hf->config.rope.style, kernels::RopeStyle::kNeox);
   EXPECT_TRUE(hf->config.tied_output);
   const std::string out = testing::temp_dir() + "/tinystories-656k.gguf";
   ASSERT_TRUE(export_gguf(*hf, out).ok());
   auto gg = load_or_die(out);
   ASSERT_TRUE(gg);
-  EXPECT_EQ(gg->config.rope_style, kernels::RopeStyle::kInterleaved);
+  EXPECT_EQ(gg->config.rope.style, kernels::RopeStyle::kInterleaved);
   EXPECT_EQ(gg->vocab.tokens, hf->vocab.tokens);
   const auto seq = sequence_200(*hf, 1);
   const auto a = incremental_logits(*hf, seq);

@@ -14,7 +14,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_packed.h"
 #include "model/kv_cache.h"
-#include "model/llama_model.h"
+#include "model/transformer.h"
 #include "model/loaded_model.h"
 #include "model/synth.h"
 
@@ -23,7 +23,7 @@ namespace {
 
 std::vector<float> logits_of(const LoadedModel& m, ThreadPool& pool,
                              std::span<const std::span<const uint8_t>> mappings) {
-  LlamaModel model(m.config, m.weights, pool, 16, mappings);
+  Transformer model(m.config, m.weights, pool, 16, mappings);
   const std::vector<int32_t> tokens = {1, 17, 300, 42, 511, 7, 99, 250, 3, 128, 64, 5, 77};
   KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
   std::vector<float> out(tokens.size() * static_cast<size_t>(m.config.n_vocab));

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hinge/engine.h"
-#include "model/llama_model.h"
+#include "model/transformer.h"
 #include "model/loaded_model.h"
 #include "test_util.h"
 
@@ -71,7 +71,7 @@ inline std::vector<int32_t> read_csv_ids(const std::string& path) { return parse
 inline std::vector<int32_t> greedy(const LoadedModel& m, std::vector<int32_t> prompt, int n,
                                    int threads = 1) {
   ThreadPool pool(threads);
-  LlamaModel model(m.config, m.weights, pool, 16);
+  Transformer model(m.config, m.weights, pool, 16);
   KvCache cache(m.config, static_cast<int64_t>(prompt.size()) + n);
   std::vector<float> logits(static_cast<size_t>(m.config.n_vocab));
   std::vector<int32_t> out;

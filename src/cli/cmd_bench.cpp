@@ -131,7 +131,7 @@ int bench_command(const BenchArgs& args) {
   auto tok = Tokenizer::create(loaded->vocab);
   if (!tok.ok()) return fail(tok.status().with_context(args.model).message());
   const Tokenizer& tokenizer = **tok;
-  const LlamaConfig& mc = loaded->config;
+  const ModelConfig& mc = loaded->config;
 
   const int64_t n = args.requests;
   const int64_t bos = tokenizer.bos() >= 0 ? 1 : 0;

@@ -16,7 +16,7 @@ int info_command(const InfoArgs& args) {
   auto m = load_model(args.model, opts);
   if (!m.ok()) return fail(m.status().message());
   const LoadedModel& model = **m;
-  const LlamaConfig& c = model.config;
+  const ModelConfig& c = model.config;
   std::string out;
   out += fmt::format("model:          {}\n", model.path);
   out += fmt::format("format:         {}\n", model_format_name(model.format));
@@ -36,9 +36,15 @@ int info_command(const InfoArgs& args) {
                      c.n_kv_heads, c.n_heads / c.n_kv_heads, c.head_dim);
   out += fmt::format("feed-forward:   {}\n", c.ffn_dim);
   out += fmt::format("rms eps:        {:g}\n", c.rms_eps);
-  out += fmt::format("rope:           theta {:g}, {}{}\n", c.rope_theta,
-                     c.rope_style == kernels::RopeStyle::kNeox ? "rotate-half (HF)" : "interleaved",
-                     c.rope_freq_factors.empty() ? "" : ", llama3 frequency scaling");
+  out += fmt::format("rope:           theta {:g}, {}{}{}{}\n", c.rope.theta,
+                     c.rope.style == kernels::RopeStyle::kNeox ? "rotate-half (NEOX)" : "interleaved",
+                     c.rope.n_rot < c.head_dim ? fmt::format(", {} of {} dims", c.rope.n_rot, c.head_dim) : "",
+                     c.rope.freq_factors.empty() ? "" : ", per-pair frequency factors",
+                     c.rope.ext_factor != 0.0f ? fmt::format(", YaRN x{:g}", 1.0f / c.rope.freq_scale)
+                     : c.rope.freq_scale != 1.0f ? fmt::format(", linear x{:g}", 1.0f / c.rope.freq_scale) : "");
+  if (c.num_local_layers() > 0)
+    out += fmt::format("sliding window: {} tokens on {} of {} layers (local rope theta {:g})\n",
+                       c.sliding_window, c.num_local_layers(), c.n_layers, c.rope_local.theta);
   out += fmt::format("output:         {}\n", c.tied_output ? "tied to token embedding" : "separate matrix");
   out += fmt::format("weights:        {}\n", format_bytes(model.weights.total_bytes()));
   const int64_t kv_f32 = c.kv_bytes_per_token(4), kv_f16 = c.kv_bytes_per_token(2);

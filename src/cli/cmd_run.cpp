@@ -51,7 +51,7 @@ int run_command(RunArgs args) {
     prompt.push_back(tokenizer.bos());
   }
 
-  const LlamaConfig& cfg = loaded->config;
+  const ModelConfig& cfg = loaded->config;
   // `run` holds one sequence: --max-num-seqs is accepted with any value and ignored (it is a
   // shared engine flag; see its help under `hinge run --help`).
   args.engine.max_num_seqs = 1;

@@ -21,24 +21,30 @@ uint64_t weight_digest(const kernels::MatrixView& m) {
 }  // namespace
 
 uint64_t kv_cache_fingerprint(const LoadedModel& model, const kv::KvSpec& spec) {
-  const LlamaConfig& c = model.config;
+  const ModelConfig& c = model.config;
   std::string id = fmt::format(
-      "layout {} | {} vocab {} dim {} layers {} heads {}/{} head_dim {} ffn {} rope {} {} {} | "
+      "layout {} | {} vocab {} dim {} layers {} heads {}/{} head_dim {} ffn {} rope {} {} {} {} "
+      "{} {} {} | local {} {} {} | recipe {} {} {} {} {} {} {} {} {} {} {} {} | "
       "k {} v {} block {} | embd {:x} out {:x}",
       kKvLayoutVersion, c.architecture, c.n_vocab, c.dim, c.n_layers, c.n_heads, c.n_kv_heads,
-      c.head_dim, c.ffn_dim, c.rope_theta, static_cast<int>(c.rope_style),
-      c.rope_freq_factors.size(), kv::kv_dtype_name(spec.k_dtype), kv::kv_dtype_name(spec.v_dtype),
+      c.head_dim, c.ffn_dim, c.rope.theta, static_cast<int>(c.rope.style), c.rope.n_rot,
+      c.rope.freq_scale, c.rope.ext_factor, c.rope.attn_factor, c.rope.freq_factors.size(),
+      c.sliding_window, c.rope_local.theta, c.rope_local.freq_scale, c.pre_norms, c.post_norms,
+      static_cast<int>(c.qk_norm), static_cast<int>(c.activation), c.extras, c.attn_scale,
+      c.attn_softcap, c.embed_scale, c.residual_scale, c.attn_temp_scale, c.attn_temp_floor,
+      c.rms_eps, kv::kv_dtype_name(spec.k_dtype), kv::kv_dtype_name(spec.v_dtype),
       spec.block_size_tokens, weight_digest(model.weights.token_embd),
       weight_digest(model.weights.output));
+  for (uint8_t f : c.layer_local) id += f ? 'L' : 'G';
   // Which layers a block holds: its group's (one group: every layer).
   for (const kv::KvGroup& g : spec.groups) {
     id += " | group";
     for (int32_t l : g.layers) id += fmt::format(" {}", l);
   }
   uint64_t h = XXH3_64bits(id.data(), id.size());
-  if (!c.rope_freq_factors.empty())
-    h = XXH3_64bits_withSeed(c.rope_freq_factors.data(),
-                             c.rope_freq_factors.size() * sizeof(float), h);
+  if (!c.rope.freq_factors.empty())
+    h = XXH3_64bits_withSeed(c.rope.freq_factors.data(),
+                             c.rope.freq_factors.size() * sizeof(float), h);
   return h;
 }
 

@@ -19,7 +19,7 @@
 #include "engine/kv_calibration.h"
 #include "engine/sample_state.h"
 #include "kv/kv_arena.h"
-#include "model/llama_model.h"
+#include "model/transformer.h"
 #include "model/loaded_model.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -99,7 +99,7 @@ class EngineImpl final : public Engine {
   }
 
   Status check_request(const GenerateRequest& req) const override {
-    const LlamaConfig& c = model_.config;
+    const ModelConfig& c = model_.config;
     const int64_t n_prompt = static_cast<int64_t>(req.prompt_token_ids.size());
     if (n_prompt == 0) return Status::Error("empty prompt (start from BOS)");
     for (int32_t t : req.prompt_token_ids)
@@ -540,7 +540,7 @@ class EngineImpl final : public Engine {
   kv::KvSpec spec_;
   int32_t max_model_len_;
   ThreadPool pool_;
-  LlamaModel llama_;
+  Transformer llama_;
   kv::KvArena arena_;
   Status init_status_;  // the calibration pass's (Engine::create returns it)
   uint64_t kv_calibration_ = 0;  // kv_calibration.h; before sched_, which is keyed by it
@@ -587,7 +587,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
                                                  const Tokenizer* tokenizer,
                                                  const EngineConfig& config) {
   HINGE_RETURN_IF_ERROR(config.validate());
-  const LlamaConfig& c = model.config;
+  const ModelConfig& c = model.config;
   const int64_t max_len = config.max_model_len > 0
                               ? std::min<int64_t>(config.max_model_len, c.context_length)
                               : c.context_length;

@@ -39,7 +39,7 @@ uint64_t kv_calibration_digest(const kv::KvArena& arena) {
   return h == 0 ? 1 : h;
 }
 
-StatusOr<uint64_t> calibrate_kv(LlamaModel& model, kv::KvArena& arena, int32_t max_tokens) {
+StatusOr<uint64_t> calibrate_kv(Transformer& model, kv::KvArena& arena, int32_t max_tokens) {
   const kv::KvSpec& s = arena.spec();
   if (!has_calibration(s)) return uint64_t{0};
   const int32_t bs = s.block_size_tokens;

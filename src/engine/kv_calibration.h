@@ -15,7 +15,7 @@
 
 #include "common/status.h"
 #include "kv/kv_arena.h"
-#include "model/llama_model.h"
+#include "model/transformer.h"
 
 namespace hinge {
 
@@ -23,7 +23,7 @@ inline constexpr int32_t kCalibrationTokens = 64;
 
 // Runs the calibration pass when arena's KV format has calibrated state and returns its digest
 // (never 0); returns 0 for plain float KV (f32 / f16 / bf16), which has none.
-StatusOr<uint64_t> calibrate_kv(LlamaModel& model, kv::KvArena& arena, int32_t max_tokens);
+StatusOr<uint64_t> calibrate_kv(Transformer& model, kv::KvArena& arena, int32_t max_tokens);
 
 // The digest of the arena's calibrated state (0 when it has none).
 uint64_t kv_calibration_digest(const kv::KvArena& arena);

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine/kv_calibration.h"
-#include "model/llama_model.h"
+#include "model/transformer.h"
 
 namespace hinge {
 namespace {
@@ -13,7 +13,7 @@ namespace {
 // All-position logits of `tokens` with a KV cache of the given dtypes.
 Status all_logits(const LoadedModel& m, std::span<const int32_t> tokens, kv::KvDtype k,
                   kv::KvDtype v, ThreadPool& pool, int64_t chunk, std::vector<float>* out) {
-  LlamaModel model(m.config, m.weights, pool, chunk, m.file_mappings);
+  Transformer model(m.config, m.weights, pool, chunk, m.file_mappings);
   KvCache cache(m.config, static_cast<int64_t>(tokens.size()), k, v);
   // Calibrated as the engine does (kv_calibration.h), not from the text under test.
   HINGE_RETURN_IF_ERROR(calibrate_kv(model, cache.arena(), static_cast<int32_t>(chunk)).status());

@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -112,6 +113,83 @@ void hadamard_inplace(float* x, int64_t count, int64_t d) {
         }
     for (int64_t i = 0; i < d; ++i) p[i] *= scale;
   }
+}
+
+}  // namespace hinge::kernels
+
+namespace hinge::kernels {
+namespace {
+// ggml_rope_yarn_corr_dim: the dimension at which pairs make n_rot_turns turns over the
+// original context.
+float yarn_corr_dim(int64_t n_dims, int64_t n_ctx_orig, float n_rot_turns, float base) {
+  return static_cast<float>(n_dims) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_rot_turns * 2.0f * std::numbers::pi_v<float>)) /
+         (2.0f * std::log(base));
+}
+}  // namespace
+
+RopeTable make_rope_table(const RopeSpec& s) {
+  RopeTable t;
+  t.style = s.style;
+  t.n_rot = s.n_rot;
+  t.freq_scale = s.freq_scale;
+  const int64_t half = s.n_rot / 2;
+  t.inv_freq.resize(static_cast<size_t>(half));
+  // Same expression as rope_inv_freq (llama2.c), over the rotated dimensions.
+  for (int64_t i = 0; i < half; ++i) {
+    float f = 1.0f / std::pow(s.theta, static_cast<float>(2 * i) / static_cast<float>(s.n_rot));
+    if (s.freq_factors) f /= s.freq_factors[i];
+    t.inv_freq[static_cast<size_t>(i)] = f;
+  }
+  t.mscale = s.attn_factor;
+  if (s.ext_factor != 0.0f) {
+    const float lo = std::max(0.0f, std::floor(yarn_corr_dim(s.n_rot, s.n_ctx_orig, s.beta_fast, s.theta)));
+    const float hi = std::min(static_cast<float>(s.n_rot - 1),
+                              std::ceil(yarn_corr_dim(s.n_rot, s.n_ctx_orig, s.beta_slow, s.theta)));
+    t.mix.resize(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
+      const float y = (static_cast<float>(i) - lo) / std::max(0.001f, hi - lo);
+      t.mix[static_cast<size_t>(i)] = (1.0f - std::min(1.0f, std::max(0.0f, y))) * s.ext_factor;
+    }
+    t.mscale *= 1.0f + 0.1f * std::log(1.0f / s.freq_scale);
+  }
+  return t;
+}
+
+void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t) {
+  const int64_t half = t.n_rot / 2;
+  const bool plain = t.freq_scale == 1.0f && t.mix.empty();
+  for (int64_t i = 0; i < half; ++i) {
+    float val = static_cast<float>(pos) * t.inv_freq[static_cast<size_t>(i)];
+    if (!plain) {
+      const float interp = t.freq_scale * val;
+      const float mix = t.mix.empty() ? 0.0f : t.mix[static_cast<size_t>(i)];
+      val = interp * (1.0f - mix) + val * mix;
+    }
+    float fcr = std::cos(val), fci = std::sin(val);
+    if (t.mscale != 1.0f) {
+      fcr *= t.mscale;
+      fci *= t.mscale;
+    }
+    const int64_t a = t.style == RopeStyle::kInterleaved ? 2 * i : i;
+    const int64_t b = t.style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* head = x + h * head_dim;
+      const float v0 = head[a];
+      const float v1 = head[b];
+      head[a] = v0 * fcr - v1 * fci;
+      head[b] = v0 * fci + v1 * fcr;
+    }
+  }
+}
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+void geglu_tanh(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
 }
 
 }  // namespace hinge::kernels

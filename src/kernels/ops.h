@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace hinge::kernels {
 
@@ -30,6 +31,39 @@ enum class RopeStyle {
 // scaled for Llama-3 style rope_scaling).
 void rope(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
           RopeStyle style);
+
+// RoPE as llama.cpp's ggml_rope_ext computes it, precomputed for one layer kind: the first
+// n_rot dimensions of each head rotate (partial rotary leaves the rest), pairs laid out by
+// `style`; pair i turns by theta_i = pos * base^(-2i/n_rot) / freq_factor_i, scaled by
+// freq_scale (linear interpolation) and, with YaRN (ext_factor != 0), blended back towards the
+// unscaled angle on the fast-rotating pairs; cos and sin are multiplied by mscale.
+struct RopeTable {
+  RopeStyle style = RopeStyle::kInterleaved;
+  int64_t n_rot = 0;
+  std::vector<float> inv_freq;  // [n_rot / 2] base^(-2i/n_rot) / freq_factor_i
+  std::vector<float> mix;       // [n_rot / 2] YaRN ramp x ext_factor (empty: none)
+  float freq_scale = 1.0f;
+  float mscale = 1.0f;
+};
+struct RopeSpec {
+  RopeStyle style = RopeStyle::kInterleaved;
+  int64_t n_rot = 0;
+  float theta = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  int64_t n_ctx_orig = 0;
+  const float* freq_factors = nullptr;  // [n_rot / 2] or null
+};
+RopeTable make_rope_table(const RopeSpec& spec);
+// Rotates `num_heads` heads of `head_dim` values at position `pos`, in place. With no scaling
+// the angles are pos * inv_freq[i] exactly as rope() computes them.
+void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t);
+
+// GELU with the tanh approximation, gate[i] = gelu(gate[i]) * up[i] (GEGLU, Gemma).
+void geglu_tanh(float* gate, const float* up, int64_t n);
+float gelu_tanh(float x);
 
 // Fills inv_freq[head_dim/2] = 1 / theta^(2i/head_dim), divided by freq_factors[i] when given
 // (GGUF's rope_freqs.weight, Llama 3).

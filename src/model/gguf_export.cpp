@@ -3,29 +3,77 @@
 #include <cstring>
 
 #include "kernels/quant.h"
+#include "model/family.h"
 #include "tokenizer/vocab_gguf.h"
 
 namespace hinge {
 
-void write_llama_metadata(gguf::GgufWriter& w, const LlamaConfig& c) {
+namespace {
+// The layer period P with layer l local iff l % P < P - 1 (llama.cpp's set_swa_pattern), or 0.
+int64_t swa_period(const ModelConfig& c) {
+  for (int64_t p = 1; p <= c.n_layers + 1; ++p) {
+    bool ok = true;
+    for (int64_t l = 0; l < c.n_layers && ok; ++l) ok = c.is_local(l) == (l % p < p - 1);
+    if (ok) return p;
+  }
+  return 0;
+}
+}  // namespace
+
+void write_model_metadata(gguf::GgufWriter& w, const ModelConfig& c) {
   using gguf::Value;
-  w.set("general.architecture", Value::str("llama"));
+  const std::string a = c.architecture + ".";
+  auto u32 = [](int64_t v) { return Value::u32(static_cast<uint32_t>(v)); };
+  w.set("general.architecture", Value::str(c.architecture));
   w.set("general.name", Value::str(c.name.empty() ? "hinge" : c.name));
   w.set("general.alignment", Value::u32(32));
-  w.set("llama.vocab_size", Value::u32(static_cast<uint32_t>(c.n_vocab)));
-  w.set("llama.context_length", Value::u32(static_cast<uint32_t>(c.context_length)));
-  w.set("llama.embedding_length", Value::u32(static_cast<uint32_t>(c.dim)));
-  w.set("llama.block_count", Value::u32(static_cast<uint32_t>(c.n_layers)));
-  w.set("llama.feed_forward_length", Value::u32(static_cast<uint32_t>(c.ffn_dim)));
-  w.set("llama.attention.head_count", Value::u32(static_cast<uint32_t>(c.n_heads)));
-  w.set("llama.attention.head_count_kv", Value::u32(static_cast<uint32_t>(c.n_kv_heads)));
-  w.set("llama.rope.dimension_count", Value::u32(static_cast<uint32_t>(c.head_dim)));
+  w.set(a + "vocab_size", u32(c.n_vocab));
+  w.set(a + "context_length", u32(c.context_length));
+  w.set(a + "embedding_length", u32(c.dim));
+  w.set(a + "block_count", u32(c.n_layers));
+  w.set(a + "feed_forward_length", u32(c.ffn_dim));
+  w.set(a + "attention.head_count", u32(c.n_heads));
+  w.set(a + "attention.head_count_kv", u32(c.n_kv_heads));
+  w.set(a + "rope.dimension_count", u32(c.rope.n_rot));
   if (c.head_dim != c.dim / c.n_heads) {
-    w.set("llama.attention.key_length", Value::u32(static_cast<uint32_t>(c.head_dim)));
-    w.set("llama.attention.value_length", Value::u32(static_cast<uint32_t>(c.head_dim)));
+    w.set(a + "attention.key_length", u32(c.head_dim));
+    w.set(a + "attention.value_length", u32(c.head_dim));
   }
-  w.set("llama.rope.freq_base", Value::f32(c.rope_theta));
-  w.set("llama.attention.layer_norm_rms_epsilon", Value::f32(c.rms_eps));
+  w.set(a + "rope.freq_base", Value::f32(c.rope.theta));
+  w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(c.rms_eps));
+  const RopeConfig& r = c.rope;
+  if (r.ext_factor != 0.0f || r.freq_scale != 1.0f) {
+    w.set(a + "rope.scaling.type", Value::str(r.ext_factor != 0.0f ? "yarn" : "linear"));
+    w.set(a + "rope.scaling.factor", Value::f32(1.0f / r.freq_scale));
+    w.set(a + "rope.scaling.original_context_length", u32(r.n_ctx_orig));
+    if (r.ext_factor != 0.0f) {
+      w.set(a + "rope.scaling.yarn_beta_fast", Value::f32(r.beta_fast));
+      w.set(a + "rope.scaling.yarn_beta_slow", Value::f32(r.beta_slow));
+    }
+  }
+  if (c.num_local_layers() > 0) {
+    w.set(a + "attention.sliding_window", u32(c.sliding_window));
+    w.set(a + "rope.freq_base_swa", Value::f32(c.rope_local.theta));
+    if (const int64_t p = swa_period(c)) {
+      w.set(a + "attention.sliding_window_pattern", u32(p));
+    } else {
+      std::vector<Value> flags;
+      for (int64_t l = 0; l < c.n_layers; ++l) flags.push_back(Value::boolean(c.is_local(l)));
+      w.set(a + "attention.sliding_window_pattern",
+            Value::make_array(gguf::ValueType::BOOL, std::move(flags)));
+    }
+  }
+  if (c.attn_softcap != 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(c.attn_softcap));
+  if (c.final_softcap != 0.0f) w.set(a + "final_logit_softcapping", Value::f32(c.final_softcap));
+  // Granite's scalars (the Gemma ones are derived from the shape and not written).
+  if (c.architecture == "granite") {
+    w.set(a + "logit_scale", Value::f32(c.logit_scale));
+    w.set(a + "residual_scale", Value::f32(c.residual_scale));
+    w.set(a + "embedding_scale", Value::f32(c.embed_scale));
+    w.set(a + "attention.scale", Value::f32(c.attn_scale));
+  }
+  if (c.attn_temp_scale != 0.0f)
+    w.set(a + "attention.temperature_scale", Value::f32(c.attn_temp_scale));
 }
 
 // Standard tokenizer.ggml.* keys plus hinge.tokenizer.* extensions; see tokenizer/vocab_gguf.h.
@@ -93,15 +141,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 Status export_gguf(const LoadedModel& model, const std::string& out_path,
                    const ExportOptions& options) {
   gguf::GgufWriter w;
-  write_llama_metadata(w, model.config);
+  write_model_metadata(w, model.config);
   write_vocab_metadata(w, model.vocab);
-  const LlamaConfig& c = model.config;
-  const bool permute = c.rope_style == kernels::RopeStyle::kNeox;
-  if (!c.rope_freq_factors.empty()) {
+  const ModelConfig& c = model.config;
+  // Q/K rows in Hugging Face's rotate-half order go to a family whose GGUF rotates interleaved
+  // pairs (llama): permute them as convert_hf_to_gguf.py does.
+  const kernels::RopeStyle file_style =
+      c.family ? c.family->rope_style : kernels::RopeStyle::kInterleaved;
+  const bool permute = c.rope.style != file_style;
+  bool has_factors = false;
+  for (const NamedTensor& t : model.tensors)
+    has_factors |= t.name == "rope_freqs.weight" || t.name.rfind("rope_factors_", 0) == 0;
+  if (!c.rope.freq_factors.empty() && !has_factors) {
     HINGE_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", GgmlType::F32,
-                                       {static_cast<uint64_t>(c.rope_freq_factors.size())},
-                                       c.rope_freq_factors.data(),
-                                       c.rope_freq_factors.size() * sizeof(float)));
+                                       {static_cast<uint64_t>(c.rope.freq_factors.size())},
+                                       c.rope.freq_factors.data(),
+                                       c.rope.freq_factors.size() * sizeof(float)));
   }
   for (const NamedTensor& t : model.tensors) {
     const kernels::MatrixView& m = t.view;

@@ -43,7 +43,8 @@ struct ExportOptions {
 // multiple of 32 either.
 GgmlType fallback_matrix_type(GgmlType wanted, int64_t row_elems);
 
-void write_llama_metadata(gguf::GgufWriter& w, const LlamaConfig& config);
+// The architecture keys of `config` (what the family loaders read back; llama.cpp reads them too).
+void write_model_metadata(gguf::GgufWriter& w, const ModelConfig& config);
 void write_vocab_metadata(gguf::GgufWriter& w, const VocabSpec& vocab);
 
 // Converts rows of one tensor to `type` (through f32). `data` holds rows x cols of `from`.

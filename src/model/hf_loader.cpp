@@ -1,4 +1,4 @@
-// Loads a Llama-family Hugging Face directory: config.json + safetensors (+ shards) +
+// Loads a Hugging Face directory of any family with a config.json mapping (model/family.h): config.json + safetensors (+ shards) +
 // tokenizer.json. Tensors are renamed to GGUF names and used in place (rotate-half RoPE).
 #include <fmt/format.h>
 
@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "format/safetensors.h"
+#include "format/error_text.h"
+#include "kernels/quant.h"
+#include "model/family.h"
 #include "model/loaded_model.h"
 #include "model/tensor_binding.h"
 
@@ -32,64 +35,60 @@ std::string chat_template_from(const std::string& path) {
   return {};
 }
 
-StatusOr<LlamaConfig> config_from_hf(const nlohmann::json& j, const std::string& src) {
-  LlamaConfig c;
-  c.rope_style = kernels::RopeStyle::kNeox;
-  auto model_type = j.value("model_type", std::string());
-  if (model_type != "llama" && model_type != "mistral")
-    return Status::Errorf("{}: model_type '{}' is not supported (hinge runs llama and mistral "
-                          "checkpoints)", src, model_type);
-  c.architecture = "llama";
-  auto get_int = [&](const char* key) -> StatusOr<int64_t> {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer())
-      return Status::Errorf("{}: missing or non-integer '{}'", src, key);
-    return it->get<int64_t>();
-  };
-  HINGE_ASSIGN_OR_RETURN(c.dim, get_int("hidden_size"));
-  HINGE_ASSIGN_OR_RETURN(c.n_layers, get_int("num_hidden_layers"));
-  HINGE_ASSIGN_OR_RETURN(c.n_heads, get_int("num_attention_heads"));
-  HINGE_ASSIGN_OR_RETURN(c.ffn_dim, get_int("intermediate_size"));
-  HINGE_ASSIGN_OR_RETURN(c.n_vocab, get_int("vocab_size"));
-  c.n_kv_heads = j.contains("num_key_value_heads") && j["num_key_value_heads"].is_number_integer()
-                     ? j["num_key_value_heads"].get<int64_t>()
-                     : c.n_heads;
-  if (c.n_heads <= 0) return Status::Errorf("{}: num_attention_heads {} is invalid", src, c.n_heads);
-  c.head_dim = j.contains("head_dim") && j["head_dim"].is_number_integer()
-                   ? j["head_dim"].get<int64_t>()
-                   : c.dim / c.n_heads;
-  if (j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number_integer())
-    c.context_length = j["max_position_embeddings"].get<int64_t>();
-  if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number())
-    c.rms_eps = j["rms_norm_eps"].get<float>();
-  if (j.contains("rope_theta") && j["rope_theta"].is_number())
-    c.rope_theta = j["rope_theta"].get<float>();
+StatusOr<ModelConfig> config_from_hf(const nlohmann::json& j, const std::string& src) {
+  const std::string model_type = j.value("model_type", std::string());
+  const Family* family = find_family_by_hf_type(model_type);
+  if (!family) {
+    std::string types;
+    for (const Family* f : all_families())
+      if (f->hf_metadata)
+        for (std::string_view t : f->hf_model_types) types += (types.empty() ? "" : ", ") + std::string(t);
+    return Status::Errorf("{}: model_type '{}' is not supported (hinge reads Hugging Face "
+                          "checkpoints of model_type {})", src,
+                          format_internal::one_line(model_type, 100), types);
+  }
+  const std::string arch(family->gguf_archs.front());
+  Metadata md;
+  HINGE_RETURN_IF_ERROR(family->hf_metadata(j, src, md));
+  ModelConfig c;
+  c.family = family;
+  const HparamReader hp(md, arch, src);
+  HINGE_RETURN_IF_ERROR(load_common_hparams(hp, c));
+  HINGE_RETURN_IF_ERROR(family->load_hparams(hp, c));
+  // Hugging Face checkpoints rotate halves (rotate_half): native for the NEOX families; the
+  // llama-like ones run so here and are permuted when written to GGUF (hinge convert).
+  c.rope.style = c.rope_local.style = kernels::RopeStyle::kNeox;
+  c.n_vocab = hp.get_int("vocab_size").value_or(0);
   c.tied_output = j.value("tie_word_embeddings", false);
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const auto& rs = j["rope_scaling"];
-    const std::string type = rs.value("rope_type", rs.value("type", std::string()));
-    if (type == "llama3") {
-      c.rope_freq_factors.resize(static_cast<size_t>(std::max<int64_t>(c.head_dim / 2, 0)));
-      kernels::llama3_freq_factors(c.rope_freq_factors.data(), c.head_dim, c.rope_theta,
-                                   rs.value("factor", 8.0f), rs.value("low_freq_factor", 1.0f),
-                                   rs.value("high_freq_factor", 4.0f),
-                                   rs.value("original_max_position_embeddings", 8192.0f));
-    } else if (!type.empty() && type != "default") {
-      return Status::Errorf("{}: rope_scaling type '{}' is not supported (llama3 is)", src, type);
-    }
+  auto f = [&](const char* key) {
+    for (const auto& [k, v] : md)
+      if (k == key) return static_cast<float>(v.as_float().value_or(0.0));
+    return 0.0f;
+  };
+  if (f("hinge.llama3.factor") > 0.0f) {  // Llama 3 rope_scaling: per-pair divisors
+    c.rope.freq_factors.resize(static_cast<size_t>(std::max<int64_t>(c.rope.n_rot / 2, 0)));
+    kernels::llama3_freq_factors(c.rope.freq_factors.data(), c.rope.n_rot, c.rope.theta,
+                                 f("hinge.llama3.factor"), f("hinge.llama3.low_freq_factor"),
+                                 f("hinge.llama3.high_freq_factor"),
+                                 f("hinge.llama3.original_context"));
   }
   HINGE_RETURN_IF_ERROR(c.validate(src));
   return c;
 }
 
-// Hugging Face name -> GGUF name ("" when the tensor is not a weight hinge uses).
-std::string gguf_name(const std::string& hf) {
+// Hugging Face name -> GGUF name ("" when the tensor is not a weight hinge uses); the family's
+// own per-layer names first.
+std::string gguf_name(const std::string& hf, const Family& family) {
   static const std::pair<const char*, const char*> kLayer[] = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
       {"self_attn.k_proj.weight", "attn_k.weight"},
       {"self_attn.v_proj.weight", "attn_v.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.o_proj.bias", "attn_output.bias"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
@@ -104,9 +103,15 @@ std::string gguf_name(const std::string& hf) {
   if (dot == std::string::npos) return "";
   const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
   const std::string rest = hf.substr(dot + 1);
+  for (const HfTensorName& n : family.hf_layer_names)
+    if (rest == n.hf) return "blk." + layer + "." + n.gguf;
   for (const auto& [from, to] : kLayer)
     if (rest == from) return "blk." + layer + "." + to;
   return "";
+}
+
+bool is_norm(const std::string& gguf) {
+  return gguf.size() > 11 && gguf.compare(gguf.size() - 11, 11, "norm.weight") == 0;
 }
 
 }  // namespace
@@ -132,18 +137,44 @@ StatusOr<std::unique_ptr<LoadedModel>> load_hf_model(const std::string& dir,
 
   // Build GGUF-named raw tensors over the shards (aliases resolved by HfModelDir).
   std::vector<RawTensor> raws;
+  const Family& family = *model->config.family;
+  Status bad = Status::Ok();
   auto add = [&](const std::string& hf_name) {
-    const std::string name = gguf_name(hf_name);
+    const std::string name = gguf_name(hf_name, family);
     if (name.empty()) return;
     if (name == "output.weight" && model->config.tied_output) return;
     const SafetensorsTensor* t = hf->find_tensor(hf_name);
     if (!t) return;
-    raws.push_back(RawTensor{name, t->type, t->ne, t->data, t->num_bytes});
+    RawTensor raw{name, t->type, t->ne, t->data, t->num_bytes};
+    if (family.hf_norm_plus_one && is_norm(name)) {  // Gemma stores w - 1
+      uint64_t n = 1;
+      for (uint64_t d : t->ne) n *= d;
+      auto tr = ggml_type_traits(t->type);
+      if (!tr || t->ne.size() != 1 || n > (1u << 20) ||
+          t->num_bytes < ggml_row_bytes(*tr, n)) {
+        bad = Status::Errorf("{}: norm tensor '{}' has an unexpected shape or type", dir, hf_name);
+        return;
+      }
+      auto& buf = model->buffers.emplace_back(n * sizeof(float));
+      float* out = reinterpret_cast<float*>(buf.data());
+      if (!kernels::dequantize_row_ref(t->type, t->data, out, static_cast<int64_t>(n))) {
+        bad = Status::Errorf("{}: norm tensor '{}' has type {}, which hinge cannot read", dir,
+                             hf_name, tr->name);
+        return;
+      }
+      for (uint64_t i = 0; i < n; ++i) out[i] += 1.0f;
+      raw = RawTensor{name, GgmlType::F32, t->ne, buf.data(), n * sizeof(float)};
+    }
+    raws.push_back(std::move(raw));
   };
+  // No lm_head: tied, whatever the config says.
+  if (!hf->find_tensor("lm_head.weight")) model->config.tied_output = true;
   add("model.embed_tokens.weight");
   for (const auto& n : hf->tensor_names())
     if (n != "model.embed_tokens.weight") add(n);
-  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, raws, dir));
+  HINGE_RETURN_IF_ERROR(bad);
+  HINGE_RETURN_IF_ERROR(bind_model_weights(*model, raws, dir));
+  HINGE_RETURN_IF_ERROR(model->config.validate(dir));
   // safetensors data may be unaligned for its element type; the kernels read f32 rows with
   // unaligned-safe loads, but norms are bound as float pointers: bind_vector copies those.
   if (options.progress) options.progress(1.0);

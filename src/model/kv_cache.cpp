@@ -6,7 +6,7 @@ namespace hinge {
 namespace {
 constexpr int32_t kBlock = 16;
 
-kv::KvArena make_arena(const LlamaConfig& c, int64_t max_tokens, kv::KvDtype k, kv::KvDtype v) {
+kv::KvArena make_arena(const ModelConfig& c, int64_t max_tokens, kv::KvDtype k, kv::KvDtype v) {
   const kv::KvSpec spec = kv_spec_for(c, k, v, kBlock);
   auto arena = kv::KvArena::create(spec, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock));
   HINGE_CHECK_MSG(arena.ok(), "{}", arena.status().message());
@@ -14,7 +14,7 @@ kv::KvArena make_arena(const LlamaConfig& c, int64_t max_tokens, kv::KvDtype k, 
 }
 }  // namespace
 
-kv::KvSpec kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
+kv::KvSpec kv_spec_for(const ModelConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
                        int32_t block_size_tokens) {
   return kv::KvSpec{.n_layers = static_cast<int32_t>(c.n_layers),
                     .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
@@ -24,7 +24,7 @@ kv::KvSpec kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_
                     .block_size_tokens = block_size_tokens};
 }
 
-StatusOr<kv::KvSpec> kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
+StatusOr<kv::KvSpec> kv_spec_for(const ModelConfig& c, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
                                  int32_t block_size_tokens, int32_t kv_groups) {
   if (kv_groups < 1) return Status::Errorf("--kv-groups must be >= 1, got {}", kv_groups);
   if (kv_groups > c.n_layers)
@@ -34,7 +34,7 @@ StatusOr<kv::KvSpec> kv_spec_for(const LlamaConfig& c, kv::KvDtype k_dtype, kv::
   return spec;
 }
 
-KvCache::KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype,
+KvCache::KvCache(const ModelConfig& config, int64_t max_tokens, kv::KvDtype k_dtype,
                  kv::KvDtype v_dtype)
     : max_tokens_(max_tokens), arena_(make_arena(config, max_tokens, k_dtype, v_dtype)) {
   table_.resize(static_cast<size_t>(arena_.num_blocks()));

@@ -8,23 +8,23 @@
 #include <vector>
 
 #include "kv/kv_arena.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 namespace hinge {
 
 // The KV spec of a model: its layers, KV heads and head size with the given storage dtypes.
-kv::KvSpec kv_spec_for(const LlamaConfig& config, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
+kv::KvSpec kv_spec_for(const ModelConfig& config, kv::KvDtype k_dtype, kv::KvDtype v_dtype,
                        int32_t block_size_tokens = 16);
 // The same with the layers split into kv_groups consecutive KV groups (kv::KvSpec::split_layers),
 // as the engine makes them (Engine::create, hinge run's sizing). Error when kv_groups is not in
 // [1, n_layers].
-StatusOr<kv::KvSpec> kv_spec_for(const LlamaConfig& config, kv::KvDtype k_dtype,
+StatusOr<kv::KvSpec> kv_spec_for(const ModelConfig& config, kv::KvDtype k_dtype,
                                  kv::KvDtype v_dtype, int32_t block_size_tokens,
                                  int32_t kv_groups);
 
 class KvCache {
  public:
-  KvCache(const LlamaConfig& config, int64_t max_tokens, kv::KvDtype k_dtype = kv::KvDtype::kF32,
+  KvCache(const ModelConfig& config, int64_t max_tokens, kv::KvDtype k_dtype = kv::KvDtype::kF32,
           kv::KvDtype v_dtype = kv::KvDtype::kF32);
 
   int64_t max_tokens() const { return max_tokens_; }

@@ -1,6 +1,7 @@
 // Loads a llama2.c checkpoint (run.c's .bin) and its tokenizer .bin. The checkpoint's arrays
 // are already in GGUF's row-major [out, in] layout, so the weights are used in place.
 #include "format/llama2c.h"
+#include "model/family.h"
 #include "model/loaded_model.h"
 #include "model/tensor_binding.h"
 
@@ -17,7 +18,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_llama2c_model(const std::string& pat
   model->path = path;
   model->format = ModelFormat::kLlama2c;
   model->file_bytes = ckpt->file_size();
-  LlamaConfig& c = model->config;
+  ModelConfig& c = model->config;
   c.name = "llama2.c";
   c.n_vocab = lc.vocab_size;
   c.dim = lc.dim;
@@ -28,8 +29,11 @@ StatusOr<std::unique_ptr<LoadedModel>> load_llama2c_model(const std::string& pat
   c.ffn_dim = lc.hidden_dim;
   c.context_length = lc.seq_len;
   c.rms_eps = 1e-5f;        // run.c's rmsnorm
-  c.rope_theta = 10000.0f;  // run.c's RoPE
-  c.rope_style = kernels::RopeStyle::kInterleaved;
+  c.family = find_family_by_arch("llama");
+  c.rope.theta = 10000.0f;  // run.c's RoPE
+  c.rope.style = kernels::RopeStyle::kInterleaved;
+  c.rope.n_rot = c.head_dim;
+  c.rope_local = c.rope;
   HINGE_RETURN_IF_ERROR(c.validate(path));
   if (!options.tokenizer_path.empty()) {
     HINGE_ASSIGN_OR_RETURN(model->vocab,
@@ -42,7 +46,7 @@ StatusOr<std::unique_ptr<LoadedModel>> load_llama2c_model(const std::string& pat
     raws.push_back(RawTensor{t.name, GgmlType::F32, t.ne,
                              reinterpret_cast<const uint8_t*>(t.data), bytes});
   }
-  HINGE_RETURN_IF_ERROR(bind_llama_weights(*model, raws, path));
+  HINGE_RETURN_IF_ERROR(bind_model_weights(*model, raws, path));
   if (options.progress) options.progress(1.0);
   model->owners.push_back(std::shared_ptr<llama2c::Checkpoint>(std::move(ckpt)));
   return model;

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/llama_config.h"
-#include "model/llama_weights.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge {
@@ -35,8 +35,8 @@ struct LoadedModel {
   std::string path;
   ModelFormat format = ModelFormat::kGguf;
   uint64_t file_bytes = 0;
-  LlamaConfig config;
-  LlamaWeights weights;
+  ModelConfig config;
+  ModelWeights weights;
   VocabSpec vocab;
   // tokenizer.chat_template (GGUF) or tokenizer_config.json's chat_template (HF; the "default"
   // one of a named list); empty when the model has none.
@@ -47,7 +47,7 @@ struct LoadedModel {
   std::vector<NamedTensor> tensors;
 
   // Read-only private file mappings some views point into (GGUF): their pages can be dropped
-  // once a packed copy exists (LlamaModel), and are read back from the file if touched again.
+  // once a packed copy exists (Transformer), and are read back from the file if touched again.
   std::vector<std::span<const uint8_t>> file_mappings;
   // Owners of the memory behind the views (mapped files, converted buffers).
   std::vector<std::shared_ptr<void>> owners;

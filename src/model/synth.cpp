@@ -4,15 +4,16 @@
 
 #include "format/gguf.h"
 #include "kernels/quant.h"
+#include "model/family.h"
 #include "model/gguf_export.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge {
 namespace {
 
-LlamaConfig make_config(int64_t layers, int64_t dim, int64_t ffn, int64_t heads, int64_t kv_heads,
+ModelConfig make_config(int64_t layers, int64_t dim, int64_t ffn, int64_t heads, int64_t kv_heads,
                         int64_t vocab, int64_t ctx, float theta, const char* name) {
-  LlamaConfig c;
+  ModelConfig c;
   c.name = name;
   c.n_layers = layers;
   c.dim = dim;
@@ -22,7 +23,11 @@ LlamaConfig make_config(int64_t layers, int64_t dim, int64_t ffn, int64_t heads,
   c.head_dim = dim / heads;
   c.n_vocab = vocab;
   c.context_length = ctx;
-  c.rope_theta = theta;
+  c.family = find_family_by_arch("llama");
+  c.rope.theta = theta;
+  c.rope.n_rot = c.head_dim;
+  c.rope_local = c.rope;
+  c.layer_kind.assign(static_cast<size_t>(layers), LayerKind::kAttention);
   c.rms_eps = 1e-5f;
   return c;
 }
@@ -114,10 +119,10 @@ const SynthPreset* find_synth_preset(const std::string& name) {
 
 Status write_synth_model(const SynthPreset& preset, GgmlType type, uint64_t seed,
                          const std::string& path, ThreadPool& pool) {
-  const LlamaConfig& c = preset.config;
+  const ModelConfig& c = preset.config;
   const bool tied = preset.name == "smollm-135m" || preset.name == "vocab-128k";
   gguf::GgufWriter w;
-  write_llama_metadata(w, c);
+  write_model_metadata(w, c);
   write_vocab_metadata(w, synth_vocab(c.n_vocab));
   const GgmlType out_type = type == GgmlType::Q4_K ? GgmlType::Q6_K : type;
   uint64_t tensor_seed = seed;

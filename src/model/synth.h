@@ -10,14 +10,14 @@
 #include "common/ggml_type.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
-#include "model/llama_config.h"
+#include "model/model_config.h"
 
 namespace hinge {
 
 struct SynthPreset {
   std::string name;
   std::string description;
-  LlamaConfig config;
+  ModelConfig config;
 };
 
 const std::vector<SynthPreset>& synth_presets();

@@ -28,7 +28,7 @@ StatusOr<const float*> bind_vector(const RawTensor& t, int64_t n, const std::str
 
 // Fills model.weights from tensors named the GGUF way (every loader renames to GGUF names
 // first) and records model.tensors. The output matrix falls back to the embedding (tied).
-Status bind_llama_weights(LoadedModel& model, const std::vector<RawTensor>& tensors,
+Status bind_model_weights(LoadedModel& model, const std::vector<RawTensor>& tensors,
                           const std::string& source);
 
 }  // namespace hinge

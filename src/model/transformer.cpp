@@ -1,4 +1,4 @@
-#include "model/llama_model.h"
+#include "model/transformer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -19,14 +19,13 @@ bool is_fp8(kv::KvDtype d) { return d == kv::KvDtype::kFp8E4m3 || d == kv::KvDty
 constexpr int64_t kParallelTokens = 16;
 }  // namespace
 
-LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
+Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
                        int64_t max_batch_tokens,
                        std::span<const std::span<const uint8_t>> file_mappings)
     : config_(config), weights_(weights), pool_(pool), max_batch_(std::max<int64_t>(1, max_batch_tokens)) {
   const auto& c = config_;
-  inv_freq_.resize(static_cast<size_t>(c.head_dim / 2));
-  kernels::rope_inv_freq(inv_freq_.data(), c.head_dim, c.rope_theta,
-                         c.rope_freq_factors.empty() ? nullptr : c.rope_freq_factors.data());
+  rope_global_ = make_rope(c.rope);
+  rope_local_ = make_rope(c.rope_local);
   auto sz = [&](int64_t per_token) { return static_cast<size_t>(max_batch_ * per_token); };
   x_.resize(sz(c.dim));
   xb_.resize(sz(c.dim));
@@ -43,7 +42,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, T
   pack_weights(file_mappings);
 }
 
-void LlamaModel::pack_weights(std::span<const std::span<const uint8_t>> file_mappings) {
+void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_mappings) {
   const char* off = std::getenv("HINGE_DISABLE_PACKING");
   if (off && std::string_view(off) == "1") return;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -70,7 +69,22 @@ void LlamaModel::pack_weights(std::span<const std::span<const uint8_t>> file_map
   pack(weights_.output);  // the embedding lookups keep reading token_embd's GGUF rows
 }
 
-kernels::PagedKvLayer LlamaModel::layer_view(kv::KvArena& arena, int32_t layer) const {
+kernels::RopeTable Transformer::make_rope(const RopeConfig& r) {
+  kernels::RopeSpec s;
+  s.style = r.style;
+  s.n_rot = r.n_rot;
+  s.theta = r.theta;
+  s.freq_scale = r.freq_scale;
+  s.ext_factor = r.ext_factor;
+  s.attn_factor = r.attn_factor;
+  s.beta_fast = r.beta_fast;
+  s.beta_slow = r.beta_slow;
+  s.n_ctx_orig = r.n_ctx_orig;
+  s.freq_factors = r.freq_factors.empty() ? nullptr : r.freq_factors.data();
+  return kernels::make_rope_table(s);
+}
+
+kernels::PagedKvLayer Transformer::layer_view(kv::KvArena& arena, int32_t layer) const {
   const kv::KvSpec& s = arena.spec();
   kernels::PagedKvLayer v;
   v.base = arena.base();
@@ -91,7 +105,7 @@ kernels::PagedKvLayer LlamaModel::layer_view(kv::KvArena& arena, int32_t layer) 
   return v;
 }
 
-Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, float* logits) {
+Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, float* logits) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(b.token_ids.size());
   if (n == 0) return Status::Error("forward: no tokens");
@@ -152,8 +166,11 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
 
   for (int64_t t = 0; t < n; ++t) {
     const auto& e = weights_.token_embd;
+    float* x = &x_[t * c.dim];
     kernels::dequantize_row(e.type, static_cast<const uint8_t*>(e.data) + b.token_ids[t] * e.row_bytes,
-                            &x_[t * c.dim], c.dim);
+                            x, c.dim);
+    if (c.embed_scale != 0.0f)
+      for (int64_t i = 0; i < c.dim; ++i) x[i] *= c.embed_scale;
   }
   run_layers(b, arena);
 
@@ -163,21 +180,43 @@ Status LlamaModel::forward_batch(const ForwardBatch& b, kv::KvArena& arena, floa
     kernels::rmsnorm(&xb_[i * c.dim], &x_[b.logit_rows[i] * c.dim], weights_.output_norm, c.dim,
                      c.rms_eps);
   kernels::matmul(weights_.output, xb_.data(), m, logits, pool_, mm_scratch_);
+  if (weights_.output_bias || c.logit_scale != 0.0f || c.final_softcap != 0.0f) {
+    const float inv_scale = c.logit_scale != 0.0f ? 1.0f / c.logit_scale : 1.0f;
+    const float cap = c.final_softcap;
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = logits + i * c.n_vocab;
+      for (int64_t v = 0; v < c.n_vocab; ++v) {
+        float y = row[v];
+        if (weights_.output_bias) y += weights_.output_bias[v];
+        y *= inv_scale;
+        if (cap != 0.0f) y = cap * std::tanh(y / cap);
+        row[v] = y;
+      }
+    }
+  }
   return Status::Ok();
 }
 
-void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
+namespace {
+// y = y * scale + bias over rows of `n` values (LinearExtras).
+void apply_extras(float* y, int64_t n, const LinearExtras& x) {
+  if (x.scale != 1.0f)
+    for (int64_t i = 0; i < n; ++i) y[i] *= x.scale;
+  if (x.bias)
+    for (int64_t i = 0; i < n; ++i) y[i] += x.bias[i];
+}
+}  // namespace
+
+void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
   const auto& c = config_;
   const int64_t n = static_cast<int64_t>(b.token_ids.size());
   const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), ffn = c.ffn_dim;
-  const kernels::AttentionShape shape{.n_heads = static_cast<int32_t>(c.n_heads),
-                                      .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
-                                      .head_dim = static_cast<int32_t>(c.head_dim)};
+  const int64_t hd = c.head_dim;
   const kv::KvSpec& s = arena.spec();
   const bool k_shift = kv::kv_dtype_is_quantized(s.k_dtype);
-  // Per-token element-wise work (norms, RoPE, KV writes, SwiGLU, residual adds) runs on the pool
-  // for prefill-sized batches: on one thread it would leave the others idle between matmuls.
-  // Each token's values are computed by the same code either way.
+  // Per-token element-wise work (norms, RoPE, KV writes, activations, residual adds) runs on the
+  // pool for prefill-sized batches: on one thread it would leave the others idle between
+  // matmuls. Each token's values are computed by the same code either way.
   const bool split = n >= kParallelTokens && pool_.size() > 1;
   auto for_tokens = [&](auto&& fn) {
     if (split)
@@ -185,19 +224,56 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     else
       fn(int64_t{0}, n);
   };
+  // A block's output [n, dim] in proj_: post-norm, residual scale, then added to x_.
+  auto residual_add = [&](const float* post_norm) {
+    for_tokens([&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* p = &proj_[t * dim];
+        if (post_norm) kernels::rmsnorm(p, p, post_norm, dim, c.rms_eps);
+        if (c.residual_scale != 0.0f)
+          for (int64_t i = 0; i < dim; ++i) p[i] *= c.residual_scale;
+      }
+      kernels::add_inplace(&x_[t0 * dim], &proj_[t0 * dim], (t1 - t0) * dim);
+    });
+  };
 
   for (int32_t l = 0; l < static_cast<int32_t>(c.n_layers); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
-    // Attention block: the RMSNorm runs inside the QKV matmul's activation pass.
+    const kernels::RopeTable& rope = c.is_local(l) ? rope_local_ : rope_global_;
+    const kernels::AttentionShape shape{.n_heads = static_cast<int32_t>(c.n_heads),
+                                        .n_kv_heads = static_cast<int32_t>(c.n_kv_heads),
+                                        .head_dim = static_cast<int32_t>(hd),
+                                        .window = c.window_of(l),
+                                        .scale = c.attn_scale,
+                                        .softcap = c.attn_softcap};
+    // Attention block: the RMSNorm (if any) runs inside the QKV matmul's activation pass.
     const kernels::MatmulNorm attn_norm{w.attn_norm, c.rms_eps};
     const kernels::MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
-    kernels::matmul_shared_input(qkv, x_.data(), n, pool_, mm_scratch_, &attn_norm);
+    kernels::matmul_shared_input(qkv, x_.data(), n, pool_, mm_scratch_,
+                                 w.attn_norm ? &attn_norm : nullptr);
     for_tokens([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
+        float* q = &q_[t * q_dim];
+        float* k = &k_[t * kv_dim];
+        apply_extras(q, q_dim, w.xq);
+        apply_extras(k, kv_dim, w.xk);
+        apply_extras(&v_[t * kv_dim], kv_dim, w.xv);
+        if (c.qk_norm == QkNorm::kPerHead) {
+          for (int64_t h = 0; h < c.n_heads; ++h) kernels::rmsnorm(q + h * hd, q + h * hd, w.q_norm, hd, c.rms_eps);
+          for (int64_t h = 0; h < c.n_kv_heads; ++h) kernels::rmsnorm(k + h * hd, k + h * hd, w.k_norm, hd, c.rms_eps);
+        } else if (c.qk_norm == QkNorm::kFull) {
+          kernels::rmsnorm(q, q, w.q_norm, q_dim, c.rms_eps);
+          kernels::rmsnorm(k, k, w.k_norm, kv_dim, c.rms_eps);
+        }
         const int64_t pos = positions_[static_cast<size_t>(t)];
-        kernels::rope(&q_[t * q_dim], c.n_heads, c.head_dim, pos, inv_freq_.data(), c.rope_style);
-        kernels::rope(&k_[t * kv_dim], c.n_kv_heads, c.head_dim, pos, inv_freq_.data(),
-                      c.rope_style);
+        kernels::rope_ext(q, c.n_heads, hd, pos, rope);
+        kernels::rope_ext(k, c.n_kv_heads, hd, pos, rope);
+        if (c.attn_temp_scale != 0.0f) {
+          const float f = std::log(std::floor(static_cast<float>(pos) /
+                                              static_cast<float>(c.attn_temp_floor)) + 1.0f) *
+                              c.attn_temp_scale + 1.0f;
+          for (int64_t i = 0; i < q_dim; ++i) q[i] *= f;
+        }
       }
     });
     // Quantized K: store k - mean (see KvArena::k_shift), calibrated from the first K written.
@@ -215,9 +291,9 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
         for (int64_t i = 0; i < kv_dim; ++i) k_[t * kv_dim + i] -= mu[i];
       // And rotate keys and queries alike (an orthonormal Hadamard per head): scores are
       // unchanged, the quantizer sees energy spread over all channels (docs/kv-dtypes.md).
-      if ((c.head_dim & (c.head_dim - 1)) == 0) {
-        kernels::hadamard_inplace(k_.data(), n * c.n_kv_heads, c.head_dim);
-        kernels::hadamard_inplace(q_.data(), n * c.n_heads, c.head_dim);
+      if ((hd & (hd - 1)) == 0) {
+        kernels::hadamard_inplace(k_.data(), n * c.n_kv_heads, hd);
+        kernels::hadamard_inplace(q_.data(), n * c.n_heads, hd);
       }
     }
     // fp8: calibrate this layer's scales from the first K/V ever written.
@@ -239,26 +315,40 @@ void LlamaModel::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     });
     kernels::paged_attention(view, seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
     kernels::matmul(w.wo, att_out_.data(), n, proj_.data(), pool_, mm_scratch_);
+    if (w.xo.any())
+      for_tokens([&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) apply_extras(&proj_[t * dim], dim, w.xo);
+      });
+    residual_add(w.post_attn_norm);
 
-    // Feed-forward block (SwiGLU), after the attention's residual add; its RMSNorm runs inside
-    // the gate/up matmul's activation pass.
-    for_tokens([&](int64_t t0, int64_t t1) {
-      kernels::add_inplace(&x_[t0 * dim], &proj_[t0 * dim], (t1 - t0) * dim);
-    });
+    // Feed-forward block (gated: SwiGLU or GEGLU); its RMSNorm (if any) runs inside the
+    // gate/up matmul's activation pass.
     const kernels::MatmulNorm ffn_norm{w.ffn_norm, c.rms_eps};
     const kernels::MatmulOut gate_up[] = {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}};
-    kernels::matmul_shared_input(gate_up, x_.data(), n, pool_, mm_scratch_, &ffn_norm);
+    kernels::matmul_shared_input(gate_up, x_.data(), n, pool_, mm_scratch_,
+                                 w.ffn_norm ? &ffn_norm : nullptr);
+    const bool gu_extras = w.x_gate.any() || w.x_up.any();
     for_tokens([&](int64_t t0, int64_t t1) {
-      kernels::swiglu(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
+      if (gu_extras)
+        for (int64_t t = t0; t < t1; ++t) {
+          apply_extras(&gate_[t * ffn], ffn, w.x_gate);
+          apply_extras(&up_[t * ffn], ffn, w.x_up);
+        }
+      if (c.activation == Activation::kGeluTanh)
+        kernels::geglu_tanh(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
+      else
+        kernels::swiglu(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
     });
     kernels::matmul(w.w_down, gate_.data(), n, proj_.data(), pool_, mm_scratch_);
-    for_tokens([&](int64_t t0, int64_t t1) {
-      kernels::add_inplace(&x_[t0 * dim], &proj_[t0 * dim], (t1 - t0) * dim);
-    });
+    if (w.x_down.any())
+      for_tokens([&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) apply_extras(&proj_[t * dim], dim, w.x_down);
+      });
+    residual_add(w.post_ffn_norm);
   }
 }
 
-Status LlamaModel::forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
+Status Transformer::forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                            bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return Status::Error("forward: no tokens");

@@ -1,5 +1,6 @@
-// The Llama-family forward pass (RMSNorm, RoPE, grouped-query attention, SwiGLU FFN) over a
-// batch of tokens from any number of sequences, reading and writing a paged KV arena.
+// The forward pass of every model family (model/family.h): the block recipe in ModelConfig
+// (pre/post RMSNorms, Q/K norms, biases, RoPE kinds, sliding windows, soft-capping, gated FFN
+// with SiLU or tanh-GELU) over a batch of tokens from any number of sequences, reading and writing a paged KV arena.
 //
 // One forward_batch() pushes every token of an engine step through each weight matrix once
 // (matrix-matrix), writes each token's K/V into its physical slot, and runs paged attention per
@@ -22,11 +23,12 @@
 #include "common/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
+#include "kernels/ops.h"
 #include "kernels/paged_attention.h"
 #include "kv/kv_arena.h"
 #include "model/kv_cache.h"
-#include "model/llama_config.h"
-#include "model/llama_weights.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
 
 namespace hinge {
 
@@ -42,19 +44,19 @@ struct ForwardBatch {
   std::span<const int32_t> logit_rows;           // rows whose logits are wanted, ascending
 };
 
-class LlamaModel {
+class Transformer {
  public:
   static constexpr float kFp8Headroom = 2.0f;
 
   // file_mappings: read-only private file mappings the weight views may point into
   // (LoadedModel::file_mappings); the pages of matrices that get a packed copy are dropped from
   // memory (they stay readable: the kernel re-reads the file if something touches them).
-  LlamaModel(const LlamaConfig& config, const LlamaWeights& weights, ThreadPool& pool,
+  Transformer(const ModelConfig& config, const ModelWeights& weights, ThreadPool& pool,
              int64_t max_batch_tokens = 64,
              std::span<const std::span<const uint8_t>> file_mappings = {});
 
-  const LlamaConfig& config() const { return config_; }
-  const LlamaWeights& weights() const { return weights_; }
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
   int64_t max_batch_tokens() const { return max_batch_; }
 
   // Runs the batch; logits receives [logit_rows.size(), n_vocab]. Errors (nothing computed):
@@ -73,15 +75,16 @@ class LlamaModel {
   void run_layers(const ForwardBatch& batch, kv::KvArena& arena);
   void pack_weights(std::span<const std::span<const uint8_t>> file_mappings);
   kernels::PagedKvLayer layer_view(kv::KvArena& arena, int32_t layer) const;
+  static kernels::RopeTable make_rope(const RopeConfig& r);
 
-  LlamaConfig config_;
-  LlamaWeights weights_;
+  ModelConfig config_;
+  ModelWeights weights_;
   // Packed copies of the matrices (kernels/matmul_packed.h) the views point to, when the CPU
   // has the packed kernel.
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   ThreadPool& pool_;
   int64_t max_batch_;
-  std::vector<float> inv_freq_;  // [head_dim / 2]
+  kernels::RopeTable rope_global_, rope_local_;  // full-attention and sliding-window layers
   // Scratch, sized once.
   std::vector<float> x_;    // [max_batch, dim] residual stream
   std::vector<float> xb_;   // [max_batch, dim] normed input

@@ -1,4 +1,4 @@
-#include "model/llama_weights.h"
+#include "model/model_weights.h"
 
 namespace hinge {
 namespace {
@@ -12,14 +12,14 @@ uint64_t layer_bytes(const LayerWeights& l, int64_t dim) {
 }
 }  // namespace
 
-uint64_t LlamaWeights::bytes_per_token() const {
+uint64_t ModelWeights::bytes_per_token() const {
   const int64_t dim = token_embd.cols;
   uint64_t total = token_embd.row_bytes + matrix_bytes(output) + dim * sizeof(float);
   for (const auto& l : layers) total += layer_bytes(l, dim);
   return total;
 }
 
-uint64_t LlamaWeights::total_bytes() const {
+uint64_t ModelWeights::total_bytes() const {
   const int64_t dim = token_embd.cols;
   uint64_t total = matrix_bytes(token_embd) + dim * sizeof(float);
   if (output.data != token_embd.data) total += matrix_bytes(output);

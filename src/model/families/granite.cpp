@@ -1,0 +1,32 @@
+// Granite 3.x (dense): llama.cpp's LLM_ARCH_GRANITE (src/models/granite.cpp). Llama's block
+// with embedding_scale (embeddings multiplied), residual_scale (each block's output multiplied
+// before the residual add), attention.scale (score multiplier) and logit_scale (logits divided).
+#include "model/family.h"
+
+namespace hinge {
+namespace {
+
+Status load(const HparamReader& hp, ModelConfig& c) {
+  c.extras = kQkvBias | kQkvScale | kOutBias | kOutScale | kFfnBias;
+  auto logit = hp.get_float("logit_scale");
+  if (!logit) return Status::Errorf("{}: missing metadata 'granite.logit_scale'", hp.source());
+  c.logit_scale = static_cast<float>(*logit);
+  c.residual_scale = static_cast<float>(hp.get_float("residual_scale").value_or(0.0));
+  c.embed_scale = static_cast<float>(hp.get_float("embedding_scale").value_or(0.0));
+  c.attn_scale = static_cast<float>(hp.get_float("attention.scale").value_or(0.0));
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern const Family kGraniteFamily{
+    .name = "granite",
+    .gguf_archs = {"granite"},
+    .hf_model_types = {},
+    .models = "Granite 3.x",
+    .load_hparams = load,
+    .hf_metadata = nullptr,
+    .rope_factors = Family::RopeFactors::kFreqs,
+};
+
+}  // namespace hinge

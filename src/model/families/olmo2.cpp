@@ -1,0 +1,39 @@
+// OLMo 2 and OLMo 3: llama.cpp's LLM_ARCH_OLMO2 (src/models/olmo2.cpp). No norm before the
+// blocks, RMSNorm after them (post_attention_norm, post_ffw_norm), RMSNorm over the whole Q and
+// K projections, NEOX RoPE. With attention.sliding_window (OLMo 3): 3 local : 1 global layers,
+// local layers rotate without the YaRN scaling.
+#include "model/family.h"
+
+namespace hinge {
+namespace {
+
+Status load(const HparamReader& hp, ModelConfig& c) {
+  c.pre_norms = false;
+  c.post_norms = true;
+  c.qk_norm = QkNorm::kFull;
+  c.extras = kOutScale;
+  const int64_t swa = hp.get_int("attention.sliding_window").value_or(0);
+  if (swa > 0) {
+    c.sliding_window = static_cast<int32_t>(swa);
+    HINGE_RETURN_IF_ERROR(set_swa_pattern(hp, c, 4));
+    c.rope_local = c.rope;  // llama.cpp: the global base, no scaling, no YaRN
+    c.rope_local.freq_scale = 1.0f;
+    c.rope_local.ext_factor = 0.0f;
+    c.rope_local.attn_factor = 1.0f;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern const Family kOlmo2Family{
+    .name = "olmo2",
+    .gguf_archs = {"olmo2"},
+    .hf_model_types = {},
+    .models = "OLMo 2, OLMo 3",
+    .load_hparams = load,
+    .hf_metadata = nullptr,
+    .rope_style = kernels::RopeStyle::kNeox,
+};
+
+}  // namespace hinge
