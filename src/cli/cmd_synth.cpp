@@ -9,7 +9,7 @@ namespace hinge::cli {
 
 int synth_command(const SynthArgs& args) {
   if (args.list || args.preset.empty()) {
-    for (const auto& p : synth_presets()) std::printf("%-14s %s\n", p.name.c_str(), p.description.c_str());
+    for (const auto& p : synth_presets()) std::printf("%-15s %s\n", p.name.c_str(), p.description.c_str());
     if (!args.list) return fail("--preset is required (one of the above)");
     return 0;
   }
@@ -23,7 +23,7 @@ int synth_command(const SynthArgs& args) {
   ThreadPool pool(hardware_threads());
   std::fprintf(stderr, "hinge: writing %s (%s, %s)...\n", args.output.c_str(), preset->name.c_str(),
                args.type.c_str());
-  if (Status st = write_synth_model(*preset, *type, args.seed, args.output, pool); !st.ok())
+  if (Status st = write_synth_model(*preset, *type, args.seed, args.output, pool, args.layers); !st.ok())
     return fail(st.message());
   std::fprintf(stderr, "hinge: wrote %s\n", args.output.c_str());
   return 0;

@@ -57,6 +57,7 @@ struct SynthArgs {
   std::string type = "q8_0";
   std::string output;
   uint64_t seed = 1234;
+  int64_t layers = 0;
   bool list = false;
 };
 int synth_command(const SynthArgs& args);

@@ -80,8 +80,10 @@ int main(int argc, char** argv) {
 
   hinge::cli::SynthArgs synth;
   auto* synth_cmd = app.add_subcommand("synth", "Write a random-weight GGUF of a real model shape");
-  synth_cmd->add_option("--preset", synth.preset, "Shape: smollm-135m, llama-1b, tiny (see --list)");
-  synth_cmd->add_option("--type", synth.type, "Weight type: f16, q8_0, q4_0, q4_k")->capture_default_str();
+  synth_cmd->add_option("--preset", synth.preset, "Shape: qwen2.5-0.5b, qwen3-0.6b, gemma3-1b, gemma2-2b, phi3-mini, smollm-135m, llama-1b, tiny-<family>, ... (see --list)");
+  synth_cmd->add_option("--layers", synth.layers, "Keep only the first N layers (fast tests of a real shape)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  synth_cmd->add_option("--type", synth.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k")->capture_default_str();
   synth_cmd->add_option("-o,--output", synth.output, "Output .gguf path");
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
   synth_cmd->add_flag("--list", synth.list, "List presets");

@@ -40,7 +40,8 @@ Status ModelConfig::validate(const std::string& source) const {
       return bad(fmt::format("{} rope frequency factors for {} rotated dimensions",
                              r.freq_factors.size(), r.n_rot));
     for (float f : r.freq_factors)
-      if (!(f > 0.0f && f < 1e6f)) return bad("rope frequency factor out of range");
+      if (!std::isfinite(f) || std::fabs(f) < 1e-30f || std::fabs(f) > 1e30f)
+        return bad("rope frequency factor out of range");
     return Status::Ok();
   };
   HINGE_RETURN_IF_ERROR(check_rope(rope, "global"));

@@ -18,6 +18,9 @@ struct SynthPreset {
   std::string name;
   std::string description;
   ModelConfig config;
+  bool tied = false;          // no output.weight: the embedding is the output matrix
+  bool qkv_bias = false;      // attn_q/k/v.bias (qwen2)
+  bool random_norms = false;  // norms 1 +- 0.25 instead of ones (test presets)
 };
 
 const std::vector<SynthPreset>& synth_presets();
@@ -25,7 +28,8 @@ const SynthPreset* find_synth_preset(const std::string& name);
 
 // Writes the model. Matrices use `type` (the output matrix uses Q6_K when type is Q4_K, as in
 // Q4_K_M files); norms are f32 ones; weights ~ N(0, 0.02^2) approximately. Deterministic in seed.
+// layers > 0 keeps only the first `layers` layers (fast tests of a real shape).
 Status write_synth_model(const SynthPreset& preset, GgmlType type, uint64_t seed,
-                         const std::string& path, ThreadPool& pool);
+                         const std::string& path, ThreadPool& pool, int64_t layers = 0);
 
 }  // namespace hinge

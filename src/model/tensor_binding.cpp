@@ -207,7 +207,7 @@ Status bind_model_weights(LoadedModel& model, const std::vector<RawTensor>& tens
     HINGE_ASSIGN_OR_RETURN(const float* f, vec(factors, n));
     c.rope.freq_factors.assign(f, f + n);
     for (float x : c.rope.freq_factors)
-      if (!(x > 0.0f && x < 1e6f))
+      if (!std::isfinite(x) || std::fabs(x) < 1e-30f || std::fabs(x) > 1e30f)
         return Status::Errorf("{}: tensor '{}' holds a factor out of range", source, factors);
   }
   return Status::Ok();
