@@ -55,6 +55,30 @@ TEST(Cli, CorruptInputsGiveOneLineErrors) {
   }
 }
 
+// An architecture hinge does not run (the recurrent-state families among them) is one line
+// that names it and lists what hinge runs; a hostile name cannot break the line.
+TEST(Cli, UnsupportedArchitectureIsOneLineNamingIt) {
+  const std::string dir = testing::temp_dir();
+  const std::string model = testing::read_file(shared_path("models/stories260K.gguf"));
+  const std::string key = "general.architecture";
+  const size_t at = model.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const size_t value = at + key.size() + 4 + 8;  // type u32, length u64, then the bytes
+  ASSERT_EQ(model.substr(value, 5), "llama");
+  for (const std::string arch : {"jamba", "mamba", "rwkv7", "ab\ncd"}) {
+    std::string bytes = model;
+    bytes.replace(value, 5, arch);
+    const std::string path = dir + "/arch.gguf";
+    std::ofstream(path, std::ios::binary) << bytes;
+    auto r = run_command(hinge_binary() + " info " + path + " 2>&1 >/dev/null");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+    const std::string shown = arch == "ab\ncd" ? "ab\\x0acd" : arch;
+    EXPECT_NE(r.out.find("architecture '" + shown + "' is not supported"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("qwen2, qwen3, gemma2, gemma3"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Cli, TokenizeMatchesTokenizerAndAddsBos) {
   auto r = run_command("printf 'Once upon a time' | " + hinge_binary() + " tokenize -m " +
                        shared_path("models/stories260K.gguf"));
