@@ -69,7 +69,7 @@ std::vector<GenerateRequest> requests(int32_t n_vocab) {
 }
 
 std::unique_ptr<Engine> engine(const LoadedModel& m, int64_t kv_bytes = 64 << 20) {
-  EngineConfig c = testing::small_f32_engine_config(2, kv_bytes);
+  EngineConfig c = testing::small_f32_engine_config(1, kv_bytes);  // ctest runs 2 at once on 2 cores
   c.max_num_seqs = 32;
   auto e = Engine::create(m, nullptr, c);
   EXPECT_TRUE(e.ok()) << e.status().message();

@@ -7,6 +7,8 @@
 //                         scripts/peer_logits.cpp), for the f32 file;
 //   <preset>.<type>.greedy  prompt ids, llama.cpp's greedy 64-token continuation and its
 //                         top-1/top-2 margin at each step, for the q8_0 and q4_K files.
+// archs-<arch>.json / .hlg: manifests of llama.cpp's test-llama-archs files and llama.cpp's
+//                         logits on them (scripts/peer-archs), see ArchsParity below.
 // The test writes the same files with hinge synth, runs hinge's forward pass at 1 and 2 threads
 // and compares: every position's logits within 1e-3 of that position's max |logit|, and the
 // greedy continuations (see kClearMargin).
@@ -16,9 +18,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <random>
 #include <sstream>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sodium.h>
+
+#include "common/half.h"
 #include "common/thread_pool.h"
+#include "format/gguf.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/synth.h"
@@ -181,6 +191,118 @@ TEST_P(FamilyParity, GreedyContinuationOfQuantizedFilesMatchesLlamaCpp) {
     RecordProperty(name + "_exact_of_64", std::to_string(exact));
   }
 }
+
+// Files written by llama.cpp's own test generator (tests/test-llama-archs.cpp), for the 7
+// families its saver covers. Their tensors are N(0, 0.01) from std::mt19937(seed ^
+// std::hash<std::string>(name)) with std::normal_distribution<float> (libstdc++, as both
+// builds here use), so the test rebuilds each file from its manifest (scripts/peer-archs) and
+// checks the data digest before comparing with llama.cpp's logits on the original file. They
+// carry every optional tensor (biases, one-element scales, rope_freqs, partial rotary in some),
+// which each family applies exactly where llama.cpp's graph does.
+gguf::Value json_value(int type, const nlohmann::json& v) {
+  using gguf::Value;
+  switch (type) {
+    case 0: return Value::u8(v.get<uint8_t>());
+    case 1: return Value::i8(v.get<int8_t>());
+    case 2: return Value::u16(v.get<uint16_t>());
+    case 3: return Value::i16(v.get<int16_t>());
+    case 4: return Value::u32(v.get<uint32_t>());
+    case 5: return Value::i32(v.get<int32_t>());
+    case 6: {
+      const uint32_t bits = v.get<uint32_t>();
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return Value::f32(f);
+    }
+    case 7: return Value::boolean(v.get<int>() != 0);
+    case 8: return Value::str(v.get<std::string>());
+    case 9: {
+      const int et = v[0].get<int>();
+      std::vector<Value> elems;
+      for (const auto& x : v[1]) elems.push_back(json_value(et, x));
+      return Value::make_array(static_cast<gguf::ValueType>(et), std::move(elems));
+    }
+    case 10: return Value::u64(v.get<uint64_t>());
+    case 11: return Value::i64(v.get<int64_t>());
+    case 12: {
+      const uint64_t bits = v.get<uint64_t>();
+      double d;
+      std::memcpy(&d, &bits, 8);
+      return Value::f64(d);
+    }
+  }
+  ADD_FAILURE() << "GGUF value type " << type;
+  return Value::u32(0);
+}
+
+std::string rebuild_archs_file(const std::string& arch, const std::string& dir) {
+  const auto j = nlohmann::json::parse(testing::read_file(data_path("archs-" + arch + ".json")));
+  gguf::GgufWriter w;
+  for (const auto& kv : j["metadata"]) w.set(kv[0].get<std::string>(), json_value(kv[1], kv[2]));
+  const size_t seed = j["seed"].get<size_t>();
+  crypto_hash_sha256_state sha;
+  crypto_hash_sha256_init(&sha);
+  for (const auto& t : j["tensors"]) {
+    const std::string name = t[0].get<std::string>();
+    const int type = t[1].get<int>();
+    const std::vector<uint64_t> ne = t[2].get<std::vector<uint64_t>>();
+    uint64_t n = 1;
+    for (uint64_t d : ne) n *= d;
+    std::mt19937 gen(seed ^ std::hash<std::string>{}(name));
+    std::normal_distribution<float> dis(0.0f, 1.0e-2f);
+    std::string bytes;
+    if (type == 0) {
+      std::vector<float> v(n);
+      for (auto& x : v) x = dis(gen);
+      bytes.assign(reinterpret_cast<const char*>(v.data()), n * 4);
+    } else if (type == 1) {
+      std::vector<uint16_t> v(n);
+      for (auto& x : v) x = f32_to_f16(dis(gen));
+      bytes.assign(reinterpret_cast<const char*>(v.data()), n * 2);
+    } else {
+      ADD_FAILURE() << name << ": tensor type " << type;
+      return "";
+    }
+    crypto_hash_sha256_update(&sha, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+    EXPECT_TRUE(w.add_tensor(name, type == 0 ? GgmlType::F32 : GgmlType::F16, ne, bytes.data(),
+                             bytes.size()).ok());
+  }
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256_final(&sha, digest);
+  std::string hex;
+  for (unsigned char c : digest) hex += fmt::format("{:02x}", c);
+  EXPECT_EQ(hex, j["sha256"].get<std::string>()) << arch << ": rebuilt tensor data differs from "
+                                                  << "test-llama-archs' file";
+  const std::string path = dir + "/archs-" + arch + ".gguf";
+  EXPECT_TRUE(w.write(path).ok());
+  return path;
+}
+
+class ArchsParity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ArchsParity, LogitsOfLlamaCppsTestGeneratorFilesMatch) {
+  const std::string arch = GetParam();
+  const Reference ref = read_hlg(data_path("archs-" + arch + ".hlg"));
+  ASSERT_EQ(ref.tokens.size(), 128u);
+  auto m = testing::load_or_die(rebuild_archs_file(arch, testing::temp_dir()));
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->config.n_vocab, ref.n_vocab);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    Transformer model(m->config, m->weights, pool, 64, m->file_mappings);
+    KvCache cache(m->config, static_cast<int64_t>(ref.tokens.size()));
+    std::vector<float> got(ref.tokens.size() * static_cast<size_t>(ref.n_vocab));
+    ASSERT_TRUE(model.forward(ref.tokens, cache, got.data(), /*all_logits=*/true).ok());
+    const double err = worst_position_error(got, ref);
+    EXPECT_LE(err, 1e-3) << arch << " threads " << threads;
+    RecordProperty(arch + "_threads" + std::to_string(threads) + "_max_rel_err", std::to_string(err));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TestLlamaArchs, ArchsParity,
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma2", "phi3", "granite",
+                                           "mistral3"),
+                         [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyParity, ::testing::ValuesIn(kPresets),
                          [](const auto& info) {

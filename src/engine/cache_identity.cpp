@@ -36,6 +36,9 @@ uint64_t kv_cache_fingerprint(const LoadedModel& model, const kv::KvSpec& spec) 
       spec.block_size_tokens, weight_digest(model.weights.token_embd),
       weight_digest(model.weights.output));
   for (uint8_t f : c.layer_local) id += f ? 'L' : 'G';
+  for (const RopeConfig* r : {&c.rope, &c.rope_local})
+    id += fmt::format(" | rope {} {} {} {} {} {} {} {}", r->n_rot, r->theta, r->freq_scale,
+                      r->ext_factor, r->attn_factor, r->beta_fast, r->beta_slow, r->n_ctx_orig);
   // Which layers a block holds: its group's (one group: every layer).
   for (const kv::KvGroup& g : spec.groups) {
     id += " | group";

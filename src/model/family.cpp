@@ -73,7 +73,11 @@ Status load_common_hparams(const HparamReader& hp, ModelConfig& c) {
     HINGE_ASSIGN_OR_RETURN(c.n_kv_heads, hp.need_int("attention.head_count_kv"));
   }
   c.context_length = hp.get_int("context_length").value_or(2048);
-  if (c.n_heads <= 0) return Status::Errorf("{}: head count {} is invalid", hp.source(), c.n_heads);
+  // Bounds before anything is sized by them (ModelConfig::validate checks the rest).
+  if (c.n_layers <= 0 || c.n_layers > 1024)
+    return Status::Errorf("{}: block count {} is invalid", hp.source(), c.n_layers);
+  if (c.n_heads <= 0 || c.n_heads > (1 << 17))
+    return Status::Errorf("{}: head count {} is invalid", hp.source(), c.n_heads);
   c.head_dim = hp.get_int("attention.key_length").value_or(c.dim / c.n_heads);
   const int64_t v_len = hp.get_int("attention.value_length").value_or(c.head_dim);
   if (v_len != c.head_dim)
@@ -95,21 +99,9 @@ Status load_common_hparams(const HparamReader& hp, ModelConfig& c) {
                           "longrope are)", hp.source(), scaling);
   }
   r.n_ctx_orig = hp.get_int("rope.scaling.original_context_length").value_or(c.context_length);
-  r.beta_fast = get_f(hp, "rope.scaling.yarn_beta_fast", 32.0f);
-  r.beta_slow = get_f(hp, "rope.scaling.yarn_beta_slow", 1.0f);
   r.ext_factor = scaling == "yarn" ? 1.0f : 0.0f;
-  // The cos/sin magnitude, as llama_context derives yarn_attn_factor.
-  float attn_factor = 1.0f;
-  if (r.ext_factor != 0.0f) {
-    auto mscale = [](float scale, float m) {
-      return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f;
-    };
-    const float f = 1.0f / r.freq_scale;
-    const float log_mul = get_f(hp, "rope.scaling.yarn_log_multiplier", 0.0f);
-    attn_factor = log_mul != 0.0f ? mscale(f, 1.0f) / mscale(f, log_mul) : mscale(f, 1.0f);
-    attn_factor *= 1.0f / (1.0f + 0.1f * std::log(f));
-  }
-  r.attn_factor = attn_factor * get_f(hp, "rope.scaling.attn_factor", 1.0f);
+  r.scaling_attn_factor = get_f(hp, "rope.scaling.attn_factor", 1.0f);
+  finish_rope_attn_factor(r);
   // Local (sliding-window) layers: llama.cpp's defaults (base 10000, no scaling) unless the
   // family or the file says otherwise.
   c.rope_local = r;
@@ -118,6 +110,13 @@ Status load_common_hparams(const HparamReader& hp, ModelConfig& c) {
   c.rope_local.n_rot = hp.get_int("rope.dimension_count_swa").value_or(r.n_rot);
   c.layer_kind.assign(static_cast<size_t>(std::max<int64_t>(c.n_layers, 0)), LayerKind::kAttention);
   return Status::Ok();
+}
+
+StatusOr<int32_t> read_sliding_window(const HparamReader& hp, int64_t default_window) {
+  const int64_t w = hp.get_int("attention.sliding_window").value_or(default_window);
+  if (w < 0 || w > (1 << 24))
+    return Status::Errorf("{}: sliding window {} is out of range", hp.source(), w);
+  return static_cast<int32_t>(w);
 }
 
 Status set_swa_pattern(const HparamReader& hp, ModelConfig& c, int64_t default_period,
@@ -144,6 +143,21 @@ Status set_swa_pattern(const HparamReader& hp, ModelConfig& c, int64_t default_p
     c.layer_local[static_cast<size_t>(l)] =
         period == 0 || (dense_first ? l % period != 0 : l % period < period - 1);
   return Status::Ok();
+}
+
+void finish_rope_attn_factor(RopeConfig& r) {
+  // The cos/sin magnitude, as llama_context derives yarn_attn_factor.
+  float attn_factor = 1.0f;
+  if (r.ext_factor != 0.0f && r.freq_scale > 0.0f) {
+    auto mscale = [](float scale, float m) {
+      return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f;
+    };
+    const float f = 1.0f / r.freq_scale;
+    attn_factor = r.yarn_log_mul != 0.0f ? mscale(f, 1.0f) / mscale(f, r.yarn_log_mul)
+                                         : mscale(f, 1.0f);
+    attn_factor *= 1.0f / (1.0f + 0.1f * std::log(f));
+  }
+  r.attn_factor = attn_factor * r.scaling_attn_factor;
 }
 
 int64_t ModelConfig::num_local_layers() const {
@@ -180,19 +194,24 @@ Status hf_common_metadata(const nlohmann::json& j, const std::string& arch,
   HINGE_RETURN_IF_ERROR(need("num_attention_heads", "attention.head_count"));
   HINGE_RETURN_IF_ERROR(need("intermediate_size", "feed_forward_length"));
   HINGE_RETURN_IF_ERROR(need("vocab_size", "vocab_size"));
-  if (auto v = json_get<int64_t>(j, "num_key_value_heads"))
+  auto bounded = [](std::optional<int64_t> v) {
+    return v && *v > 0 && *v <= (int64_t{1} << 31) ? v : std::nullopt;
+  };
+  if (auto v = bounded(json_get<int64_t>(j, "num_key_value_heads")))
     out.emplace_back(arch + ".attention.head_count_kv", gguf::Value::u32(static_cast<uint32_t>(*v)));
-  if (auto v = json_get<int64_t>(j, "head_dim")) {
+  if (auto v = bounded(json_get<int64_t>(j, "head_dim"))) {
     out.emplace_back(arch + ".attention.key_length", gguf::Value::u32(static_cast<uint32_t>(*v)));
     out.emplace_back(arch + ".attention.value_length", gguf::Value::u32(static_cast<uint32_t>(*v)));
   }
-  if (auto v = json_get<int64_t>(j, "max_position_embeddings"))
+  if (auto v = bounded(json_get<int64_t>(j, "max_position_embeddings")))
     out.emplace_back(arch + ".context_length", gguf::Value::u32(static_cast<uint32_t>(*v)));
   if (auto v = json_get<double>(j, "rms_norm_eps"))
     out.emplace_back(arch + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(static_cast<float>(*v)));
   if (auto v = json_get<double>(j, "rope_theta"))
     out.emplace_back(arch + ".rope.freq_base", gguf::Value::f32(static_cast<float>(*v)));
-  if (auto v = json_get<int64_t>(j, "sliding_window"); v && j.value("use_sliding_window", true))
+  const auto use_swa = j.find("use_sliding_window");
+  const bool swa_on = use_swa == j.end() || !use_swa->is_boolean() || use_swa->get<bool>();
+  if (auto v = json_get<int64_t>(j, "sliding_window"); v && swa_on && *v > 0 && *v <= (1 << 24))
     out.emplace_back(arch + ".attention.sliding_window", gguf::Value::u32(static_cast<uint32_t>(*v)));
   return hf_rope_scaling(j, arch, source, out);
 }
@@ -202,17 +221,22 @@ Status hf_rope_scaling(const nlohmann::json& j, const std::string& arch, const s
   auto it = j.find("rope_scaling");
   if (it == j.end() || !it->is_object()) return Status::Ok();
   const auto& rs = *it;
-  const std::string type = rs.value("rope_type", rs.value("type", std::string()));
+  auto str = [&](const char* key) {
+    return rs.contains(key) && rs[key].is_string() ? rs[key].get<std::string>() : std::string();
+  };
+  const std::string type = !str("rope_type").empty() ? str("rope_type") : str("type");
   auto f32 = [&](const char* key, float def) {
-    return rs.contains(key) && rs[key].is_number() ? rs[key].get<float>() : def;
+    if (!rs.contains(key) || !rs[key].is_number()) return def;
+    const double v = rs[key].get<double>();
+    return std::isfinite(v) && std::fabs(v) < 1e9 ? static_cast<float>(v) : def;
   };
   if (type.empty() || type == "default") return Status::Ok();
   if (type == "linear" || type == "yarn") {
     out.emplace_back(arch + ".rope.scaling.type", gguf::Value::str(type));
     out.emplace_back(arch + ".rope.scaling.factor", gguf::Value::f32(f32("factor", 1.0f)));
-    if (rs.contains("original_max_position_embeddings"))
+    if (const float orig = f32("original_max_position_embeddings", 0); orig >= 1 && orig <= (1 << 24))
       out.emplace_back(arch + ".rope.scaling.original_context_length",
-                       gguf::Value::u32(static_cast<uint32_t>(f32("original_max_position_embeddings", 0))));
+                       gguf::Value::u32(static_cast<uint32_t>(orig)));
     if (type == "yarn") {
       if (rs.contains("beta_fast"))
         out.emplace_back(arch + ".rope.scaling.yarn_beta_fast", gguf::Value::f32(f32("beta_fast", 32)));

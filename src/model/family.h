@@ -89,6 +89,10 @@ Status load_common_hparams(const HparamReader& hp, ModelConfig& c);
 // `default_period` when the key is absent.
 Status set_swa_pattern(const HparamReader& hp, ModelConfig& c, int64_t default_period,
                        bool dense_first = false);
+// RopeConfig::attn_factor from its YaRN settings and the file's rope.scaling.attn_factor.
+void finish_rope_attn_factor(RopeConfig& r);
+// attention.sliding_window, range-checked (0 when absent).
+StatusOr<int32_t> read_sliding_window(const HparamReader& hp, int64_t default_window);
 // config.json keys every family shares (hidden_size, num_hidden_layers, ...) as GGUF keys.
 Status hf_common_metadata(const nlohmann::json& j, const std::string& arch,
                           const std::string& source, Metadata& out);

@@ -45,12 +45,15 @@ void write_model_metadata(gguf::GgufWriter& w, const ModelConfig& c) {
   if (r.ext_factor != 0.0f || r.freq_scale != 1.0f) {
     w.set(a + "rope.scaling.type", Value::str(r.ext_factor != 0.0f ? "yarn" : "linear"));
     w.set(a + "rope.scaling.factor", Value::f32(1.0f / r.freq_scale));
-    w.set(a + "rope.scaling.original_context_length", u32(r.n_ctx_orig));
     if (r.ext_factor != 0.0f) {
       w.set(a + "rope.scaling.yarn_beta_fast", Value::f32(r.beta_fast));
       w.set(a + "rope.scaling.yarn_beta_slow", Value::f32(r.beta_slow));
+      if (r.yarn_log_mul != 0.0f) w.set(a + "rope.scaling.yarn_log_multiplier", Value::f32(r.yarn_log_mul));
     }
   }
+  if (r.n_ctx_orig != c.context_length) w.set(a + "rope.scaling.original_context_length", u32(r.n_ctx_orig));
+  if (r.scaling_attn_factor != 1.0f) w.set(a + "rope.scaling.attn_factor", Value::f32(r.scaling_attn_factor));
+  if (c.rope_local.n_rot != r.n_rot) w.set(a + "rope.dimension_count_swa", u32(c.rope_local.n_rot));
   if (c.num_local_layers() > 0) {
     w.set(a + "attention.sliding_window", u32(c.sliding_window));
     w.set(a + "rope.freq_base_swa", Value::f32(c.rope_local.theta));
@@ -63,8 +66,11 @@ void write_model_metadata(gguf::GgufWriter& w, const ModelConfig& c) {
             Value::make_array(gguf::ValueType::BOOL, std::move(flags)));
     }
   }
-  if (c.attn_softcap != 0.0f) w.set(a + "attn_logit_softcapping", Value::f32(c.attn_softcap));
-  if (c.final_softcap != 0.0f) w.set(a + "final_logit_softcapping", Value::f32(c.final_softcap));
+  // Written when set, and for gemma2 always (its loader defaults them to 50 / 30 when absent).
+  if (c.attn_softcap != 0.0f || c.architecture == "gemma2")
+    w.set(a + "attn_logit_softcapping", Value::f32(c.attn_softcap));
+  if (c.final_softcap != 0.0f || c.architecture == "gemma2")
+    w.set(a + "final_logit_softcapping", Value::f32(c.final_softcap));
   // Granite's scalars (the Gemma ones are derived from the shape and not written).
   if (c.architecture == "granite") {
     w.set(a + "logit_scale", Value::f32(c.logit_scale));
@@ -165,6 +171,15 @@ Status export_gguf(const LoadedModel& model, const std::string& out_path,
     if (permute && (ends_with(t.name, "attn_q.weight") || ends_with(t.name, "attn_k.weight"))) {
       const int64_t heads = ends_with(t.name, "attn_q.weight") ? c.n_heads : c.n_kv_heads;
       permuted = permute_rope_rows(m, heads, c.head_dim);
+      data = permuted.data();
+    } else if (permute && (ends_with(t.name, "attn_q.bias") || ends_with(t.name, "attn_k.bias"))) {
+      // A bias is one row of per-output values: permute its elements as the rows above.
+      const int64_t heads = ends_with(t.name, "attn_q.bias") ? c.n_heads : c.n_kv_heads;
+      kernels::MatrixView col = m;
+      col.rows = m.cols;
+      col.cols = 1;
+      col.row_bytes = m.row_bytes / static_cast<size_t>(m.cols);
+      permuted = permute_rope_rows(col, heads, c.head_dim);
       data = permuted.data();
     }
     GgmlType to = m.type;

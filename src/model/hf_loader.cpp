@@ -65,6 +65,7 @@ StatusOr<ModelConfig> config_from_hf(const nlohmann::json& j, const std::string&
       if (k == key) return static_cast<float>(v.as_float().value_or(0.0));
     return 0.0f;
   };
+  HINGE_RETURN_IF_ERROR(c.validate(src));  // bounds n_rot before the factors are sized by it
   if (f("hinge.llama3.factor") > 0.0f) {  // Llama 3 rope_scaling: per-pair divisors
     c.rope.freq_factors.resize(static_cast<size_t>(std::max<int64_t>(c.rope.n_rot / 2, 0)));
     kernels::llama3_freq_factors(c.rope.freq_factors.data(), c.rope.n_rot, c.rope.theta,

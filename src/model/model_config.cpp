@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/kv_quant.h"
+
 namespace hinge {
 
 Status ModelConfig::validate(const std::string& source) const {
@@ -17,7 +19,7 @@ Status ModelConfig::validate(const std::string& source) const {
   if (n_heads <= 0 || n_heads > dim) return bad(fmt::format("head count {}", n_heads));
   if (n_kv_heads <= 0 || n_kv_heads > n_heads || n_heads % n_kv_heads != 0)
     return bad(fmt::format("kv head count {} (head count {})", n_kv_heads, n_heads));
-  if (head_dim <= 0 || head_dim % 2 != 0 || head_dim > 1024)
+  if (head_dim <= 0 || head_dim % 2 != 0 || head_dim > kernels::kKvMaxHeadDim)
     return bad(fmt::format("head dimension {}", head_dim));
   if (ffn_dim <= 0 || ffn_dim > 8 * kMaxDim) return bad(fmt::format("feed-forward length {}", ffn_dim));
   if (context_length <= 0 || context_length > (1 << 24))
@@ -45,9 +47,9 @@ Status ModelConfig::validate(const std::string& source) const {
     return Status::Ok();
   };
   HINGE_RETURN_IF_ERROR(check_rope(rope, "global"));
+  HINGE_RETURN_IF_ERROR(check_rope(rope_local, "local"));
   if (!layer_local.empty()) {
     if (static_cast<int64_t>(layer_local.size()) != n_layers) return bad("sliding-window layer flags");
-    if (num_local_layers() > 0) HINGE_RETURN_IF_ERROR(check_rope(rope_local, "local"));
     if (sliding_window <= 0 && num_local_layers() > 0)
       return bad(fmt::format("sliding window {}", sliding_window));
   }

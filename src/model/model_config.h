@@ -25,6 +25,8 @@ struct RopeConfig {
   float ext_factor = 0.0f;
   float attn_factor = 1.0f;    // cos/sin magnitude (YaRN mscale, LongRoPE attention factor)
   float beta_fast = 32.0f, beta_slow = 1.0f;
+  float yarn_log_mul = 0.0f;          // rope.scaling.yarn_log_multiplier (mistral3)
+  float scaling_attn_factor = 1.0f;   // rope.scaling.attn_factor as the file says
   int64_t n_ctx_orig = 0;      // rope.scaling.original_context_length
   // Per-pair frequency divisors (rope_freqs.weight, Llama 3, LongRoPE); empty = none.
   std::vector<float> freq_factors;
@@ -90,7 +92,7 @@ struct ModelConfig {
   float residual_scale = 0.0f;  // block output multiplier before the residual add (granite)
   float logit_scale = 0.0f;     // logits divided by this (granite); 0 = none
   // Llama-4 style attention temperature (mistral3): queries at position p are multiplied by
-  // log(floor((p + 1) / temp_floor) + 1) * temp_scale + 1.
+  // log(floor(p / temp_floor) + 1) * temp_scale + 1.
   float attn_temp_scale = 0.0f;
   int64_t attn_temp_floor = 0;
   bool tied_output = false;     // output matrix is the token embedding

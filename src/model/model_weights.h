@@ -10,10 +10,12 @@
 namespace hinge {
 
 // What a family applies after a matrix product when the file has it (ModelConfig::extras):
-// y = (W x) * scale + bias.
+// y = (W x) * scale + bias, or (W x + bias) * scale with bias_first (llama.cpp's build_ffn
+// order; its attention projections scale first).
 struct LinearExtras {
   const float* bias = nullptr;  // [rows] f32
   float scale = 1.0f;
+  bool bias_first = false;
   bool any() const { return bias != nullptr || scale != 1.0f; }
 };
 

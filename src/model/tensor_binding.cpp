@@ -101,6 +101,7 @@ Status bind_model_weights(LoadedModel& model, const std::vector<RawTensor>& tens
   // Optional extras the family applies: bias [rows] and a one-element scale.
   auto extras = [&](const std::string& base, int64_t rows, uint32_t bias_bit, uint32_t scale_bit,
                     LinearExtras& x) -> Status {
+    x.bias_first = bias_bit == kFfnBias;
     if ((c.extras & bias_bit) && find(base + ".bias")) {
       HINGE_ASSIGN_OR_RETURN(x.bias, vec(base + ".bias", rows));
     }

@@ -200,9 +200,11 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
 namespace {
 // y = y * scale + bias over rows of `n` values (LinearExtras).
 void apply_extras(float* y, int64_t n, const LinearExtras& x) {
+  if (x.bias && x.bias_first)
+    for (int64_t i = 0; i < n; ++i) y[i] += x.bias[i];
   if (x.scale != 1.0f)
     for (int64_t i = 0; i < n; ++i) y[i] *= x.scale;
-  if (x.bias)
+  if (x.bias && !x.bias_first)
     for (int64_t i = 0; i < n; ++i) y[i] += x.bias[i];
 }
 }  // namespace

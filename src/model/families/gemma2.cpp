@@ -16,7 +16,7 @@ Status load(const HparamReader& hp, ModelConfig& c) {
   c.activation = Activation::kGeluTanh;
   c.extras = kQkvBias | kQkvScale | kOutScale;
   c.embed_scale = std::sqrt(static_cast<float>(c.dim));
-  c.sliding_window = static_cast<int32_t>(hp.get_int("attention.sliding_window").value_or(4096));
+  HINGE_ASSIGN_OR_RETURN(c.sliding_window, read_sliding_window(hp, 4096));
   HINGE_RETURN_IF_ERROR(set_swa_pattern(hp, c, 2));
   c.rope_local = c.rope;  // local layers rotate like the global ones unless freq_base_swa says
   c.rope_local.theta = static_cast<float>(hp.get_float("rope.freq_base_swa").value_or(c.rope.theta));

@@ -21,9 +21,9 @@ Status load(const HparamReader& hp, ModelConfig& c) {
   c.activation = Activation::kGeluTanh;
   c.extras = kQkvBias | kQkvScale | kOutScale;
   c.embed_scale = std::sqrt(static_cast<float>(c.dim));
-  const int64_t swa = hp.get_int("attention.sliding_window").value_or(0);
+  HINGE_ASSIGN_OR_RETURN(const int32_t swa, read_sliding_window(hp, 0));
   if (swa > 0) {
-    c.sliding_window = static_cast<int32_t>(swa);
+    c.sliding_window = swa;
     HINGE_RETURN_IF_ERROR(set_swa_pattern(hp, c, 6));
     c.rope_local.theta = static_cast<float>(hp.get_float("rope.freq_base_swa").value_or(10000.0));
   }

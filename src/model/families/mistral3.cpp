@@ -8,6 +8,12 @@ namespace {
 
 Status load(const HparamReader& hp, ModelConfig& c) {
   c.extras = kQkvBias | kQkvScale | kOutBias | kOutScale | kFfnBias | kFfnScale;
+  // YaRN's betas and log multiplier are read for this family only (as llama.cpp does).
+  c.rope.beta_fast = static_cast<float>(hp.get_float("rope.scaling.yarn_beta_fast").value_or(32.0));
+  c.rope.beta_slow = static_cast<float>(hp.get_float("rope.scaling.yarn_beta_slow").value_or(1.0));
+  c.rope.yarn_log_mul = static_cast<float>(hp.get_float("rope.scaling.yarn_log_multiplier").value_or(0.0));
+  finish_rope_attn_factor(c.rope);
+  c.rope_local = c.rope;
   c.attn_temp_scale = static_cast<float>(hp.get_float("attention.temperature_scale").value_or(0.0));
   if (c.attn_temp_scale != 0.0f) {
     c.attn_temp_floor = c.rope.n_ctx_orig;

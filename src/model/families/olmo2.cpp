@@ -12,9 +12,9 @@ Status load(const HparamReader& hp, ModelConfig& c) {
   c.post_norms = true;
   c.qk_norm = QkNorm::kFull;
   c.extras = kOutScale;
-  const int64_t swa = hp.get_int("attention.sliding_window").value_or(0);
+  HINGE_ASSIGN_OR_RETURN(const int32_t swa, read_sliding_window(hp, 0));
   if (swa > 0) {
-    c.sliding_window = static_cast<int32_t>(swa);
+    c.sliding_window = swa;
     HINGE_RETURN_IF_ERROR(set_swa_pattern(hp, c, 4));
     c.rope_local = c.rope;  // llama.cpp: the global base, no scaling, no YaRN
     c.rope_local.freq_scale = 1.0f;
