@@ -136,6 +136,49 @@ TEST_P(EngineFamilies, PrefixHitsAndPreemptionKeepOutputs) {
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(res.at(ids[i].value), want[i]) << "request " << i;
 }
 
+// Sliding-window families: the engine gives local layers groups of their own and releases
+// their blocks behind the window. One long request (prompt and generation many windows long)
+// holds, after every step, no more than the full-attention groups' blocks plus
+// ceil((window - 1) / block) + 1 blocks per local group, and its tokens equal the reference
+// path's, which keeps every position.
+TEST(EngineWindows, LocalGroupsHoldTheirWindowAndOutputsEqualTheReference) {
+  for (const char* preset : {"tiny-gemma2", "tiny-gemma3"}) {
+    auto m = synth_model(preset);
+    ASSERT_TRUE(m);
+    auto e = engine(*m);
+    ASSERT_TRUE(e);
+    const kv::KvSpec& spec = e->kv_spec();
+    int32_t local_groups = 0;
+    for (const kv::KvGroup& g : spec.groups) local_groups += g.window > 0;
+    EXPECT_GT(local_groups, 0) << preset;
+    const GenerateRequest r = requests(static_cast<int32_t>(m->config.n_vocab))[15];  // 90 tokens
+    GenerateRequest req = r;
+    req.max_new_tokens = 120;
+    ASSERT_TRUE(e->add_request(req).ok());
+    const int32_t bs = spec.block_size_tokens;
+    std::vector<int32_t> got;
+    std::vector<RequestDelta> deltas;
+    int32_t max_used = 0;
+    while (e->has_unfinished()) {
+      ASSERT_TRUE(e->step(&deltas).ok());
+      for (const RequestDelta& d : deltas) got.insert(got.end(), d.token_ids.begin(), d.token_ids.end());
+      const int64_t n = static_cast<int64_t>(req.prompt_token_ids.size() + got.size());
+      int64_t bound = 0;
+      for (const kv::KvGroup& g : spec.groups) {
+        const int64_t all = (n + bs - 1) / bs;
+        bound += g.window == 0 ? all : std::min<int64_t>(all, (g.window - 1 + bs - 1) / bs + 1);
+      }
+      if (e->has_unfinished()) {
+        EXPECT_LE(e->stats().kv_blocks_used, bound) << preset << " at " << n << " tokens";
+      }
+      max_used = std::max(max_used, e->stats().kv_blocks_used);
+    }
+    EXPECT_GT(e->stats().kv.num_window_released_blocks, 0) << preset;
+    EXPECT_EQ(got, testing::greedy(*m, req.prompt_token_ids, req.max_new_tokens)) << preset;
+    RecordProperty(std::string(preset) + "_max_blocks_used", std::to_string(max_used));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, EngineFamilies, ::testing::ValuesIn(kPresets),
                          [](const auto& info) {
                            std::string n = info.param;

@@ -50,6 +50,30 @@ TEST(KernelsOps, SwigluMatchesScalarFormula) {
   }
 }
 
+// GEGLU (tanh-GELU) and soft-capping: SIMD against the definitions, in double.
+TEST(KernelsOps, GegluAndSoftcapMatchTheirFormulas) {
+  std::vector<float> g, u;
+  for (int i = -1000; i <= 1000; i += 7) {
+    g.push_back(static_cast<float>(i) * 0.0125f);
+    u.push_back(0.5f + static_cast<float>(i % 13));
+  }
+  std::vector<float> out = g, ref = g;
+  geglu_tanh(out.data(), u.data(), static_cast<int64_t>(out.size()));
+  geglu_tanh_ref(ref.data(), u.data(), static_cast<int64_t>(ref.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i];
+    const double want = 0.5 * x * (1 + std::tanh(0.7978845608028654 * x * (1 + 0.044715 * x * x))) * u[i];
+    EXPECT_NEAR(out[i], want, 1e-5 * std::fabs(want) + 1e-6) << "g=" << g[i];
+    EXPECT_NEAR(ref[i], want, 1e-5 * std::fabs(want) + 1e-6) << "g=" << g[i];
+  }
+  std::vector<float> x;
+  for (int i = -300; i <= 300; ++i) x.push_back(static_cast<float>(i) * 0.7f);
+  std::vector<float> capped = x;
+  softcap_inplace(capped.data(), static_cast<int64_t>(capped.size()), 30.0f);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(capped[i], 30.0 * std::tanh(x[i] / 30.0), 2e-6 * 30.0) << x[i];
+}
+
 // Interleaved and rotate-half RoPE rotate the same pairs, only laid out differently.
 TEST(KernelsOps, RopeLayoutsAgreeUpToPermutation) {
   const int64_t d = 8;

@@ -1,10 +1,12 @@
 // `hinge info`: what a model file holds and what its KV cache costs.
+#include <algorithm>
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "common/units.h"
+#include "model/kv_cache.h"
 #include "model/loaded_model.h"
 
 namespace hinge::cli {
@@ -53,6 +55,39 @@ int info_command(const InfoArgs& args) {
   out += fmt::format("KV at context:  {} f32, {} f16 ({} tokens)\n",
                      format_bytes(static_cast<uint64_t>(kv_f32 * c.context_length)),
                      format_bytes(static_cast<uint64_t>(kv_f16 * c.context_length)), c.context_length);
+  if (c.num_local_layers() > 0) {
+    // What the engine's KV groups hold (model/kv_cache.h window_groups): full-attention groups
+    // every position, sliding-window groups at most window - 1 positions plus one block.
+    constexpr int64_t kBlock = 16;
+    const auto groups = window_groups(c);
+    int64_t full_layers = 0, local_layers = 0, local_groups = 0, per_block = 0;
+    for (const kv::KvGroup& g : groups) {
+      (g.window ? local_layers : full_layers) += static_cast<int64_t>(g.layers.size());
+      local_groups += g.window > 0;
+      per_block = std::max<int64_t>(per_block, static_cast<int64_t>(g.layers.size()));
+    }
+    const int64_t full_groups = static_cast<int64_t>(groups.size()) - local_groups;
+    const int64_t layer_f16 = kv_f16 / c.n_layers;
+    const int64_t window_tokens = std::min<int64_t>(
+        c.context_length, ((c.sliding_window - 1 + kBlock - 1) / kBlock + 1) * kBlock);
+    // A block holds the largest group's layers (smaller groups leave the rest unused).
+    const int64_t held =
+        layer_f16 * per_block * (full_groups * c.context_length + local_groups * window_tokens);
+    out += fmt::format("KV groups:      {} of {} full-attention layers, {} of {} sliding-window layers "
+                       "(window {}, blocks behind it released)\n",
+                       full_groups, full_layers, local_groups,
+                       local_layers, c.sliding_window);
+    out += fmt::format("KV per token:   {} bytes f16 on full-attention layers; sliding-window layers "
+                       "hold at most {} tokens ({} f16 per sequence)\n",
+                       layer_f16 * per_block * full_groups, window_tokens,
+                       format_bytes(static_cast<uint64_t>(layer_f16 * per_block * local_groups * window_tokens)));
+    out += fmt::format("KV at context:  {} f16 per sequence with the windows, {} with full "
+                       "attention ({:.1f}%)\n",
+                       format_bytes(static_cast<uint64_t>(held)),
+                       format_bytes(static_cast<uint64_t>(kv_f16 * c.context_length)),
+                       100.0 * static_cast<double>(held) /
+                           static_cast<double>(kv_f16 * c.context_length));
+  }
   if (args.tensors) {
     out += fmt::format("\n{:<32} {:<8} {:>20} {:>12}\n", "tensor", "type", "shape (ne)", "bytes");
     for (const auto& t : model.tensors) {

@@ -61,9 +61,13 @@ RopeTable make_rope_table(const RopeSpec& spec);
 // the angles are pos * inv_freq[i] exactly as rope() computes them.
 void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t);
 
-// GELU with the tanh approximation, gate[i] = gelu(gate[i]) * up[i] (GEGLU, Gemma).
+// GELU with the tanh approximation, gate[i] = gelu(gate[i]) * up[i] (GEGLU, Gemma): SIMD
+// (ops_simd.cpp), and the scalar reference over gelu_tanh.
 void geglu_tanh(float* gate, const float* up, int64_t n);
+void geglu_tanh_ref(float* gate, const float* up, int64_t n);
 float gelu_tanh(float x);
+// x[i] = cap * tanh(x[i] / cap) (soft-capping, Gemma 2's logits), SIMD.
+void softcap_inplace(float* x, int64_t n, float cap);
 
 // Fills inv_freq[head_dim/2] = 1 / theta^(2i/head_dim), divided by freq_factors[i] when given
 // (GGUF's rope_freqs.weight, Llama 3).

@@ -1,4 +1,5 @@
 // SIMD (Highway, runtime dispatch) versions of element-wise ops from ops.h.
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/ops.h"
@@ -35,6 +36,37 @@ void SwigluSimd(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t 
     hn::StoreU(hn::Mul(Silu(d1, hn::LoadU(d1, gate + i)), hn::LoadU(d1, up + i)), d1, gate + i);
 }
 
+// gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) g (1 + 0.044715 g^2))) (the tanh approximation), with
+// Highway's Tanh (a few ulp); ops.cpp's gelu_tanh is the scalar definition.
+template <class D>
+HWY_INLINE hn::Vec<D> GeluTanh(D df, hn::Vec<D> g) {
+  const auto inner = hn::Mul(hn::Mul(hn::Set(df, 0.79788456080286535588f), g),
+                             hn::MulAdd(hn::Mul(hn::Set(df, 0.044715f), g), g, hn::Set(df, 1.0f)));
+  return hn::Mul(hn::Mul(hn::Set(df, 0.5f), g), hn::Add(hn::Set(df, 1.0f), hn::Tanh(df, inner)));
+}
+
+void GegluTanhSimd(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Mul(GeluTanh(df, hn::LoadU(df, gate + i)), hn::LoadU(df, up + i)), df, gate + i);
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i)
+    hn::StoreU(hn::Mul(GeluTanh(d1, hn::LoadU(d1, gate + i)), hn::LoadU(d1, up + i)), d1, gate + i);
+}
+
+// x = cap * tanh(x / cap).
+void SoftcapSimd(float* HWY_RESTRICT x, int64_t n, float cap) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto vc = hn::Set(df, cap), vi = hn::Set(df, 1.0f / cap);
+  int64_t i = 0;
+  for (; i + N <= n; i += N)
+    hn::StoreU(hn::Mul(vc, hn::Tanh(df, hn::Mul(hn::LoadU(df, x + i), vi))), df, x + i);
+  for (; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
 int64_t ArgmaxSimd(const float* HWY_RESTRICT x, int64_t n) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
@@ -66,7 +98,15 @@ HWY_AFTER_NAMESPACE();
 namespace hinge::kernels {
 
 HWY_EXPORT(SwigluSimd);
+HWY_EXPORT(GegluTanhSimd);
+HWY_EXPORT(SoftcapSimd);
 HWY_EXPORT(ArgmaxSimd);
+
+void geglu_tanh(float* gate, const float* up, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(GegluTanhSimd)(gate, up, n);
+}
+
+void softcap_inplace(float* x, int64_t n, float cap) { HWY_DYNAMIC_DISPATCH(SoftcapSimd)(x, n, cap); }
 
 int64_t argmax(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(ArgmaxSimd)(x, n); }
 

@@ -17,6 +17,11 @@ KvCacheManager::KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn)
     : config_(config), hash_fn_(hash_fn), pool_(config.num_blocks, config.block_size_tokens) {
   HINGE_CHECK(hash_fn_ != nullptr);
   HINGE_CHECK_MSG(config_.num_groups >= 1, "{} KV groups", config_.num_groups);
+  HINGE_CHECK_MSG(config_.group_windows.empty() ||
+                      config_.group_windows.size() == static_cast<size_t>(config_.num_groups),
+                  "{} group windows for {} KV groups", config_.group_windows.size(),
+                  config_.num_groups);
+  for (int32_t w : config_.group_windows) HINGE_CHECK_MSG(w >= 0, "window {}", w);
   copies_.reserve(static_cast<size_t>(config_.num_groups));
 }
 
@@ -28,6 +33,7 @@ void KvCacheManager::add_request(RequestId id, const CacheScope& scope, int32_t 
   RequestState& st = it->second;
   st.scope = scope;
   st.tables.resize(static_cast<size_t>(config_.num_groups));
+  st.released.assign(static_cast<size_t>(config_.num_groups), 0);
   if (max_tokens > 0) {
     const size_t blocks = static_cast<size_t>(blocks_for(max_tokens));
     for (BlockTable& t : st.tables) t.reserve(blocks);
@@ -184,10 +190,13 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
     const BlockHash h = i < known.size() ? known[i] : hash_fn_(parent, block_tokens);
     // Another block may hold the same content (computed concurrently) or the same hash with
     // other content (a collision): the pool keeps both, lookups compare tokens and parents.
-    for (int32_t g = 0; g < config_.num_groups; ++g)
-      pool_.cache_block(st.tables[static_cast<size_t>(g)][static_cast<int32_t>(i)], h, parent,
+    for (int32_t g = 0; g < config_.num_groups; ++g) {
+      const BlockId b = st.tables[static_cast<size_t>(g)][static_cast<int32_t>(i)];
+      if (b == kReleasedBlock) continue;  // behind a window before it was published
+      pool_.cache_block(b, h, parent,
                         block_tokens, g, st.scope.ns_of_block(i), st.scope.owner_of_block(i), now_,
                         i < static_cast<size_t>(st.scope.public_blocks) ? 0 : st.scope.epoch);
+    }
     st.hashes.push_back(h);
   }
 }
@@ -237,7 +246,8 @@ void KvCacheManager::fork(RequestId parent, RequestId child) {
   RequestState copy = from;
   for (size_t g = 0; g < copy.tables.size(); ++g) {
     copy.tables[g].reserve(from.tables[g].capacity());  // the child grows to the same length
-    for (BlockId b : copy.tables[g].blocks()) pool_.ref(b);
+    for (BlockId b : copy.tables[g].blocks())
+      if (b != kReleasedBlock) pool_.ref(b);
   }
   copy.hashes.reserve(from.hashes.capacity());
   requests_.emplace(child, std::move(copy));
@@ -250,9 +260,40 @@ void KvCacheManager::free(RequestId id) {
   const auto& tables = it->second.tables;
   scratch_.clear();
   for (int32_t i = tables[0].num_blocks() - 1; i >= 0; --i)
-    for (const BlockTable& t : tables) scratch_.push_back(t[i]);
+    for (const BlockTable& t : tables)
+      if (t[i] != kReleasedBlock) scratch_.push_back(t[i]);
   pool_.free(scratch_);
   requests_.erase(it);
+}
+
+int32_t KvCacheManager::release_behind_window(RequestId id, int32_t num_computed_tokens) {
+  if (config_.group_windows.empty()) return 0;
+  RequestState& st = state(id);
+  const int32_t bs = config_.block_size_tokens;
+  int32_t released = 0;
+  for (int32_t g = 0; g < config_.num_groups; ++g) {
+    const int32_t w = config_.group_windows[static_cast<size_t>(g)];
+    if (w == 0) continue;
+    // The next query sits at position num_computed_tokens and reads keys from
+    // num_computed_tokens - w + 1 on: blocks wholly before that are never read again.
+    const int64_t first_key = std::max<int64_t>(0, int64_t{num_computed_tokens} - w + 1);
+    BlockTable& t = st.tables[static_cast<size_t>(g)];
+    const int32_t upto = std::min<int32_t>(static_cast<int32_t>(first_key / bs), t.num_blocks());
+    int32_t& done = st.released[static_cast<size_t>(g)];
+    for (; done < upto; ++done) {
+      const BlockId b[1] = {t[done]};
+      pool_.free(b);
+      t.set(done, kReleasedBlock);
+      ++released;
+    }
+  }
+  num_window_released_ += released;
+  return released;
+}
+
+int32_t KvCacheManager::num_held_blocks(RequestId id, int32_t group) const {
+  const RequestState& st = state(id);
+  return st.tables[static_cast<size_t>(group)].num_blocks() - st.released[static_cast<size_t>(group)];
 }
 
 KvCacheStats KvCacheManager::stats() const {
@@ -263,6 +304,7 @@ KvCacheStats KvCacheManager::stats() const {
   s.num_prefix_hit_tokens = num_prefix_hit_tokens_;
   s.num_prefix_public_hit_tokens = num_prefix_public_hit_tokens_;
   s.num_cow_copies = num_cow_copies_;
+  s.num_window_released_blocks = num_window_released_;
   return s;
 }
 
@@ -281,7 +323,15 @@ Status KvCacheManager::check_invariants() const {
       if (static_cast<int32_t>(st.hashes.size()) > t.num_blocks())
         return Status::Errorf("request {}: {} hashes > {} blocks", id.value, st.hashes.size(),
                               t.num_blocks());
-      for (BlockId b : t.blocks()) {
+      const int32_t released = st.released[g];
+      if (released > 0 && group_window(static_cast<int32_t>(g)) == 0)
+        return Status::Errorf("request {}: released blocks in full-attention group {}", id.value, g);
+      for (int32_t i = 0; i < t.num_blocks(); ++i) {
+        const BlockId b = t[i];
+        if ((b == kReleasedBlock) != (i < released))
+          return Status::Errorf("request {}: group {} entry {} is {} with {} released", id.value,
+                                g, i, b.value, released);
+        if (b == kReleasedBlock) continue;
         if (b.value < 0 || b.value >= pool_.num_blocks())
           return Status::Errorf("request {}: bad block {}", id.value, b.value);
         ++refs[static_cast<size_t>(b.value)];

@@ -1,7 +1,8 @@
 // KvCacheManager: per-request paged KV bookkeeping over one BlockPool, with automatic prefix
 // caching (tenant-namespaced, chained block hashes), fork and copy-on-write, for every KV group
-// (kv_spec.h): a request holds one block table per group, all of the same length today (every
-// group is full attention), with blocks of its own from the shared pool. The groups share the
+// (kv_spec.h): a request holds one block table per group, all of the same length, with blocks
+// of its own from the shared pool; a sliding-window group releases the blocks behind its window
+// (their entries become kReleasedBlock). The groups share the
 // chain hashes; a group's cached block is told apart by its group (BlockPool::lookup), and a
 // prefix hit counts only blocks every group holds.
 // Not thread-safe: owned and used by the engine thread only. Pure bookkeeping (no KV bytes).
@@ -56,7 +57,12 @@ struct KvCacheConfig {
   // the root of every block hash, so KV of another format never hits (see block_hash.h).
   uint64_t fingerprint = 0;
   int32_t num_groups = 1;  // KvSpec::num_groups()
+  // Per group: its sliding window in tokens (0 = full attention); empty = every group full.
+  std::vector<int32_t> group_windows = {};
 };
+
+// A block-table entry released behind a sliding window (never read again).
+inline constexpr BlockId kReleasedBlock{-1};
 
 // Longest cached prefix of a prompt, n = hashes.size() blocks in each group:
 // blocks[g * n + i] is group g's block holding tokens [i * bs, (i + 1) * bs).
@@ -167,6 +173,18 @@ class KvCacheManager {
   // Releases the request's blocks last-to-first and forgets it.
   void free(RequestId id);
 
+  // Sliding-window groups: drops the request's references to the blocks that lie wholly
+  // before the window of its next query (position num_computed_tokens), so a local group keeps
+  // at most ceil((window - 1) / block_size) + 1 blocks of computed tokens. Their table entries
+  // become kReleasedBlock; a released block that is cached stays in the prefix cache until
+  // evicted. Returns the blocks released. Nothing for full-attention groups.
+  int32_t release_behind_window(RequestId id, int32_t num_computed_tokens);
+  // Blocks request id holds in group g (released entries excluded).
+  int32_t num_held_blocks(RequestId id, int32_t group) const;
+  int32_t group_window(int32_t group) const {
+    return config_.group_windows.empty() ? 0 : config_.group_windows[static_cast<size_t>(group)];
+  }
+
   int32_t num_tokens(RequestId id) const { return state(id).num_tokens; }
   // Request id's block table of KV group `group`.
   const BlockTable& block_table(RequestId id, int32_t group = 0) const {
@@ -189,6 +207,7 @@ class KvCacheManager {
     CacheScope scope;
     bool publish = true;  // false after a purge or retirement of its owner's entries
     std::vector<BlockTable> tables;  // one per KV group, all of one length
+    std::vector<int32_t> released;   // per group: entries [0, released) are kReleasedBlock
     int32_t num_tokens = 0;  // slots reserved
     // The chain hash of each of the first hashes.size() (full, registered) blocks of every group.
     std::vector<BlockHash> hashes;
@@ -224,6 +243,7 @@ class KvCacheManager {
   std::unordered_map<int32_t, uint64_t> owner_epoch_;  // set by retire_owner_epochs
   std::unordered_map<int32_t, bool> retired_owners_;   // set by retire_owner
   int64_t num_cow_copies_ = 0;
+  int64_t num_window_released_ = 0;
 };
 
 }  // namespace hinge::kv

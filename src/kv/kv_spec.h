@@ -6,8 +6,9 @@
 // block (a "page") holds block_size_tokens tokens of one group's layers, so the groups of a
 // sequence hold separate blocks for the same positions. Groups exist so layers can keep KV
 // differently (sliding-window layers keep only the blocks of their window, hybrid models mix
-// attention kinds); today every group is full attention, and the engine makes one group of all
-// layers unless told otherwise (EngineConfig::kv_groups).
+// attention kinds). The engine makes one group of all layers for full-attention models (or
+// EngineConfig::kv_groups ranges), and groups of one kind each for models with sliding-window
+// layers (kv_spec_for in model/kv_cache.h).
 //
 // Layout of one block (what the kernels see), for a group's layers in order:
 //   [layers_per_block][K: block_size_tokens][n_kv_heads][K head vector bytes]
@@ -51,6 +52,10 @@ double kv_dtype_bytes_per_element(KvDtype dtype, int32_t head_dim);
 // One KV group: the model layers whose KV share a block table.
 struct KvGroup {
   std::vector<int32_t> layers;  // ascending model layer indices
+  // Sliding window of every layer of the group (0: full attention). A local group's blocks
+  // that lie wholly before the window of a request's next query go back to the pool
+  // (KvCacheManager::release_behind_window).
+  int32_t window = 0;
   bool operator==(const KvGroup&) const = default;
 };
 

@@ -28,6 +28,7 @@ struct KvCacheStats {
   int64_t num_prefix_hit_tokens = 0;    // of which found cached
   int64_t num_prefix_public_hit_tokens = 0;  // of which in public-prefix blocks
   int64_t num_cow_copies = 0;
+  int64_t num_window_released_blocks = 0;  // released behind sliding windows
 };
 
 }  // namespace hinge::kv

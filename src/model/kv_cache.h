@@ -17,7 +17,12 @@ kv::KvSpec kv_spec_for(const ModelConfig& config, kv::KvDtype k_dtype, kv::KvDty
                        int32_t block_size_tokens = 16);
 // The same with the layers split into kv_groups consecutive KV groups (kv::KvSpec::split_layers),
 // as the engine makes them (Engine::create, hinge run's sizing). Error when kv_groups is not in
-// [1, n_layers].
+// [1, n_layers]. A model with sliding-window layers gets window_groups() instead (kv_groups
+// must then be 1).
+// Groups of one layer kind each: the full-attention layers, then the local ones (window set),
+// in groups of the smaller kind's layer count (gemma3-1b: 4 global layers -> 1 group of 4,
+// 22 local -> 6 groups of at most 4).
+std::vector<kv::KvGroup> window_groups(const ModelConfig& config);
 StatusOr<kv::KvSpec> kv_spec_for(const ModelConfig& config, kv::KvDtype k_dtype,
                                  kv::KvDtype v_dtype, int32_t block_size_tokens,
                                  int32_t kv_groups);

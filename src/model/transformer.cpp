@@ -120,6 +120,15 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
   const size_t num_seqs = b.seqs.size() / static_cast<size_t>(groups);
   if (s.n_layers != c.n_layers || s.n_kv_heads != c.n_kv_heads || s.head_dim != c.head_dim)
     return Status::Error("forward: KV arena shape does not match the model");
+  // A group may release blocks behind a window only if every layer in it has that window.
+  group_window_.assign(static_cast<size_t>(groups), 0);
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    group_window_[g] = s.groups[g].window;
+    for (int32_t l : s.groups[g].layers)
+      if (s.groups[g].window != 0 && c.window_of(l) != s.groups[g].window)
+        return Status::Errorf("forward: KV group {} has window {} but layer {} attends over {}", g,
+                              s.groups[g].window, l, c.window_of(l));
+  }
   for (int32_t t : b.token_ids)
     if (t < 0 || t >= c.n_vocab)
       return Status::Errorf("forward: a token id is out of range [0, {})", c.n_vocab);
@@ -133,15 +142,22 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
         a.first_position != first.first_position || a.num_blocks != first.num_blocks)
       return Status::Error("forward: the KV groups' sequences differ but for their block tables");
   }
-  for (const auto& seq : b.seqs) {
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const kernels::AttentionSeq& seq = b.seqs[i];
     if (int64_t{seq.num_blocks} * s.block_size_tokens < int64_t{seq.first_position} + seq.num_queries)
       return Status::Error("forward: block table too short for the sequence");
     // Attention reads whole blocks through the table: an id outside the arena would read (and
     // the K/V of this step be read back from) memory that is not the arena's.
     if (seq.num_blocks > 0 && seq.block_table == nullptr)
       return Status::Error("forward: sequence without a block table");
+    // A sliding-window group's entries wholly before its first query's window may be released
+    // (-1): attention never reads them.
+    const int32_t window = group_window_[i / num_seqs];
+    const int64_t released_ok =
+        window > 0 ? kernels::attention_first_key(seq.first_position, window) / s.block_size_tokens : 0;
     for (int32_t j = 0; j < seq.num_blocks; ++j)
-      if (seq.block_table[j] < 0 || seq.block_table[j] >= arena.num_blocks())
+      if (!(j < released_ok && seq.block_table[j] == -1) &&
+          (seq.block_table[j] < 0 || seq.block_table[j] >= arena.num_blocks()))
         return Status::Errorf("forward: block id {} (entry {} of a block table) outside the arena "
                               "of {} blocks", seq.block_table[j], j, arena.num_blocks());
   }
@@ -180,20 +196,18 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
     kernels::rmsnorm(&xb_[i * c.dim], &x_[b.logit_rows[i] * c.dim], weights_.output_norm, c.dim,
                      c.rms_eps);
   kernels::matmul(weights_.output, xb_.data(), m, logits, pool_, mm_scratch_);
-  if (weights_.output_bias || c.logit_scale != 0.0f || c.final_softcap != 0.0f) {
+  if (weights_.output_bias || c.logit_scale != 0.0f) {
     const float inv_scale = c.logit_scale != 0.0f ? 1.0f / c.logit_scale : 1.0f;
-    const float cap = c.final_softcap;
     for (int64_t i = 0; i < m; ++i) {
       float* row = logits + i * c.n_vocab;
       for (int64_t v = 0; v < c.n_vocab; ++v) {
         float y = row[v];
         if (weights_.output_bias) y += weights_.output_bias[v];
-        y *= inv_scale;
-        if (cap != 0.0f) y = cap * std::tanh(y / cap);
-        row[v] = y;
+        row[v] = y * inv_scale;
       }
     }
   }
+  if (c.final_softcap != 0.0f) kernels::softcap_inplace(logits, m * c.n_vocab, c.final_softcap);
   return Status::Ok();
 }
 

@@ -96,6 +96,7 @@ class Transformer {
   std::vector<float> gate_;     // [max_batch, ffn_dim]
   std::vector<float> up_;       // [max_batch, ffn_dim]
   std::vector<int32_t> positions_;  // [max_batch]
+  std::vector<int32_t> group_window_;  // per KV group of the arena: its window (0 = full)
   // forward()'s single-sequence batch description.
   std::vector<int64_t> slots_;
   std::vector<int32_t> rows_;

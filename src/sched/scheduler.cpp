@@ -36,6 +36,10 @@ Status SchedulerConfig::validate() const {
     return Status::Errorf("block_size_tokens must be >= 1, got {}", block_size_tokens);
   if (num_kv_blocks < 1) return Status::Errorf("num_kv_blocks must be >= 1, got {}", num_kv_blocks);
   if (num_kv_groups < 1) return Status::Errorf("num_kv_groups must be >= 1, got {}", num_kv_groups);
+  if (!kv_group_windows.empty() && kv_group_windows.size() != static_cast<size_t>(num_kv_groups))
+    return Status::Errorf("{} KV group windows for {} groups", kv_group_windows.size(), num_kv_groups);
+  for (int32_t w : kv_group_windows)
+    if (w < 0) return Status::Errorf("KV group window {} is negative", w);
   return Status::Ok();
 }
 
@@ -47,7 +51,8 @@ kv::KvCacheConfig kv_config(const SchedulerConfig& c) {
                            .block_size_tokens = c.block_size_tokens,
                            .enable_prefix_cache = c.enable_prefix_cache,
                            .fingerprint = c.cache_fingerprint,
-                           .num_groups = c.num_kv_groups};
+                           .num_groups = c.num_kv_groups,
+                           .group_windows = c.kv_group_windows};
 }
 }  // namespace
 
@@ -228,6 +233,7 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
     HINGE_CHECK(r.num_inflight_tokens_ == s.num_new_tokens);
     r.num_inflight_tokens_ = 0;
     r.num_computed_tokens_ += s.num_new_tokens;
+    kv_.release_behind_window(r.id(), r.num_computed_tokens_);
     if (!s.samples) continue;
     const size_t n = static_cast<size_t>(s.num_samples);
     HINGE_CHECK_MSG(next_sample + n <= sampled.size() && sampled[next_sample].id == s.id,

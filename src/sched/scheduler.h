@@ -67,6 +67,7 @@ struct SchedulerConfig {
   int32_t block_size_tokens = 16;
   int32_t num_kv_blocks = 0;              // size of the KV arena in blocks
   int32_t num_kv_groups = 1;              // kv::KvSpec::num_groups()
+  std::vector<int32_t> kv_group_windows = {};  // per group: sliding window, 0 = full (empty: all)
   bool enable_prefix_cache = true;
   uint64_t cache_fingerprint = 0;         // kv::KvCacheConfig::fingerprint
 
