@@ -111,6 +111,22 @@ double worst_position_error(const std::vector<float>& got, const Reference& ref)
   return worst;
 }
 
+// hinge's logits at every position of ref.tokens, at 1 and 2 threads, within 1e-3 of each
+// position's max |logit| of llama.cpp's; the error is recorded as a test property.
+void expect_logits_match(const LoadedModel& m, const Reference& ref, const std::string& label) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    Transformer model(m.config, m.weights, pool, 64, m.file_mappings);
+    KvCache cache(m.config, static_cast<int64_t>(ref.tokens.size()));
+    std::vector<float> got(ref.tokens.size() * static_cast<size_t>(ref.n_vocab));
+    ASSERT_TRUE(model.forward(ref.tokens, cache, got.data(), /*all_logits=*/true).ok());
+    const double err = worst_position_error(got, ref);
+    EXPECT_LE(err, 1e-3) << label << " threads " << threads;
+    ::testing::Test::RecordProperty(label + "_threads" + std::to_string(threads) + "_max_rel_err",
+                                    std::to_string(err));
+  }
+}
+
 class FamilyParity : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FamilyParity, LogitsAtEveryPositionMatchLlamaCpp) {
@@ -121,17 +137,7 @@ TEST_P(FamilyParity, LogitsAtEveryPositionMatchLlamaCpp) {
   auto m = testing::load_or_die(synth(preset, GgmlType::F32, dir));
   ASSERT_TRUE(m);
   ASSERT_EQ(m->config.n_vocab, ref.n_vocab);
-  for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    Transformer model(m->config, m->weights, pool, 64, m->file_mappings);
-    KvCache cache(m->config, static_cast<int64_t>(ref.tokens.size()));
-    std::vector<float> got(ref.tokens.size() * static_cast<size_t>(ref.n_vocab));
-    ASSERT_TRUE(model.forward(ref.tokens, cache, got.data(), /*all_logits=*/true).ok());
-    const double err = worst_position_error(got, ref);
-    EXPECT_LE(err, 1e-3) << preset << " threads " << threads;
-    RecordProperty(preset + "_threads" + std::to_string(threads) + "_max_rel_err",
-                   std::to_string(err));
-  }
+  expect_logits_match(*m, ref, preset);
 }
 
 // Quantized files: llama.cpp's greedy continuation, teacher-forced (each step is fed
@@ -287,16 +293,7 @@ TEST_P(ArchsParity, LogitsOfLlamaCppsTestGeneratorFilesMatch) {
   auto m = testing::load_or_die(rebuild_archs_file(arch, testing::temp_dir()));
   ASSERT_TRUE(m);
   ASSERT_EQ(m->config.n_vocab, ref.n_vocab);
-  for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    Transformer model(m->config, m->weights, pool, 64, m->file_mappings);
-    KvCache cache(m->config, static_cast<int64_t>(ref.tokens.size()));
-    std::vector<float> got(ref.tokens.size() * static_cast<size_t>(ref.n_vocab));
-    ASSERT_TRUE(model.forward(ref.tokens, cache, got.data(), /*all_logits=*/true).ok());
-    const double err = worst_position_error(got, ref);
-    EXPECT_LE(err, 1e-3) << arch << " threads " << threads;
-    RecordProperty(arch + "_threads" + std::to_string(threads) + "_max_rel_err", std::to_string(err));
-  }
+  expect_logits_match(*m, ref, arch);
 }
 
 INSTANTIATE_TEST_SUITE_P(TestLlamaArchs, ArchsParity,
