@@ -1,5 +1,5 @@
-// Hugging Face directories of the NEOX families (issue 15, acceptance 2): the test writes a
-// qwen2 / qwen3 / gemma2 / gemma3 checkpoint (config.json, model.safetensors with HF names,
+// Hugging Face directories (issue 15, acceptance 2): the test writes a qwen2 / qwen3 / gemma2 /
+// gemma3 / granite (Q/K rows in rotate-half order) / olmo2 checkpoint (config.json, model.safetensors with HF names,
 // Gemma's norms stored as w - 1, the shared TinyStories tokenizer) from the weights of a
 // `hinge synth --preset tiny-<family>` GGUF, then checks that hinge gives the same logits from
 // the directory, from the GGUF `hinge convert` makes of it, and from the original GGUF.
@@ -71,6 +71,12 @@ nlohmann::json hf_config(const ModelConfig& c, const std::string& model_type) {
                       {"tie_word_embeddings", c.tied_output},
                       {"torch_dtype", "float32"}};
   if (model_type == "qwen2") j["use_sliding_window"] = false;
+  if (model_type == "granite") {
+    j["embedding_multiplier"] = c.embed_scale;
+    j["residual_multiplier"] = c.residual_scale;
+    j["attention_multiplier"] = c.attn_scale;
+    j["logits_scaling"] = c.logit_scale;
+  }
   if (model_type == "gemma2") {
     j["sliding_window"] = c.sliding_window;
     j["attn_logit_softcapping"] = c.attn_softcap;
@@ -100,6 +106,20 @@ std::string write_hf_dir(const LoadedModel& g, const std::string& model_type) {
     EXPECT_EQ(t.view.type, GgmlType::F32) << t.name;
     const size_t bytes = static_cast<size_t>(t.view.rows) * t.view.row_bytes;
     std::string raw(static_cast<const char*>(t.view.data), bytes);
+    // Interleaved-RoPE families (granite): GGUF Q/K rows -> Hugging Face's rotate-half order,
+    // the inverse of convert's permutation (GGUF row 2i + j of a head is HF row j * half + i).
+    const bool q = t.name.ends_with("attn_q.weight"), k = t.name.ends_with("attn_k.weight");
+    if ((q || k) && g.config.rope.style == kernels::RopeStyle::kInterleaved) {
+      const int64_t hd = g.config.head_dim, half = hd / 2, rb = static_cast<int64_t>(t.view.row_bytes);
+      const int64_t heads = q ? g.config.n_heads : g.config.n_kv_heads;
+      std::string out(raw.size(), '\0');
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < half; ++i)
+          for (int64_t jj = 0; jj < 2; ++jj)
+            std::memcpy(out.data() + (h * hd + jj * half + i) * rb,
+                        raw.data() + (h * hd + 2 * i + jj) * rb, static_cast<size_t>(rb));
+      raw = std::move(out);
+    }
     if (gemma && name.find("norm.weight") != std::string::npos) {  // HF Gemma stores w - 1
       for (size_t i = 0; i < bytes / 4; ++i) {
         float x;
@@ -182,7 +202,9 @@ TEST_P(HfFamilies, DirectoryAndItsConvertedGgufGiveTheSameLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, HfFamilies,
                          ::testing::Values(Case{"tiny-qwen2", "qwen2"}, Case{"tiny-qwen3", "qwen3"},
                                            Case{"tiny-gemma2", "gemma2"},
-                                           Case{"tiny-gemma3", "gemma3_text"}),
+                                           Case{"tiny-gemma3", "gemma3_text"},
+                                           Case{"tiny-granite", "granite"},
+                                           Case{"tiny-olmo2", "olmo2"}),
                          [](const auto& info) { return std::string(info.param.model_type); });
 
 }  // namespace

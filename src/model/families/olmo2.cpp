@@ -2,6 +2,8 @@
 // blocks, RMSNorm after them (post_attention_norm, post_ffw_norm), RMSNorm over the whole Q and
 // K projections, NEOX RoPE. With attention.sliding_window (OLMo 3): 3 local : 1 global layers,
 // local layers rotate without the YaRN scaling.
+#include <nlohmann/json.hpp>
+
 #include "model/family.h"
 
 namespace hinge {
@@ -24,15 +26,23 @@ Status load(const HparamReader& hp, ModelConfig& c) {
   return Status::Ok();
 }
 
+Status hf(const nlohmann::json& j, const std::string& src, Metadata& out) {
+  return hf_common_metadata(j, "olmo2", src, out);
+}
+
 }  // namespace
 
 extern const Family kOlmo2Family{
     .name = "olmo2",
     .gguf_archs = {"olmo2"},
-    .hf_model_types = {},
+    .hf_model_types = {"olmo2"},
     .models = "OLMo 2, OLMo 3",
     .load_hparams = load,
-    .hf_metadata = nullptr,
+    .hf_metadata = hf,
+    .hf_layer_names = {{"post_attention_layernorm.weight", "post_attention_norm.weight"},
+                       {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+                       {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+                       {"self_attn.k_norm.weight", "attn_k_norm.weight"}},
     .rope_style = kernels::RopeStyle::kNeox,
 };
 
