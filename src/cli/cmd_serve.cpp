@@ -170,6 +170,16 @@ int serve_command(const ServeArgs& args) {
     auto t = server::TenantRegistry::read(args.tenants);
     if (!t.ok()) return fail("--tenants: " + t.status().message());
   }
+  std::string chat_template_file;  // llama-server's --chat-template-file: a Jinja file
+  if (!args.chat_template_file.empty()) {
+    constexpr size_t kMax = 1 << 20;
+    auto bytes = read_secret_file("--chat-template-file", args.chat_template_file, kMax + 1);
+    if (!bytes.ok()) return fail(bytes.status().message());
+    if (bytes->empty() || bytes->size() > kMax)
+      return fail("--chat-template-file: " + args.chat_template_file +
+                  (bytes->empty() ? " is empty" : " is larger than 1 MiB"));
+    chat_template_file = std::move(bytes).value();
+  }
   auto http = http::Server::start(hc, [&](http::HttpRequest r, http::ExchangePtr ex) {
     if (server::ApiServer* api = api_ptr.load()) return api->handle(std::move(r), std::move(ex));
     http::HttpResponse resp;
@@ -264,7 +274,10 @@ int serve_command(const ServeArgs& args) {
       return 0;
     });
   }
-  auto api = server::ApiServer::create(sc, **tok, loaded->chat_template, *et);
+  auto api = server::ApiServer::create(
+      sc, **tok, chat_template_file.empty() ? loaded->chat_template : chat_template_file, *et);
+  if (!api.ok() && !chat_template_file.empty())
+    return fail("--chat-template-file " + args.chat_template_file + ": " + api.status().message());
   if (!api.ok()) return fail(api.status().message());
   (*api)->set_transport_stats([h = http->get()] { return h->stats(); });
   api_ptr.store(api->get());
@@ -275,7 +288,10 @@ int serve_command(const ServeArgs& args) {
                format_bytes(static_cast<uint64_t>(kv_bytes)).c_str(), et->num_blocks(),
                ec.block_size, std::string(kv::kv_dtype_name(ec.k_dtype)).c_str(),
                std::string(kv::kv_dtype_name(ec.v_dtype)).c_str(),
-               ec.threads, loaded->chat_template.empty() ? "plain fallback" : "the model's");
+               ec.threads,
+               !chat_template_file.empty()        ? "--chat-template-file"
+               : loaded->chat_template.empty() ? "plain fallback"
+                                               : "the model's");
   if (sc.tenants) {
     const auto snap = sc.tenants->snapshot();
     std::fprintf(stderr,

@@ -222,6 +222,9 @@ int main(int argc, char** argv) {
                         "Origins browsers may call from (\"*\" or scheme://host[:port], "
                         "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+  serve_cmd->add_option("--chat-template-file", serve.chat_template_file,
+                        "Jinja chat template to use instead of the model's (as llama-server's), e.g. "
+                        "../shared/chat-templates/google-gemma-2-2b-it.jinja");
   serve_cmd->add_option("--tenants", serve.tenants,
                         "Tenants file (JSON: tenants with API key digests, permission versions, "
                         "cache TTL/share, limits; admin keys; public prefixes). Every request "

@@ -30,3 +30,14 @@ foreach(_case IN ITEMS keygen bad_file_refuses_start sighup_reload api_key_file 
   set_tests_properties(ServeTenants.${_case} PROPERTIES TIMEOUT 120 LABELS "serve"
     ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# `hinge serve --chat-template-file` with the shared Qwen2.5 / Gemma 2 / Phi-3.5 templates
+# (tests/serve/chat_templates.py).
+set(_hinge_templates ${CMAKE_CURRENT_LIST_DIR}/chat_templates.py)
+foreach(_case IN ITEMS templates_drive_chat bad_files_refuse_start)
+  add_test(NAME ServeChatTemplates.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_templates} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeChatTemplates.${_case} PROPERTIES TIMEOUT 120 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
