@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import ARGS, check, main, test  # noqa: E402
@@ -47,6 +48,10 @@ def templates_drive_chat():
         path = os.path.join(TEMPLATES, name)
         s = Server('--chat-template-file', path, quiet=True)
         try:
+            # stderr is drained by a thread: give its startup line a moment to arrive.
+            deadline = time.time() + 10
+            while time.time() < deadline and not any('--chat-template-file' in l for l in s.err + s.out):
+                time.sleep(0.05)
             check(any('--chat-template-file' in l for l in s.err + s.out),
                   f'{name}: the server says it uses the file')
             st, _, body = s.request('POST', '/v1/chat/completions',
