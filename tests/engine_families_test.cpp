@@ -180,13 +180,7 @@ TEST(EngineWindows, LocalGroupsHoldTheirWindowAndOutputsEqualTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, EngineFamilies, ::testing::ValuesIn(kPresets),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) {
-                             if (c == '-') c = '_';
-                           }
-                           return n;
-                         });
+                         testing::param_name);
 
 }  // namespace
 }  // namespace hinge

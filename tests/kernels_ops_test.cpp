@@ -86,8 +86,11 @@ TEST(KernelsOps, RopeLayoutsAgreeUpToPermutation) {
     inter[2 * i] = neox[i] = 0.1f * (i + 1);
     inter[2 * i + 1] = neox[i + d / 2] = -0.3f * (i + 2);
   }
-  rope(inter.data(), 1, d, 7, inv.data(), RopeStyle::kInterleaved);
-  rope(neox.data(), 1, d, 7, inv.data(), RopeStyle::kNeox);
+  const RopeTable t_inter = make_rope_table({.style = RopeStyle::kInterleaved, .n_rot = d});
+  const RopeTable t_neox = make_rope_table({.style = RopeStyle::kNeox, .n_rot = d});
+  EXPECT_EQ(t_inter.inv_freq, inv);
+  rope_ext(inter.data(), 1, d, 7, t_inter);
+  rope_ext(neox.data(), 1, d, 7, t_neox);
   for (int64_t i = 0; i < d / 2; ++i) {
     EXPECT_FLOAT_EQ(inter[2 * i], neox[i]);
     EXPECT_FLOAT_EQ(inter[2 * i + 1], neox[i + d / 2]);

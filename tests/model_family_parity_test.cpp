@@ -302,13 +302,7 @@ INSTANTIATE_TEST_SUITE_P(TestLlamaArchs, ArchsParity,
                          [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyParity, ::testing::ValuesIn(kPresets),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) {
-                             if (c == '-') c = '_';
-                           }
-                           return n;
-                         });
+                         testing::param_name);
 
 }  // namespace
 }  // namespace hinge

@@ -40,6 +40,15 @@ inline GenerateRequest seeded_request(uint64_t seed, int32_t prompt_len, int32_t
   return r;
 }
 
+// A preset name ("tiny-gemma3") as a GoogleTest parameter name ("tiny_gemma3").
+inline std::string param_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string n = info.param;
+  for (char& c : n) {
+    if (c == '-') c = '_';
+  }
+  return n;
+}
+
 inline std::unique_ptr<LoadedModel> load_or_die(const std::string& path,
                                                 const std::string& tokenizer = "") {
   LoadOptions opts;

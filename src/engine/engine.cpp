@@ -43,14 +43,6 @@ Status EngineConfig::validate() const {
 
 namespace {
 
-std::vector<int32_t> group_windows(const kv::KvSpec& spec) {
-  std::vector<int32_t> w;
-  for (const kv::KvGroup& g : spec.groups) w.push_back(g.window);
-  for (int32_t x : w)
-    if (x > 0) return w;
-  return {};  // every group full attention
-}
-
 // Where one scheduled request's logits are in this step's logits buffer.
 struct StepRows {
   int32_t prompt_row = 0;        // first row of its prompt-logprob positions
@@ -79,7 +71,7 @@ class EngineImpl final : public Engine {
                                       .block_size_tokens = config.block_size,
                                       .num_kv_blocks = static_cast<int32_t>(arena_.num_blocks()),
                                       .num_kv_groups = spec.num_groups(),
-                                      .kv_group_windows = group_windows(spec),
+                                      .kv_group_windows = spec.group_windows(),
                                       .enable_prefix_cache = config.enable_prefix_cache,
                                       .cache_fingerprint = kv_fingerprint_}) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);

@@ -34,25 +34,6 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void rope(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
-          RopeStyle style) {
-  const int64_t half = head_dim / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const float val = static_cast<float>(pos) * inv_freq[i];
-    const float fcr = std::cos(val);
-    const float fci = std::sin(val);
-    for (int64_t h = 0; h < num_heads; ++h) {
-      float* head = x + h * head_dim;
-      const int64_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
-      const int64_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
-      const float v0 = head[a];
-      const float v1 = head[b];
-      head[a] = v0 * fcr - v1 * fci;
-      head[b] = v0 * fci + v1 * fcr;
-    }
-  }
-}
-
 void rope_inv_freq(float* inv_freq, int64_t head_dim, float theta, const float* freq_factors) {
   for (int64_t i = 0; i < head_dim / 2; ++i) {
     // Same expression as llama2.c's run.c, so f32 results match it bit for bit.
@@ -135,12 +116,7 @@ RopeTable make_rope_table(const RopeSpec& s) {
   t.freq_scale = s.freq_scale;
   const int64_t half = s.n_rot / 2;
   t.inv_freq.resize(static_cast<size_t>(half));
-  // Same expression as rope_inv_freq (llama2.c), over the rotated dimensions.
-  for (int64_t i = 0; i < half; ++i) {
-    float f = 1.0f / std::pow(s.theta, static_cast<float>(2 * i) / static_cast<float>(s.n_rot));
-    if (s.freq_factors) f /= s.freq_factors[i];
-    t.inv_freq[static_cast<size_t>(i)] = f;
-  }
+  rope_inv_freq(t.inv_freq.data(), s.n_rot, s.theta, s.freq_factors);  // over the rotated dims
   t.mscale = s.attn_factor;
   if (s.ext_factor != 0.0f) {
     const float lo = std::max(0.0f, std::floor(yarn_corr_dim(s.n_rot, s.n_ctx_orig, s.beta_fast, s.theta)));

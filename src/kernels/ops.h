@@ -26,12 +26,6 @@ enum class RopeStyle {
   kNeox,         // pairs (i, i + head_dim/2): Hugging Face rotate-half
 };
 
-// Rotates `num_heads` heads of `head_dim` values at position `pos`, in place.
-// inv_freq[i] (i < head_dim/2) is the angular frequency of pair i (theta^(-2i/d), possibly
-// scaled for Llama-3 style rope_scaling).
-void rope(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const float* inv_freq,
-          RopeStyle style);
-
 // RoPE as llama.cpp's ggml_rope_ext computes it, precomputed for one layer kind: the first
 // n_rot dimensions of each head rotate (partial rotary leaves the rest), pairs laid out by
 // `style`; pair i turns by theta_i = pos * base^(-2i/n_rot) / freq_factor_i, scaled by
@@ -58,7 +52,7 @@ struct RopeSpec {
 };
 RopeTable make_rope_table(const RopeSpec& spec);
 // Rotates `num_heads` heads of `head_dim` values at position `pos`, in place. With no scaling
-// the angles are pos * inv_freq[i] exactly as rope() computes them.
+// the angle of pair i is pos * inv_freq[i] (llama2.c's expression, bit for bit).
 void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t);
 
 // GELU with the tanh approximation, gate[i] = gelu(gate[i]) * up[i] (GEGLU, Gemma): SIMD

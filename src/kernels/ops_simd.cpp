@@ -25,15 +25,17 @@ HWY_INLINE hn::Vec<D> Silu(D df, hn::Vec<D> g) {
   return hn::Mul(g, hn::Div(num, hn::Add(one, e)));
 }
 
-void SwigluSimd(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n) {
+// gate[i] = act(gate[i]) * up[i], the vector body then the tail one lane at a time.
+template <class Act>
+HWY_INLINE void Gated(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n, Act act) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
   for (; i + N <= n; i += N)
-    hn::StoreU(hn::Mul(Silu(df, hn::LoadU(df, gate + i)), hn::LoadU(df, up + i)), df, gate + i);
-  const hn::CappedTag<float, 1> d1;  // the tail, one lane at a time
+    hn::StoreU(hn::Mul(act(df, hn::LoadU(df, gate + i)), hn::LoadU(df, up + i)), df, gate + i);
+  const hn::CappedTag<float, 1> d1;
   for (; i < n; ++i)
-    hn::StoreU(hn::Mul(Silu(d1, hn::LoadU(d1, gate + i)), hn::LoadU(d1, up + i)), d1, gate + i);
+    hn::StoreU(hn::Mul(act(d1, hn::LoadU(d1, gate + i)), hn::LoadU(d1, up + i)), d1, gate + i);
 }
 
 // gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) g (1 + 0.044715 g^2))) (the tanh approximation), with
@@ -45,15 +47,12 @@ HWY_INLINE hn::Vec<D> GeluTanh(D df, hn::Vec<D> g) {
   return hn::Mul(hn::Mul(hn::Set(df, 0.5f), g), hn::Add(hn::Set(df, 1.0f), hn::Tanh(df, inner)));
 }
 
+void SwigluSimd(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n) {
+  Gated(gate, up, n, [](auto d, auto g) { return Silu(d, g); });
+}
+
 void GegluTanhSimd(float* HWY_RESTRICT gate, const float* HWY_RESTRICT up, int64_t n) {
-  const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  int64_t i = 0;
-  for (; i + N <= n; i += N)
-    hn::StoreU(hn::Mul(GeluTanh(df, hn::LoadU(df, gate + i)), hn::LoadU(df, up + i)), df, gate + i);
-  const hn::CappedTag<float, 1> d1;
-  for (; i < n; ++i)
-    hn::StoreU(hn::Mul(GeluTanh(d1, hn::LoadU(d1, gate + i)), hn::LoadU(d1, up + i)), d1, gate + i);
+  Gated(gate, up, n, [](auto d, auto g) { return GeluTanh(d, g); });
 }
 
 // x = cap * tanh(x / cap).

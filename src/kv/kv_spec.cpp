@@ -92,6 +92,14 @@ Status KvSpec::validate() const {
   return Status::Ok();
 }
 
+std::vector<int32_t> KvSpec::group_windows() const {
+  std::vector<int32_t> w;
+  for (const KvGroup& g : groups) w.push_back(g.window);
+  for (int32_t x : w)
+    if (x > 0) return w;
+  return {};
+}
+
 int32_t KvSpec::layers_per_block() const {
   if (groups.empty()) return n_layers;
   size_t most = 0;

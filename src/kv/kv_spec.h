@@ -74,6 +74,9 @@ struct KvSpec {
   Status validate() const;
 
   int32_t num_groups() const { return groups.empty() ? 1 : static_cast<int32_t>(groups.size()); }
+  // Each group's sliding window (KvCacheConfig::group_windows), or empty when every group is
+  // full attention.
+  std::vector<int32_t> group_windows() const;
   // Layers one block has room for: the largest group's count (n_layers with one group).
   int32_t layers_per_block() const;
   // Group of layer l, and its index among that group's layers (its place in a block).

@@ -99,9 +99,10 @@ Status bind_model_weights(LoadedModel& model, const std::vector<RawTensor>& tens
     return p;
   };
   // Optional extras the family applies: bias [rows] and a one-element scale.
+  // llama.cpp adds an FFN bias before the FFN's scale and an attention bias after its scale.
   auto extras = [&](const std::string& base, int64_t rows, uint32_t bias_bit, uint32_t scale_bit,
                     LinearExtras& x) -> Status {
-    x.bias_first = bias_bit == kFfnBias;
+    x.bias_first = (bias_bit & kFfnBias) != 0;
     if ((c.extras & bias_bit) && find(base + ".bias")) {
       HINGE_ASSIGN_OR_RETURN(x.bias, vec(base + ".bias", rows));
     }
