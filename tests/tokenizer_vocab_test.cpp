@@ -2,6 +2,8 @@
 // without parsing special tokens, as test-tokenizer-0 does; decode round trips; special tokens.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 
 #include "format/gguf.h"
 #include "test_util.h"
@@ -15,9 +17,14 @@ struct Case {
   std::vector<int32_t> ids;
 };
 
+// A vocabulary of shared/vocab by name, or any file by absolute path.
+std::string vocab_path(const std::string& vocab) {
+  return vocab.starts_with("/") ? vocab : testing::shared_path("vocab/" + vocab);
+}
+
 std::vector<Case> read_cases(const std::string& vocab) {
-  const std::string inp = testing::read_file(testing::shared_path("vocab/" + vocab + ".inp"));
-  const std::string outp = testing::read_file(testing::shared_path("vocab/" + vocab + ".out"));
+  const std::string inp = testing::read_file(vocab_path(vocab) + ".inp");
+  const std::string outp = testing::read_file(vocab_path(vocab) + ".out");
   std::vector<std::string> texts;
   const std::string sep = "\n__ggml_vocab_test__\n";
   for (size_t pos = 0; pos < inp.size();) {
@@ -44,7 +51,7 @@ std::vector<Case> read_cases(const std::string& vocab) {
 }
 
 std::unique_ptr<Tokenizer> load(const std::string& vocab) {
-  auto file = gguf::GgufFile::open(testing::shared_path("vocab/" + vocab));
+  auto file = gguf::GgufFile::open(vocab_path(vocab));
   EXPECT_TRUE(file.ok()) << file.status().message();
   if (!file.ok()) return nullptr;
   auto spec = Tokenizer::spec_from_gguf(**file);
@@ -267,6 +274,38 @@ TEST(TokenizerSpecialTest, SurvivesHostileVocabulary) {
   EXPECT_EQ((*tok)->encode(std::string("\xff\xfe a\0b", 6), false, true).size(), 3u);
   EXPECT_EQ((*tok)->token_to_piece(-1), "");
   EXPECT_EQ((*tok)->token_to_piece(4), "<0xZZ>");  // not a byte piece: treated as normal text
+}
+
+// Every vocabulary of llama.cpp's own models/ folder (the peer's tree that
+// ../shared/tools/llamacpp-peer clones; HINGE_PEER_MODELS overrides the folder), when it is
+// there: the newest families' vectors (bert-bge's WordPiece, gemma-4's BPE, qwen35, ...) that
+// shared/vocab does not carry. Skipped on machines without the peer tree.
+TEST(TokenizerPeerVocabs, EveryLlamaCppVocabularyMatchesItsVectors) {
+  std::string dir;
+  if (const char* env = std::getenv("HINGE_PEER_MODELS")) {
+    dir = env;
+  } else if (const char* home = std::getenv("HOME")) {
+    dir = std::string(home) + "/.cache/hinge-peer/llama.cpp/models";
+  }
+  if (dir.empty() || !std::filesystem::is_directory(dir))
+    GTEST_SKIP() << "no llama.cpp models/ folder (build the peer: ../shared/tools/llamacpp-peer)";
+  int vocabs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with("ggml-vocab-") || !name.ends_with(".gguf") ||
+        !std::filesystem::exists(e.path().string() + ".inp"))
+      continue;
+    ++vocabs;
+    auto tok = load(e.path().string());
+    ASSERT_NE(tok, nullptr) << name;
+    for (const Case& c : read_cases(e.path().string())) {
+      const std::vector<int32_t> got = tok->encode(c.text, false, false);
+      EXPECT_EQ(got, c.ids) << name << " '" << c.text << "'\n  expected: " << ids_str(c.ids)
+                            << "\n  got:      " << ids_str(got);
+    }
+  }
+  RecordProperty("vocabularies", std::to_string(vocabs));
+  EXPECT_GE(vocabs, 1) << dir;
 }
 
 }  // namespace

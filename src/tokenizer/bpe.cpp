@@ -37,6 +37,13 @@ struct BigramOrder {  // min-heap on rank, then the leftmost pair first
 // Emits the token(s) of a final symbol that is not itself a token.
 void emit_fallback(const Vocab& vocab, const BpeOptions& opts, std::string_view text,
                    std::vector<int32_t>* out) {
+  if (opts.hex_byte_leftovers) {
+    for (char c : text) {
+      const int32_t id = vocab.hex_byte_token(static_cast<uint8_t>(c));
+      if (id >= 0) out->push_back(id);
+    }
+    return;
+  }
   for (size_t off = 0; off < text.size();) {
     const size_t len = std::min(unicode::seq_len(text[off]), text.size() - off);
     const std::string_view ch = text.substr(off, len);

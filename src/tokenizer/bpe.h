@@ -22,6 +22,9 @@ struct BpeOptions {
   bool hf_chars = false;
   bool byte_fallback = false;
   bool fuse_unk = false;
+  // A final symbol that is not a token becomes the <0xNN> tokens of its bytes (those that
+  // exist), as llama.cpp does for BPE vocabularies without byte encoding (gemma4).
+  bool hex_byte_leftovers = false;
 };
 
 // Reusable buffers, so that a long run of short words does not allocate per word.

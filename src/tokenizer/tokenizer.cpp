@@ -8,6 +8,7 @@
 #include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/wordpiece.h"
 
 namespace hinge {
 
@@ -40,14 +41,18 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabSpec spec) {
   const bool spm = spec.model == "llama";
   const bool gpt2 = spec.model == "gpt2";
   const bool hf = spec.model == "hf-bpe-spm";
-  if (!spm && !gpt2 && !hf)
-    return Status::Errorf("tokenizer: unsupported model '{}' (expected llama, gpt2 or hf-bpe-spm)",
-                          spec.model);
+  const bool gemma4 = spec.model == "gemma4";
+  const bool bert = spec.model == "bert";
+  if (!spm && !gpt2 && !hf && !gemma4 && !bert)
+    return Status::Errorf(
+        "tokenizer: unsupported model '{}' (expected llama, gpt2, hf-bpe-spm, gemma4 or bert)",
+        spec.model);
 
   auto t = std::unique_ptr<Tokenizer>(new Tokenizer());
   HINGE_ASSIGN_OR_RETURN(t->vocab_, Vocab::build(spec));
   const Vocab& v = *t->vocab_;
-  for (int32_t* id : {&spec.bos, &spec.eos, &spec.unk, &spec.pad, &spec.eot, &spec.eom})
+  for (int32_t* id :
+       {&spec.bos, &spec.eos, &spec.unk, &spec.pad, &spec.eot, &spec.eom, &spec.sep})
     if (!v.valid(*id)) *id = -1;
   if (spec.add_bos && spec.bos < 0)
     return Status::Error("tokenizer: add_bos is set but the vocabulary has no BOS token");
@@ -65,7 +70,11 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::create(VocabSpec spec) {
     }
     HINGE_ASSIGN_OR_RETURN(t->pre_, PreTokenizer::create(std::move(regexes)));
   }
-  t->strip_first_space_ = !gpt2 && spec.add_space_prefix;
+  t->strip_first_space_ = !gpt2 && !gemma4 && spec.add_space_prefix;
+  if (bert) {
+    for (int32_t id = 0; id < v.size(); ++id)
+      t->max_token_bytes_ = std::max(t->max_token_bytes_, v.text(id).size());
+  }
 
   // End-of-generation set; EOG-looking texts become control tokens (hidden when decoding).
   std::vector<TokenType>& types = t->types_;
@@ -199,10 +208,15 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     encode_spm(text, frags, &out);
   } else if (spec_.model == "gpt2") {
     encode_gpt2(text, frags, &out);
+  } else if (spec_.model == "gemma4") {
+    encode_gemma4(text, frags, &out);
+  } else if (spec_.model == "bert") {
+    encode_bert(text, frags, &out);
   } else {
     encode_hf_spm(text, frags, &out);
   }
   if (add_special && spec_.add_eos) out.push_back(spec_.eos);
+  if (add_special && spec_.model == "bert" && spec_.sep >= 0) out.push_back(spec_.sep);
   return out;
 }
 
@@ -302,6 +316,51 @@ void Tokenizer::encode_hf_spm(std::string_view text, const std::vector<Fragment>
     }
     encode_text(raw, with_prefix);
     prev_special = false;
+  }
+}
+
+void Tokenizer::encode_gemma4(std::string_view text, const std::vector<Fragment>& frags,
+                              std::vector<int32_t>* out) const {
+  BpeOptions opts;
+  opts.hex_byte_leftovers = true;
+  BpeScratch scratch;
+  for (const Fragment& f : frags) {
+    if (f.token >= 0) {
+      out->push_back(f.token);
+      continue;
+    }
+    const std::string s = unicode::replace_all(text.substr(f.off, f.len), " ", unicode::kSpmSpace);
+    // Runs of newlines and runs of everything else; a run of newlines that is a token is kept
+    // whole (llama.cpp's fix for Gemma 4).
+    for (size_t begin = 0; begin < s.size();) {
+      const bool newlines = s[begin] == '\n';
+      size_t end = begin;
+      while (end < s.size() && (s[end] == '\n') == newlines) ++end;
+      const std::string_view word = std::string_view(s).substr(begin, end - begin);
+      const int32_t id = newlines ? vocab_->find(word) : -1;
+      if (id >= 0) {
+        out->push_back(id);
+      } else {
+        bpe_encode_word(*vocab_, opts, word, &scratch, out);
+      }
+      begin = end;
+    }
+  }
+}
+
+void Tokenizer::encode_bert(std::string_view text, const std::vector<Fragment>& frags,
+                            std::vector<int32_t>* out) const {
+  WordPieceOptions opts;
+  opts.lowercase = spec_.lowercase;
+  opts.strip_accents = spec_.strip_accents;
+  opts.unk = spec_.unk;
+  opts.max_token_bytes = max_token_bytes_;
+  for (const Fragment& f : frags) {
+    if (f.token >= 0) {
+      out->push_back(f.token);
+    } else {
+      wordpiece_encode(*vocab_, opts, text.substr(f.off, f.len), out);
+    }
   }
 }
 

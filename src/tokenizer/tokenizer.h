@@ -8,6 +8,11 @@
 //   "hf-bpe-spm"  Hugging Face BPE over raw UTF-8 characters with the U+2581 normalizer
 //                 (Prepend/Replace or Metaspace), merges by rank (not by score), byte fallback and
 //                 fused unknowns, no pre-tokenizer split (as HF tokenizers runs such a file).
+//   "gemma4"      Gemma 4's BPE (llama.cpp's "gemma4" model): spaces escaped as U+2581, the text
+//                 split only into newline and non-newline runs, merges by rank over raw UTF-8
+//                 characters, a leftover character as its <0xNN> byte tokens.
+//   "bert"        WordPiece (llama.cpp's WPM, wordpiece.h): BERT normalizer, whitespace and
+//                 punctuation split, longest-match pieces; BOS ([CLS]) and SEP around the text.
 // A Tokenizer is immutable after create(); encode/decode are const and safe to call from many
 // threads at once. A StreamingDetokenizer is single-threaded state over one Tokenizer.
 #pragma once
@@ -50,7 +55,7 @@ enum class SpacePrefixScope : uint8_t {
 
 // Everything needed to build a tokenizer, format-neutral.
 struct VocabSpec {
-  // "llama", "gpt2" or "hf-bpe-spm" (see the top of this file).
+  // "llama", "gpt2", "hf-bpe-spm", "gemma4" or "bert" (see the top of this file).
   std::string model;
   // gpt2 pre-tokenizer name ("default", "gpt-2", "llama-bpe", ...).
   std::string pre;
@@ -60,7 +65,7 @@ struct VocabSpec {
   std::vector<float> scores;
   // GGUF token types (TokenType); may be empty (all normal).
   std::vector<int32_t> token_types;
-  // gpt2 / hf-bpe-spm: "a b" pairs in rank order.
+  // gpt2 / hf-bpe-spm / gemma4: "a b" pairs in rank order.
   std::vector<std::string> merges;
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = true, add_eos = false;
@@ -70,6 +75,11 @@ struct VocabSpec {
   // Extensions; the defaults reproduce llama.cpp for GGUF vocabularies.
   // More end-of-generation tokens (is_eog).
   int32_t eot = -1, eom = -1;
+  // bert: the separator appended after the text when special tokens are added, and the BERT
+  // normalizer's options (tokenizer.ggml.normalizer.*; llama.cpp's defaults).
+  int32_t sep = -1;
+  bool lowercase = true;
+  bool strip_accents = true;
   // gpt2: an explicit regex chain (HF Split pre-tokenizers); overrides `pre` when non-empty.
   std::vector<std::string> pre_regexes;
   // BPE: a pre-token that is itself a token is kept whole (also implied by "llama-bpe" & co).
@@ -140,6 +150,10 @@ class Tokenizer {
                      std::vector<int32_t>* out) const;
   void encode_gpt2(std::string_view text, const std::vector<Fragment>& frags,
                    std::vector<int32_t>* out) const;
+  void encode_gemma4(std::string_view text, const std::vector<Fragment>& frags,
+                     std::vector<int32_t>* out) const;
+  void encode_bert(std::string_view text, const std::vector<Fragment>& frags,
+                   std::vector<int32_t>* out) const;
 
   VocabSpec spec_;
   std::unique_ptr<Vocab> vocab_;
@@ -150,6 +164,7 @@ class Tokenizer {
   std::unordered_set<int32_t> eog_;
   bool strip_first_space_ = false;  // piece_after's leading-space rule applies
   bool ignore_merges_ = false;
+  size_t max_token_bytes_ = 0;  // bert: the longest piece
 };
 
 // Streaming detokenizer: feeds ids one at a time and returns only complete UTF-8 text: an

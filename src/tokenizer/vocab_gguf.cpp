@@ -36,7 +36,7 @@ constexpr struct {
                    {SpacePrefixScope::kMetaspaceFirst, "metaspace_first"}};
 
 bool known_model(std::string_view m) {
-  return m == "llama" || m == "gpt2" || m == "hf-bpe-spm";
+  return m == "llama" || m == "gpt2" || m == "hf-bpe-spm" || m == "gemma4" || m == "bert";
 }
 
 // Numbers of a GGUF numeric array (any integer or float element type); nullopt otherwise.
@@ -107,7 +107,7 @@ void write_vocab_gguf(gguf::GgufWriter& w, const VocabSpec& v) {
     w.set("tokenizer.ggml.scores", Value::f32_array(scores));
   if (!v.token_types.empty()) w.set("tokenizer.ggml.token_type", Value::i32_array(v.token_types));
   bool merges_need_pairs = false;  // a piece holds a space: "a b" strings are ambiguous
-  if (standard_model == "gpt2") {
+  if (standard_model == "gpt2" || standard_model == "gemma4") {
     std::vector<std::string> merges = v.merges;
     if (!v.merge_pairs.empty()) {
       merges.clear();
@@ -126,13 +126,18 @@ void write_vocab_gguf(gguf::GgufWriter& w, const VocabSpec& v) {
     int32_t id;
   } ids[] = {{"tokenizer.ggml.bos_token_id", v.bos},     {"tokenizer.ggml.eos_token_id", v.eos},
              {"tokenizer.ggml.unknown_token_id", v.unk}, {"tokenizer.ggml.padding_token_id", v.pad},
-             {"tokenizer.ggml.eot_token_id", v.eot},     {"tokenizer.ggml.eom_token_id", v.eom}};
+             {"tokenizer.ggml.eot_token_id", v.eot},     {"tokenizer.ggml.eom_token_id", v.eom},
+             {"tokenizer.ggml.seperator_token_id", v.sep}};
   for (const auto& e : ids)
     if (e.id >= 0) w.set(e.key, Value::u32(static_cast<uint32_t>(e.id)));
   w.set("tokenizer.ggml.add_bos_token", Value::boolean(v.add_bos));
   w.set("tokenizer.ggml.add_eos_token", Value::boolean(v.add_eos));
   if (standard_model == "llama")
     w.set("tokenizer.ggml.add_space_prefix", Value::boolean(v.add_space_prefix));
+  if (standard_model == "bert") {
+    w.set("tokenizer.ggml.normalizer.lowercase", Value::boolean(v.lowercase));
+    w.set("tokenizer.ggml.normalizer.strip_accents", Value::boolean(v.strip_accents));
+  }
 
   // hinge layer.
   w.set(std::string(kKind), Value::str(v.model));
@@ -167,9 +172,12 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
 
   auto model = f.get_string("tokenizer.ggml.model");
   if (!model) return fail("no tokenizer (tokenizer.ggml.model is missing)");
-  if (*model != "llama" && *model != "gpt2")
-    return fail(fmt::format("unsupported tokenizer model '{}'", *model));
+  if (*model != "llama" && *model != "gpt2" && *model != "gemma4" && *model != "bert")
+    return fail(fmt::format(
+        "unsupported tokenizer model '{}' (hinge reads llama, gpt2, gemma4 and bert)", *model));
   const bool spm = *model == "llama";
+  const bool gemma4 = *model == "gemma4";
+  const bool bert = *model == "bert";
   // A file written by hinge says which tokenizer it really is.
   const bool from_hinge = f.find(kKind) != nullptr;
   spec.model = *model;
@@ -189,7 +197,7 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
   HINGE_ASSIGN_OR_RETURN(auto pre_regexes, string_array(kPreRegexes));
   if (pre_regexes) spec.pre_regexes = std::move(*pre_regexes);
 
-  spec.pre = f.get_string("tokenizer.ggml.pre").value_or(spm ? "default" : "");
+  spec.pre = f.get_string("tokenizer.ggml.pre").value_or(spm || gemma4 || bert ? "default" : "");
   if (spec.pre.empty()) spec.pre = "default";
 
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
@@ -231,7 +239,14 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
   HINGE_ASSIGN_OR_RETURN(auto hinge_merges, string_array(kMerges));
   if (hinge_merges) spec.merges = std::move(*hinge_merges);
 
-  if (!spm) {
+  if (gemma4) {
+    HINGE_ASSIGN_OR_RETURN(auto merges, string_array("tokenizer.ggml.merges"));
+    if (!merges && !flat_pairs) return fail("tokenizer.ggml.merges is missing");
+    if (merges && !flat_pairs) spec.merges = std::move(*merges);
+    spec.add_space_prefix = false;
+  } else if (bert) {
+    spec.add_space_prefix = true;  // every word starts with U+2581; decoding drops the first
+  } else if (!spm) {
     HINGE_ASSIGN_OR_RETURN(auto merges, string_array("tokenizer.ggml.merges"));
     if (!merges && !flat_pairs) return fail("tokenizer.ggml.merges is missing");
     // With merge_pairs, the "a b" strings are their lossy copy for llama.cpp.
@@ -247,7 +262,12 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
 
   // Special ids: llama.cpp's defaults (not for hinge's own files, which write every id they
   // have), replaced by in-range values from the file.
-  if (!from_hinge) {
+  if (!from_hinge && bert) {
+    spec.bos = 101;  // [CLS]
+    spec.unk = 100;
+    spec.sep = 102;
+    spec.pad = 0;
+  } else if (!from_hinge && !gemma4) {
     spec.bos = spm ? 1 : 11;
     spec.eos = spm ? 2 : 11;
     spec.unk = spm ? 0 : -1;
@@ -260,7 +280,8 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
              {"tokenizer.ggml.unknown_token_id", &spec.unk},
              {"tokenizer.ggml.padding_token_id", &spec.pad},
              {"tokenizer.ggml.eot_token_id", &spec.eot},
-             {"tokenizer.ggml.eom_token_id", &spec.eom}};
+             {"tokenizer.ggml.eom_token_id", &spec.eom},
+             {"tokenizer.ggml.seperator_token_id", &spec.sep}};
   for (const auto& e : ids) {
     if (*e.id >= static_cast<int64_t>(n)) *e.id = -1;
     const auto v = f.get_int(e.key);
@@ -271,6 +292,14 @@ StatusOr<VocabSpec> Tokenizer::spec_from_gguf(const gguf::GgufFile& f) {
   if (auto b = f.get_bool("tokenizer.ggml.add_eos_token")) spec.add_eos = *b;
   if (spm) {
     if (auto b = f.get_bool("tokenizer.ggml.add_space_prefix")) spec.add_space_prefix = *b;
+  }
+  // llama.cpp always starts a Gemma 4 text with BOS (its workaround for files that say false).
+  if (gemma4) spec.add_bos = true;
+  if (bert) {
+    spec.add_bos = true;
+    if (auto b = f.get_bool("tokenizer.ggml.normalizer.lowercase")) spec.lowercase = *b;
+    spec.strip_accents = spec.lowercase;
+    if (auto b = f.get_bool("tokenizer.ggml.normalizer.strip_accents")) spec.strip_accents = *b;
   }
 
   // The rest of the hinge layer.

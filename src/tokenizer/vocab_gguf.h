@@ -5,7 +5,8 @@
 // encodes and decodes exactly as Tokenizer::create(spec). The file holds two layers:
 //
 //   tokenizer.ggml.*  The standard keys, as llama.cpp's convert_hf_to_gguf.py writes them, so
-//                     that llama.cpp loads the file. "llama" and "gpt2" map 1:1. "hf-bpe-spm" (a
+//                     that llama.cpp loads the file. "llama", "gpt2", "gemma4" and "bert" map
+//                     1:1. "hf-bpe-spm" (a
 //                     tokenizer.json BPE with byte_fallback and no tokenizer.model) is written
 //                     the way convert_hf_to_gguf.py's _set_vocab_llama_hf does it: model
 //                     "llama", token types BYTE/CONTROL/NORMAL, no merges. Where that script
@@ -18,7 +19,7 @@
 //                     them. Their presence (hinge.tokenizer.kind) also marks the file as
 //                     written by hinge: absent special-token ids then mean "none" rather than
 //                     llama.cpp's defaults (bos 1, eos 2, unk 0 for SPM).
-//       kind               string   "llama", "gpt2" or "hf-bpe-spm" (VocabSpec::model)
+//       kind               string   VocabSpec::model
 //       merge_pairs        [string] left0, right0, left1, right1, ... in rank order; exact even
 //                                   when a piece holds a space ("a b" strings cannot say that)
 //       merges             [string] VocabSpec::merges of an hf-bpe-spm spec ("a b" strings)
