@@ -60,6 +60,30 @@ TEST(CliBench, JsonHasRequiredKeysAndConsistentValues) {
             j["contiguous_waste_fraction"].get<double>());
 }
 
+// A sliding-window model: the report lists its KV groups (tiny-gemma3: 5 local layers of window
+// 16 and 1 global, one group each) and what the local groups handed back behind their windows.
+TEST(CliBench, ReportsKvGroupsAndWhatWindowsReleased) {
+  const std::string model = testing::temp_dir() + "/bench-tiny-gemma3.gguf";
+  ASSERT_EQ(run_command(hinge_binary() + " synth --preset tiny-gemma3 -o " + model +
+                        " 2>/dev/null").exit_code, 0);
+  auto r = run_command(hinge_binary() + " bench -m " + model +
+                       " --requests 2 --prompt-tokens 300 --gen-tokens 4 -t 1 --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_TRUE(j.contains("kv_groups")) << r.out;
+  int local_layers = 0, full_layers = 0;
+  for (const auto& g : j["kv_groups"]) {
+    EXPECT_GT(g["bytes_per_token"].get<int64_t>(), 0);
+    (g["window"].get<int>() > 0 ? local_layers : full_layers) += g["layers"].get<int>();
+  }
+  EXPECT_GT(local_layers, 0);
+  EXPECT_GT(full_layers, 0);
+  // 301-token prompts against a 16-token window: most of each local group's blocks go back.
+  EXPECT_GT(j["kv_window_released_blocks"].get<int64_t>(), 2 * 10);
+  EXPECT_EQ(j["kv_window_released_bytes"].get<int64_t>() % j["kv_window_released_blocks"].get<int64_t>(), 0);
+}
+
 // --temp / --top-k / --top-p / --min-p sample every request (with its own seed); the work is
 // the same: exactly G tokens each (ignore_eos).
 TEST(CliBench, SamplingFlagsSampleTheSameWork) {

@@ -9,6 +9,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/kv_cache.h"
 #include "model/synth.h"
+#include "sched/kv_demand.h"
 
 namespace hinge::kv {
 namespace {
@@ -95,6 +96,73 @@ TEST(KvWindow, ForkPrefixHitAndFreeKeepRefcountsExact) {
   for (RequestId id : {a, b, c}) m.free(id);
   EXPECT_TRUE(m.check_invariants().ok());
   EXPECT_EQ(m.pool().counters().num_used_blocks, 0);
+}
+
+// A prefix hit adopts, in a local group, only the blocks its next query reads: the long cached
+// prompt does not come back into the local group for even one step.
+TEST(KvWindow, PrefixHitAdoptsOnlyTheWindowInLocalGroups) {
+  auto m = manager(100, {0, 6});
+  const auto toks = tokens(60);
+  const RequestId a(1), b(2);
+  m.add_request(a, scope());
+  ASSERT_TRUE(m.allocate_slots(a, 60).has_value());  // one chunk: every block held at once
+  m.cache_full_blocks(a, toks, 60);
+  m.free(a);  // nothing released first: all 15 blocks of both groups stay cached
+  const ComputedBlocks hit = m.get_computed_blocks(toks, scope());
+  ASSERT_EQ(hit.num_cached_tokens, 56);
+  const int32_t free_before = m.pool().counters().num_free_blocks;
+  m.add_request(b, scope());
+  ASSERT_TRUE(m.allocate_slots(b, 4, &hit).has_value());
+  ASSERT_TRUE(m.check_invariants().ok()) << m.check_invariants().message();
+  // Position 56 reads keys from 51 on: blocks 12 .. 14 of the local group (12 and 13 cached,
+  // 14 new).
+  EXPECT_EQ(m.num_held_blocks(b, 0), 15);
+  EXPECT_EQ(m.num_held_blocks(b, 1), 3);
+  const BlockTable& t = m.block_table(b, 1);
+  for (int32_t i = 0; i < 12; ++i) EXPECT_EQ(t[i], kReleasedBlock) << i;
+  EXPECT_NE(t[12], kReleasedBlock);
+  EXPECT_NE(t[13], kReleasedBlock);
+  EXPECT_NE(t[14], kReleasedBlock);
+  // Taken from the free list: 14 cached full-group blocks + 2 cached local ones + 2 new.
+  EXPECT_EQ(free_before - m.pool().counters().num_free_blocks, 14 + 2 + 2);
+  m.release_behind_window(b, 60);
+  ASSERT_TRUE(m.check_invariants().ok()) << m.check_invariants().message();
+  m.free(b);
+  EXPECT_TRUE(m.check_invariants().ok());
+  EXPECT_EQ(m.pool().counters().num_used_blocks, 0);
+}
+
+// The worst case that admission and the scheduler reserve (sched/kv_demand.h) bounds what a
+// request really holds in each group, and counts a local group by its window, not the length.
+TEST(KvWindow, WorstCaseFollowsTheGroups) {
+  const std::vector<int32_t> windows = {0, 10, 10};
+  const int32_t chunk = 8, prompt = 45, max_new = 30;
+  const sched::KvDemandShape shape = sched::KvDemandShape::of(kBs, 3, windows, chunk);
+  const int64_t worst = sched::worst_case_kv_blocks(prompt, max_new, 1, shape);
+  const int64_t all_full = sched::worst_case_kv_blocks(prompt, max_new, 1, kBs, 3);
+  // Full group: ceil(74 / 4) = 19; each local group: ceil((10 - 1 + 8) / 4) + 1 = 6.
+  EXPECT_EQ(worst, 19 + 6 + 6);
+  EXPECT_EQ(all_full, 3 * 19);
+  auto m = manager(200, windows);
+  const RequestId id(1);
+  m.add_request(id, scope());
+  int32_t computed = 0, peak = 0;
+  const int32_t total = prompt + max_new - 1;
+  while (computed < total) {
+    const int32_t n = computed < prompt ? std::min(chunk, prompt - computed) : 1;
+    ASSERT_TRUE(m.allocate_slots(id, n).has_value());
+    peak = std::max(peak, m.pool().counters().num_used_blocks);
+    computed += n;
+    m.release_behind_window(id, computed);
+  }
+  EXPECT_LE(peak, worst);
+  EXPECT_EQ(sched::worst_case_kv_blocks(prompt, max_new, 1,
+                                        sched::KvDemandShape::of(kBs, 3, {}, chunk)),
+            all_full);
+  // Never more than full attention, however large the window.
+  EXPECT_EQ(sched::worst_case_kv_blocks(prompt, max_new, 2,
+                                        sched::KvDemandShape::of(kBs, 3, {0, 4096, 4096}, chunk)),
+            sched::worst_case_kv_blocks(prompt, max_new, 2, kBs, 3));
 }
 
 TEST(KvWindow, FullAttentionGroupsNeverRelease) {

@@ -366,5 +366,30 @@ TEST(SchedScheduler, AddRequestRejectsBadInput) {
   EXPECT_EQ(s.stats().num_waiting, 2);
 }
 
+// A sliding-window group counts by its window in the fits-alone check, and the request then
+// runs to the end within the cache: a 200-token prompt in a 2-group cache of 60 blocks.
+TEST(SchedScheduler, SlidingWindowGroupsCountByTheirWindow) {
+  SchedulerConfig c = config(16, 8, /*bs=*/4, /*blocks=*/60);
+  c.num_kv_groups = 2;
+  Scheduler full(c);
+  const Status refused =
+      full.add_request(RequestId(1), {.prompt_token_ids = iota_tokens(0, 200), .max_new_tokens = 4});
+  EXPECT_EQ(refused.message(),
+            "request 1: prompt 200 + max_new_tokens 4 needs 102 KV blocks, the cache has 60");
+  c.kv_group_windows = {0, 8};
+  Scheduler windowed(c);
+  ASSERT_TRUE(
+      windowed.add_request(RequestId(1), {.prompt_token_ids = iota_tokens(0, 200), .max_new_tokens = 4})
+          .ok());
+  // 51 blocks in the full group, ceil((8 - 1 + 16) / 4) + 1 = 7 in the local one.
+  int steps = 0;
+  while (windowed.take_finished().empty() && steps < 100) {
+    step(windowed);
+    EXPECT_SCHED_INVARIANTS(windowed);
+    ++steps;
+  }
+  EXPECT_LT(steps, 100);
+}
+
 }  // namespace
 }  // namespace hinge::sched

@@ -296,6 +296,25 @@ int bench_command(const BenchArgs& args) {
   const double hit_rate = ratio(static_cast<double>(s.kv.num_prefix_hit_tokens),
                                 static_cast<double>(s.kv.num_prefix_query_tokens));
   const int64_t kv_peak = static_cast<int64_t>(s.kv_blocks_peak) * s.kv_bytes_per_block;
+  // Per KV group: its layers, window and what a token costs in it; what the sliding-window
+  // groups handed back behind their windows over the run.
+  struct GroupRow {
+    int32_t layers;
+    int32_t window;
+    int64_t bytes_per_token;
+  };
+  std::vector<GroupRow> kv_groups;
+  {
+    const kv::KvSpec& spec = engine.kv_spec();
+    const int64_t per_group = spec.bytes_per_token() / spec.num_groups();
+    if (spec.groups.empty()) {
+      kv_groups.push_back({spec.n_layers, 0, per_group});
+    } else {
+      for (const kv::KvGroup& g : spec.groups)
+        kv_groups.push_back({static_cast<int32_t>(g.layers.size()), g.window, per_group});
+    }
+  }
+  const int64_t window_released_bytes = s.kv.num_window_released_blocks * s.kv_bytes_per_block;
   const double waste_mean = ratio(waste_sum, static_cast<double>(waste_steps));
   auto waste_of = [&](int64_t reserved) {
     return reserved > 0 ? std::max(0.0, 1.0 - static_cast<double>(used_tokens) /
@@ -343,6 +362,13 @@ int bench_command(const BenchArgs& args) {
     j["sample_fraction"] = ratio(s.sample_seconds, s.step_seconds);
     j["decode_sample_fraction"] = ratio(decode_sample_s, decode_step_s);
     j["kv_dtype"] = dtype;
+    nlohmann::json groups = nlohmann::json::array();
+    for (const auto& g : kv_groups)
+      groups.push_back({{"layers", g.layers}, {"window", g.window},
+                        {"bytes_per_token", g.bytes_per_token}});
+    j["kv_groups"] = groups;
+    j["kv_window_released_blocks"] = s.kv.num_window_released_blocks;
+    j["kv_window_released_bytes"] = window_released_bytes;
     j["block_size"] = used_config.block_size;
     j["threads"] = used_config.threads;
     j["seed"] = args.seed;
@@ -389,6 +415,29 @@ int bench_command(const BenchArgs& args) {
       fmt::format("{}, waste {} ({} tokens each)",
                   format_bytes(static_cast<uint64_t>(reserve_max_tokens * bytes_per_token)),
                   pct(waste_of(reserve_max_tokens)), model_len));
+  {
+    int32_t full_groups = 0, local_groups = 0, full_layers = 0, local_layers = 0, window = 0;
+    for (const GroupRow& g : kv_groups) {
+      (g.window ? local_groups : full_groups) += 1;
+      (g.window ? local_layers : full_layers) += g.layers;
+      window = std::max(window, g.window);
+    }
+    if (local_groups == 0) {
+      row("KV groups", fmt::format("{} of full attention ({} layers), {} per token",
+                                   full_groups, full_layers,
+                                   format_bytes(static_cast<uint64_t>(bytes_per_token))));
+    } else {
+      row("KV groups",
+          fmt::format("{} full attention ({} layers), {} sliding window {} ({} layers); {} per "
+                      "token per group",
+                      full_groups, full_layers, local_groups, window, local_layers,
+                      format_bytes(static_cast<uint64_t>(kv_groups[0].bytes_per_token))));
+      row("KV released behind windows",
+          fmt::format("{} ({} blocks over the run)",
+                      format_bytes(static_cast<uint64_t>(window_released_bytes)),
+                      s.kv.num_window_released_blocks));
+    }
+  }
   row("preemptions", fmt::format("{}", s.preemptions));
   row("sampling", fmt::format("{} of step time ({:.1f} of {:.1f} ms), {} of decode-only steps'",
                               pct(ratio(s.sample_seconds, s.step_seconds)),

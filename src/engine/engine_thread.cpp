@@ -34,6 +34,8 @@ EngineThread::EngineThread(std::unique_ptr<Engine> engine,
   max_model_len_ = engine_->max_model_len();
   block_size_ = engine_->config().block_size;
   kv_groups_ = engine_->kv_spec().num_groups();
+  kv_demand_ = sched::KvDemandShape::of(block_size_, kv_groups_, engine_->kv_spec().group_windows(),
+                                        engine_->config().max_batched_tokens);
   detokenizes_ = engine_->config().detokenize;
   num_blocks_ = s.kv_blocks_total;
   if (admission) {
@@ -205,9 +207,10 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   t.user = std::move(add.options.user);
   t.max_concurrent = add.options.max_concurrent;
   t.priority = p.request.priority;
-  t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
-      static_cast<int64_t>(p.request.prompt_token_ids.size()), p.request.max_new_tokens,
-      p.request.n, block_size_, kv_groups_);
+  t.worst_case_blocks = static_cast<int32_t>(std::min<int64_t>(
+      sched::worst_case_kv_blocks(static_cast<int64_t>(p.request.prompt_token_ids.size()),
+                                  p.request.max_new_tokens, p.request.n, kv_demand_),
+      INT32_MAX));
   const EngineStats s = engine_->stats();
   const std::vector<int32_t>& prompt = p.request.prompt_token_ids;
   const CacheScope& scope = p.request.cache_scope;

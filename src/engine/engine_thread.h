@@ -39,6 +39,7 @@
 
 #include "hinge/engine.h"
 #include "sched/admission.h"
+#include "sched/kv_demand.h"
 
 namespace hinge {
 
@@ -137,6 +138,8 @@ class EngineThread {
   int32_t max_model_len() const { return max_model_len_; }
   int32_t block_size() const { return block_size_; }
   int32_t kv_groups() const { return kv_groups_; }
+  // The KV groups' shape for worst cases (sched/kv_demand.h): windows and prefill chunk.
+  const sched::KvDemandShape& kv_demand() const { return kv_demand_; }
   bool detokenizes() const { return detokenizes_; }  // EngineConfig::detokenize
   int32_t num_blocks() const { return num_blocks_; }
   // Worst case over which admission answers kTooLarge (blocks); INT32_MAX without admission.
@@ -195,6 +198,7 @@ class EngineThread {
   int32_t max_model_len_ = 0;
   int32_t block_size_ = 0;
   int32_t kv_groups_ = 1;
+  sched::KvDemandShape kv_demand_;
   int32_t num_blocks_ = 0;
   int32_t max_request_blocks_ = INT32_MAX;
   bool detokenizes_ = true;

@@ -118,7 +118,10 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
       // Stale hit (evicted between query and allocation) is a caller bug.
       HINGE_CHECK_MSG(pool_.cached_hash(b) == computed->hashes[j % num_hit_blocks],
                       "request {}: computed block {} no longer cached", id.value, b.value);
-      if (pool_.ref_count(b) == 0) ++num_hits_on_free_list;
+      const auto g = static_cast<int32_t>(j / static_cast<size_t>(num_hit_blocks));
+      const auto i = static_cast<int32_t>(j % static_cast<size_t>(num_hit_blocks));
+      if (i >= first_window_block(g, num_hit_blocks * bs) && pool_.ref_count(b) == 0)
+        ++num_hits_on_free_list;
     }
   }
   const int32_t base_tokens = num_hit_blocks > 0 ? num_hit_blocks * bs : st.num_tokens;
@@ -134,13 +137,20 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
     return std::nullopt;
   }
 
-  // Commit. Hits first, so allocation below cannot evict them.
+  // Commit. Hits first, so allocation below cannot evict them. A sliding-window group adopts
+  // only the hit blocks its next query can read; the ones behind are released entries.
   for (int32_t g = 0; g < groups; ++g) {
+    const int32_t first = num_hit_blocks > 0 ? first_window_block(g, num_hit_blocks * bs) : 0;
     for (int32_t i = 0; i < num_hit_blocks; ++i) {
+      if (i < first) {
+        st.tables[static_cast<size_t>(g)].push_back(kReleasedBlock);
+        continue;
+      }
       const BlockId b = computed->blocks[static_cast<size_t>(g * num_hit_blocks + i)];
       pool_.ref(b);
       st.tables[static_cast<size_t>(g)].push_back(b);
     }
+    if (num_hit_blocks > 0) st.released[static_cast<size_t>(g)] = first;
   }
   if (num_hit_blocks > 0) {
     st.hashes = computed->hashes;
@@ -266,19 +276,23 @@ void KvCacheManager::free(RequestId id) {
   requests_.erase(it);
 }
 
+int32_t KvCacheManager::first_window_block(int32_t group, int32_t num_computed_tokens) const {
+  const int32_t w = group_window(group);
+  if (w == 0) return 0;
+  const int64_t first_key = std::max<int64_t>(0, int64_t{num_computed_tokens} - w + 1);
+  return static_cast<int32_t>(first_key / config_.block_size_tokens);
+}
+
 int32_t KvCacheManager::release_behind_window(RequestId id, int32_t num_computed_tokens) {
   if (config_.group_windows.empty()) return 0;
   RequestState& st = state(id);
-  const int32_t bs = config_.block_size_tokens;
   int32_t released = 0;
   for (int32_t g = 0; g < config_.num_groups; ++g) {
-    const int32_t w = config_.group_windows[static_cast<size_t>(g)];
-    if (w == 0) continue;
+    if (group_window(g) == 0) continue;
     // The next query sits at position num_computed_tokens and reads keys from
     // num_computed_tokens - w + 1 on: blocks wholly before that are never read again.
-    const int64_t first_key = std::max<int64_t>(0, int64_t{num_computed_tokens} - w + 1);
     BlockTable& t = st.tables[static_cast<size_t>(g)];
-    const int32_t upto = std::min<int32_t>(static_cast<int32_t>(first_key / bs), t.num_blocks());
+    const int32_t upto = std::min<int32_t>(first_window_block(g, num_computed_tokens), t.num_blocks());
     int32_t& done = st.released[static_cast<size_t>(g)];
     for (; done < upto; ++done) {
       const BlockId b[1] = {t[done]};

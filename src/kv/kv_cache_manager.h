@@ -181,6 +181,9 @@ class KvCacheManager {
   int32_t release_behind_window(RequestId id, int32_t num_computed_tokens);
   // Blocks request id holds in group g (released entries excluded).
   int32_t num_held_blocks(RequestId id, int32_t group) const;
+  // The first block of group g that a query at position num_computed_tokens reads (0 for a
+  // full-attention group).
+  int32_t first_window_block(int32_t group, int32_t num_computed_tokens) const;
   int32_t group_window(int32_t group) const {
     return config_.group_windows.empty() ? 0 : config_.group_windows[static_cast<size_t>(group)];
   }

@@ -83,8 +83,10 @@ Status Scheduler::add_request(RequestId id, RequestParams params) {
   }
   // The request must fit alone, or preemption could never help it.
   const int64_t num_prompt = static_cast<int64_t>(params.prompt_token_ids.size());
-  const int64_t max_blocks = worst_case_kv_blocks(num_prompt, params.max_new_tokens, params.n,
-                                                  config_.block_size_tokens, config_.num_kv_groups);
+  const int64_t max_blocks = worst_case_kv_blocks(
+      num_prompt, params.max_new_tokens, params.n,
+      KvDemandShape::of(config_.block_size_tokens, config_.num_kv_groups,
+                        config_.kv_group_windows, config_.max_num_batched_tokens));
   if (max_blocks > config_.num_kv_blocks) {
     if (params.n == 1)
       return Status::Errorf(

@@ -379,7 +379,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     if (et.max_request_blocks() < INT32_MAX)
       max_tokens = std::max<int64_t>(
           1, sched::max_new_tokens_within(et.max_request_blocks(), n_prompt, req.best_of,
-                                          et.block_size(), et.kv_groups(), max_tokens));
+                                          et.kv_demand(), max_tokens));
   }
 
   GenerateRequest g;
