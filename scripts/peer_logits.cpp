@@ -11,6 +11,7 @@
 //     Greedy continuation of N_GEN tokens after the first N_PROMPT ids of tokens_for(SEED),
 //     decoded one token at a time; writes the prompt and the continuation as two lines of ids,
 //     and a third line: at each step llama.cpp's margin (top-1 - top-2 logit) / max |logit|.
+//     PEER_PROMPT="1 403 ..." (at most N_PROMPT ids) replaces the pseudo-random prompt.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -114,6 +115,17 @@ int main(int argc, char** argv) {
   } else if (mode == "greedy" && argc >= 8) {
     const int n_gen = std::atoi(argv[6]);
     std::vector<int32_t> toks = tokens_for(seed, n, n_vocab);
+    if (const char* ids = std::getenv("PEER_PROMPT")) {  // explicit prompt ids instead
+      toks.clear();
+      for (const char* p = ids; *p;) {
+        char* end = nullptr;
+        const long v = std::strtol(p, &end, 10);
+        if (end == p) break;
+        toks.push_back(static_cast<int32_t>(v));
+        p = end;
+      }
+      if (toks.empty() || static_cast<int>(toks.size()) > n) return fail("bad PEER_PROMPT");
+    }
     const std::vector<int32_t> prompt = toks;
     std::vector<int32_t> gen;
     std::vector<float> gaps;  // llama.cpp's (top-1 - top-2) / max |logit| per step

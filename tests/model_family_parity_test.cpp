@@ -32,6 +32,7 @@
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 #include "model/synth.h"
+#include "model/transplant.h"
 #include "model_test_util.h"
 
 namespace hinge {
@@ -295,6 +296,104 @@ TEST_P(ArchsParity, LogitsOfLlamaCppsTestGeneratorFilesMatch) {
   ASSERT_EQ(m->config.n_vocab, ref.n_vocab);
   expect_logits_match(*m, ref, arch);
 }
+
+// Trained weights in every family layout that can hold them: stories260K rewritten as llama,
+// qwen2 (biases, rotate-half), phi3 (fused QKV and gate|up), granite (scales) and mistral3
+// (hinge synth --transplant, model/transplant.h). Their greedy decisions have real margins, so
+// here the free-running 64-token continuation must equal llama.cpp's token for token
+// (tests/data/parity/trained-<family>.<type>.greedy, scripts/peer-logits): all of it for q8_0
+// files; for q4_K files (a 64-wide model at 4.5 bits) up to the first step where llama.cpp's own
+// top-2 are within kTrainedTie of max |logit|, where the two engines' arithmetic (same integer
+// dot products, float sums in another order) may pick either.
+constexpr double kTrainedTie = 0.005;
+class TrainedParity : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainedParity, F32FileComputesTheTrainedModel) {
+  const std::string family = GetParam();
+  auto src = testing::load_or_die(testing::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(src);
+  const std::string path = testing::temp_dir() + "/trained-" + family + ".f32.gguf";
+  const Status st = write_transplanted_model(*src, family, GgmlType::F32, path);
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto m = testing::load_or_die(path);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->config.architecture, family);
+  const std::vector<int32_t> toks = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315};
+  std::vector<float> want(toks.size() * 512), got(toks.size() * 512);
+  for (const auto& [model, out] : {std::pair{src.get(), &want}, std::pair{m.get(), &got}}) {
+    ThreadPool pool(1);
+    Transformer t(model->config, model->weights, pool, 64, model->file_mappings);
+    KvCache cache(model->config, 64);
+    ASSERT_TRUE(t.forward(toks, cache, out->data(), /*all_logits=*/true).ok());
+  }
+  double mx = 0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    mx = std::max(mx, std::fabs(static_cast<double>(want[i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+  }
+  EXPECT_LE(diff / mx, 1e-5) << family;
+}
+
+TEST_P(TrainedParity, GreedyContinuationOfQuantizedFilesEqualsLlamaCpp) {
+  const std::string family = GetParam();
+  auto src = testing::load_or_die(testing::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(src);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const std::string name =
+        "trained-" + family + "." + std::string(ggml_type_name(type)) + ".greedy";
+    std::ifstream in(data_path(name));
+    ASSERT_TRUE(in) << "missing " << data_path(name);
+    std::string prompt_line, gen_line, gap_line;
+    std::getline(in, prompt_line);
+    std::getline(in, gen_line);
+    std::getline(in, gap_line);
+    const std::vector<int32_t> prompt = testing::parse_ids(prompt_line);
+    const std::vector<int32_t> want = testing::parse_ids(gen_line);
+    std::vector<double> margin;
+    {
+      std::istringstream g(gap_line);
+      for (double x; g >> x;) margin.push_back(x);
+    }
+    ASSERT_EQ(want.size(), 64u) << name;
+    ASSERT_EQ(margin.size(), 64u) << name;
+    const std::string path = testing::temp_dir() + "/" + name + ".gguf";
+    const Status st = write_transplanted_model(*src, family, type, path);
+    ASSERT_TRUE(st.ok()) << st.message();
+    auto m = testing::load_or_die(path);
+    ASSERT_TRUE(m);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      Transformer model(m->config, m->weights, pool, 64, m->file_mappings);
+      KvCache cache(m->config, static_cast<int64_t>(prompt.size() + want.size()));
+      std::vector<float> logits(static_cast<size_t>(m->config.n_vocab));
+      ASSERT_TRUE(model.forward(prompt, cache, logits.data()).ok());
+      // Free-running: hinge's own tokens, until a step where llama.cpp itself nearly ties.
+      std::vector<int32_t> got;
+      size_t i = 0;
+      for (; i < want.size(); ++i) {
+        const auto next = static_cast<int32_t>(kernels::argmax(logits.data(), m->config.n_vocab));
+        if (next != want[i]) break;
+        got.push_back(next);
+        if (i + 1 < want.size()) {
+          ASSERT_TRUE(model.forward({&got.back(), 1}, cache, logits.data()).ok());
+        }
+      }
+      RecordProperty(name + "_threads" + std::to_string(threads) + "_equal_of_64",
+                     std::to_string(i));
+      if (type == GgmlType::Q8_0) {
+        EXPECT_EQ(i, want.size()) << name << " threads " << threads << ": step " << i;
+      } else if (i < want.size()) {
+        EXPECT_LT(margin[i], kTrainedTie) << name << " threads " << threads << ": step " << i
+                                          << " llama.cpp " << want[i] << " (margin " << margin[i]
+                                          << ")";
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transplanted, TrainedParity,
+                         ::testing::Values("llama", "qwen2", "phi3", "granite", "mistral3"),
+                         [](const auto& info) { return std::string(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(TestLlamaArchs, ArchsParity,
                          ::testing::Values("llama", "qwen2", "qwen3", "gemma2", "phi3", "granite",

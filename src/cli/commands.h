@@ -59,6 +59,8 @@ struct SynthArgs {
   uint64_t seed = 1234;
   int64_t layers = 0;
   bool list = false;
+  std::string transplant;  // a trained llama GGUF rewritten as --family (model/transplant.h)
+  std::string family;
 };
 int synth_command(const SynthArgs& args);
 

@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("-o,--output", synth.output, "Output .gguf path");
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
   synth_cmd->add_flag("--list", synth.list, "List presets");
+  synth_cmd->add_option("--transplant", synth.transplant,
+                        "Instead of random weights: rewrite this trained llama-architecture model "
+                        "(GGUF, HF directory or llama2.c) as --family, computing the same function "
+                        "(dimensions widened with zeros to multiples of 256), for parity tests");
+  synth_cmd->add_option("--family", synth.family,
+                        "With --transplant: llama, qwen2, phi3, granite or mistral3");
 
   hinge::cli::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand(

@@ -10,18 +10,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace hinge {
-namespace {
 
-// A preset's shape and its family's keys, read back through the family exactly as a loader
-// would: the config the file will describe.
-struct Shape {
-  const char* arch;
-  int64_t layers, dim, ffn, heads, kv_heads, head_dim, vocab, ctx;
-  float theta, eps;
-  Metadata extra;  // family keys (sliding window, soft-caps, scales)
-};
-
-ModelConfig config_for(const Shape& sh, const char* name) {
+ModelConfig synth_config(const SynthShape& sh, const char* name) {
   const std::string a = std::string(sh.arch) + ".";
   Metadata md = sh.extra;
   auto u32 = [](int64_t v) { return gguf::Value::u32(static_cast<uint32_t>(v)); };
@@ -47,6 +37,10 @@ ModelConfig config_for(const Shape& sh, const char* name) {
   HINGE_CHECK_MSG(c.validate(name).ok(), "synth preset {}", name);
   return c;
 }
+
+namespace {
+
+ModelConfig config_for(const SynthShape& sh, const char* name) { return synth_config(sh, name); }
 
 ModelConfig make_config(int64_t layers, int64_t dim, int64_t ffn, int64_t heads, int64_t kv_heads,
                         int64_t vocab, int64_t ctx, float theta, const char* name) {

@@ -10,6 +10,7 @@
 #include "common/ggml_type.h"
 #include "common/status.h"
 #include "common/thread_pool.h"
+#include "model/family.h"
 #include "model/model_config.h"
 
 namespace hinge {
@@ -22,6 +23,17 @@ struct SynthPreset {
   bool qkv_bias = false;      // attn_q/k/v.bias (qwen2)
   bool random_norms = false;  // norms 1 +- 0.25 instead of ones (test presets)
 };
+
+// A model's shape and its family's keys, read back through the family exactly as a loader
+// would: the config a file with these keys describes. HINGE_CHECK: a known architecture and a
+// valid shape.
+struct SynthShape {
+  const char* arch;
+  int64_t layers, dim, ffn, heads, kv_heads, head_dim, vocab, ctx;
+  float theta, eps;
+  Metadata extra;  // family keys (sliding window, soft-caps, scales)
+};
+ModelConfig synth_config(const SynthShape& shape, const char* name);
 
 const std::vector<SynthPreset>& synth_presets();
 const SynthPreset* find_synth_preset(const std::string& name);
