@@ -132,6 +132,43 @@ TEST(KvWindow, PrefixHitAdoptsOnlyTheWindowInLocalGroups) {
   EXPECT_EQ(m.pool().counters().num_used_blocks, 0);
 }
 
+// A local group needs only its window's blocks for a hit: once the blocks it released behind
+// the window are evicted, the same prefix still hits as long as the full-attention groups and
+// the window's own blocks are cached (a multi-turn chat on a Gemma-style model).
+TEST(KvWindow, PrefixHitSurvivesEvictionBehindTheWindow) {
+  auto m = manager(40, {0, 6});
+  const auto toks = tokens(60);
+  const RequestId a(1), b(2), c(3);
+  m.add_request(a, scope());
+  for (int32_t done = 0; done < 60; done += 4) {  // 4 tokens a step, releasing behind the window
+    ASSERT_TRUE(m.allocate_slots(a, 4).has_value());
+    m.cache_full_blocks(a, toks, done + 4);
+    m.release_behind_window(a, done + 4);
+  }
+  // Another request takes every free block, evicting the local blocks `a` released.
+  m.add_request(b, scope());
+  const int32_t free_blocks = m.pool().counters().num_free_blocks;
+  ASSERT_TRUE(m.allocate_slots(b, free_blocks / 2 * kBs).has_value());
+  ASSERT_TRUE(m.check_invariants().ok()) << m.check_invariants().message();
+  // The next turn: a's 60 tokens and 5 more. Position 60 reads keys from 55 on (blocks 13, 14 of
+  // the local group, still held by `a`); block 0 of the local group is gone.
+  std::vector<int32_t> next = toks;
+  for (int32_t t : tokens(5, 11)) next.push_back(t);
+  const ComputedBlocks hit = m.get_computed_blocks(next, scope());
+  ASSERT_EQ(hit.num_cached_tokens, 60);
+  EXPECT_EQ(hit.blocks[15 + 0], kReleasedBlock);
+  EXPECT_NE(hit.blocks[15 + 13], kReleasedBlock);
+  m.free(b);
+  m.add_request(c, scope());
+  ASSERT_TRUE(m.allocate_slots(c, 5, &hit).has_value());
+  ASSERT_TRUE(m.check_invariants().ok()) << m.check_invariants().message();
+  EXPECT_EQ(m.num_held_blocks(c, 0), 17);
+  EXPECT_LE(m.num_held_blocks(c, 1), window_bound(6) + 1);
+  for (RequestId id : {a, c}) m.free(id);
+  EXPECT_TRUE(m.check_invariants().ok());
+  EXPECT_EQ(m.pool().counters().num_used_blocks, 0);
+}
+
 // The worst case that admission and the scheduler reserve (sched/kv_demand.h) bounds what a
 // request really holds in each group, and counts a local group by its window, not the length.
 TEST(KvWindow, WorstCaseFollowsTheGroups) {

@@ -127,7 +127,11 @@ class EngineImpl final : public Engine {
   int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
                                const CacheScope& scope) override {
     sched_.kv_mut().set_now(seconds_since_created());  // TTLs as of now, not the last step
-    return static_cast<int32_t>(sched_.kv().get_computed_blocks(prompt, scope).blocks.size());
+    const kv::ComputedBlocks hit = sched_.kv().get_computed_blocks(prompt, scope);
+    // Blocks the request would adopt (local groups' entries behind their window are not).
+    return static_cast<int32_t>(
+        std::count_if(hit.blocks.begin(), hit.blocks.end(),
+                      [](kv::BlockId b) { return b != kv::kReleasedBlock; }));
   }
 
   void set_cache_owner_policy(int32_t owner, double cache_share, double ttl_s) override {

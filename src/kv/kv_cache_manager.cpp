@@ -70,28 +70,46 @@ ComputedBlocks KvCacheManager::get_computed_blocks(std::span<const int32_t> prom
   const size_t max_blocks = (prompt.size() - 1) / bs;
   HINGE_CHECK_MSG(hashes.size() >= max_blocks, "{} block hashes for {} full blocks",
                   hashes.size(), max_blocks);
-  std::vector<BlockId> found;  // block-major: found[i * groups + g]
-  for (size_t i = 0; i < max_blocks; ++i) {
-    const auto tokens = prompt.subspan(i * bs, bs);
-    const BlockHash h = hashes[i];
-    const BlockHash parent = chain_parent(scope, i, hashes, config_.fingerprint);
-    const CacheNamespace& ns = scope.ns_of_block(i);
-    bool all = true;
-    for (int32_t g = 0; g < groups && all; ++g) {
+  // Full-attention groups need every block of the hit; a sliding-window group only the blocks
+  // the first position left to compute reads (vLLM's sliding-window hit rule), so a hit survives
+  // the eviction of the local blocks that went back to the pool behind the window. found[g][i]:
+  // group g's cached block i, or kReleasedBlock when it is not cached.
+  std::vector<std::vector<BlockId>> found(static_cast<size_t>(groups));
+  size_t n = 0;
+  for (; n < max_blocks; ++n) {
+    const auto tokens = prompt.subspan(n * bs, bs);
+    const BlockHash h = hashes[n];
+    const BlockHash parent = chain_parent(scope, n, hashes, config_.fingerprint);
+    const CacheNamespace& ns = scope.ns_of_block(n);
+    bool full_hit = true;
+    for (int32_t g = 0; g < groups; ++g) {
       const auto hit = pool_.lookup(h, parent, tokens, g, ns, now_);
-      if (hit)
-        found.push_back(*hit);
-      else
-        all = false;
+      found[static_cast<size_t>(g)].push_back(hit ? *hit : kReleasedBlock);
+      if (!hit && group_window(g) == 0) full_hit = false;
     }
-    if (!all) break;  // every group is full attention: a hit must be a prefix in each
-    out.hashes.push_back(h);
+    if (!full_hit) break;  // a full-attention group must hold the whole prefix
   }
-  const size_t n = out.hashes.size();
+  // The longest n whose window blocks are cached in every local group: run[g] counts the cached
+  // blocks that end at block n - 1.
+  auto window_ok = [&](size_t len) {
+    for (int32_t g = 0; g < groups; ++g) {
+      if (group_window(g) == 0 || len == 0) continue;
+      const auto first = static_cast<size_t>(first_window_block(g, static_cast<int32_t>(len * bs)));
+      const std::vector<BlockId>& f = found[static_cast<size_t>(g)];
+      for (size_t i = first; i < len; ++i)
+        if (f[i] == kReleasedBlock) return false;
+    }
+    return true;
+  };
+  while (n > 0 && !window_ok(n)) --n;
+  out.hashes.assign(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(n));
   out.blocks.resize(n * static_cast<size_t>(groups));
-  for (size_t i = 0; i < n; ++i)
-    for (size_t g = 0; g < static_cast<size_t>(groups); ++g)
-      out.blocks[g * n + i] = found[i * static_cast<size_t>(groups) + g];
+  for (size_t g = 0; g < static_cast<size_t>(groups); ++g) {
+    const auto first = static_cast<size_t>(
+        n > 0 ? first_window_block(static_cast<int32_t>(g), static_cast<int32_t>(n * bs)) : 0);
+    for (size_t i = 0; i < n; ++i)
+      out.blocks[g * n + i] = i < first ? kReleasedBlock : found[g][i];
+  }
   out.num_cached_tokens = static_cast<int32_t>(n * bs);
   out.num_public_blocks = std::min(static_cast<int32_t>(n), scope.public_blocks);
   return out;
@@ -115,13 +133,13 @@ std::optional<SlotAllocation> KvCacheManager::allocate_slots(RequestId id, int32
     HINGE_CHECK(computed->num_cached_tokens == num_hit_blocks * bs);
     for (size_t j = 0; j < computed->blocks.size(); ++j) {
       const BlockId b = computed->blocks[j];
+      const auto g = static_cast<int32_t>(j / static_cast<size_t>(num_hit_blocks));
+      const auto i = static_cast<int32_t>(j % static_cast<size_t>(num_hit_blocks));
+      if (i < first_window_block(g, num_hit_blocks * bs)) continue;  // behind a window: unused
       // Stale hit (evicted between query and allocation) is a caller bug.
       HINGE_CHECK_MSG(pool_.cached_hash(b) == computed->hashes[j % num_hit_blocks],
                       "request {}: computed block {} no longer cached", id.value, b.value);
-      const auto g = static_cast<int32_t>(j / static_cast<size_t>(num_hit_blocks));
-      const auto i = static_cast<int32_t>(j % static_cast<size_t>(num_hit_blocks));
-      if (i >= first_window_block(g, num_hit_blocks * bs) && pool_.ref_count(b) == 0)
-        ++num_hits_on_free_list;
+      if (pool_.ref_count(b) == 0) ++num_hits_on_free_list;
     }
   }
   const int32_t base_tokens = num_hit_blocks > 0 ? num_hit_blocks * bs : st.num_tokens;

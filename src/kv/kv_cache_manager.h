@@ -65,7 +65,8 @@ struct KvCacheConfig {
 inline constexpr BlockId kReleasedBlock{-1};
 
 // Longest cached prefix of a prompt, n = hashes.size() blocks in each group:
-// blocks[g * n + i] is group g's block holding tokens [i * bs, (i + 1) * bs).
+// blocks[g * n + i] is group g's block holding tokens [i * bs, (i + 1) * bs), or kReleasedBlock in a
+// sliding-window group for a block wholly behind the window of position n * bs (not needed).
 struct ComputedBlocks {
   std::vector<BlockId> blocks;
   std::vector<BlockHash> hashes;  // hashes[i] of block i (the same in every group)
