@@ -1,0 +1,220 @@
+// Per-target inner loops of the paged attention kernel (paged_attention.cpp): scores of a group
+// of query heads against a tile of keys, the online softmax step and the weighted sum of value
+// rows, each in a fixed operation order (batch invariance, see paged_attention.cpp). Included once
+// per Highway target through foreach_target.h, hence the toggling include guard.
+#if defined(HINGE_KERNELS_ATTENTION_MATH_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef HINGE_KERNELS_ATTENTION_MATH_INL_H_
+#undef HINGE_KERNELS_ATTENTION_MATH_INL_H_
+#else
+#define HINGE_KERNELS_ATTENTION_MATH_INL_H_
+#endif
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+HWY_BEFORE_NAMESPACE();
+namespace hinge::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+#if HWY_TARGET != HWY_SCALAR
+// Adds the 128-bit blocks of v: one 4-lane vector.
+template <class D>
+HWY_INLINE hn::Vec<hn::Full128<float>> SumBlocks(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    return SumBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  } else {
+    (void)d;
+    return v;
+  }
+}
+
+// [sum of the lanes of r0, .. of r3]: a transposing reduction, cheaper than four SumOfLanes.
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r1,
+                                            hn::Vec<DF> r2, hn::Vec<DF> r3) {
+  const hn::Repartition<uint64_t, DF> du;
+  // Per block: [r0_0 + r0_2, r1_0 + r1_2, r0_1 + r0_3, r1_1 + r1_3], likewise r2 / r3.
+  const auto t01 = hn::Add(hn::InterleaveLower(df, r0, r1), hn::InterleaveUpper(df, r0, r1));
+  const auto t23 = hn::Add(hn::InterleaveLower(df, r2, r3), hn::InterleaveUpper(df, r2, r3));
+  const auto u01 = hn::BitCast(du, t01), u23 = hn::BitCast(du, t23);
+  const auto lo = hn::BitCast(df, hn::InterleaveLower(du, u01, u23));
+  const auto hi = hn::BitCast(df, hn::InterleaveUpper(du, u01, u23));
+  return SumBlocks(df, hn::Add(lo, hi));
+}
+#endif
+
+// Scores of HC query heads (q rows hdp apart) against keys k[t0 .. t0 + 4): each key vector
+// is loaded once for all the heads. One accumulator per (head, key) over the row's vectors,
+// then one transposing reduction per head: the same sequence for every (head, key).
+template <int HC>
+HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const float* const* k, size_t hdp,
+                          float sqrt_hd, float* s, size_t tp) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  hn::Vec<DF> acc[HC][4];
+  for (int h = 0; h < HC; ++h)
+    for (int r = 0; r < 4; ++r) acc[h][r] = hn::Zero(df);
+  for (size_t i = 0; i < hdp; i += N) {
+    const auto k0 = hn::LoadU(df, k[0] + i), k1 = hn::LoadU(df, k[1] + i);
+    const auto k2 = hn::LoadU(df, k[2] + i), k3 = hn::LoadU(df, k[3] + i);
+    for (int h = 0; h < HC; ++h) {
+      const auto qv = hn::LoadU(df, q + h * hdp + i);
+      acc[h][0] = hn::MulAdd(qv, k0, acc[h][0]);
+      acc[h][1] = hn::MulAdd(qv, k1, acc[h][1]);
+      acc[h][2] = hn::MulAdd(qv, k2, acc[h][2]);
+      acc[h][3] = hn::MulAdd(qv, k3, acc[h][3]);
+    }
+  }
+  for (int h = 0; h < HC; ++h) {
+#if HWY_TARGET == HWY_SCALAR
+    for (int r = 0; r < 4; ++r) s[h * tp + r] = hn::GetLane(acc[h][r]) / sqrt_hd;
+#else
+    const hn::Full128<float> d4;
+    const auto sums = Sum4(df, acc[h][0], acc[h][1], acc[h][2], acc[h][3]);
+    hn::StoreU(hn::Div(sums, hn::Set(d4, sqrt_hd)), d4, s + h * tp);
+#endif
+  }
+}
+
+// Scores of `heads` query heads of one KV head (q rows hdp apart, scores sp apart):
+// s[h * sp + t] for begin <= t < n (k[t] valid there), -inf in [0, begin) and [n, tp), then
+// soft-capped when softcap > 0. Each key's score is its own dot product: the same whatever
+// `begin` is.
+HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
+                               size_t begin, size_t n, size_t hdp, size_t tp, size_t sp,
+                               float sqrt_hd, float softcap, float* HWY_RESTRICT s) {
+  for (size_t h0 = 0; h0 < heads; h0 += 4) {
+    const size_t hc = std::min<size_t>(4, heads - h0);
+    const float* qh = q + h0 * hdp;
+    float* sh = s + h0 * sp;
+    for (size_t t = begin; t < n; t += 4) {
+      // The last 1..3 keys: missing ones repeat key t; their scores land in the -inf padding
+      // region (tp >= n rounded up to 4) and are overwritten below.
+      const float* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
+                            t + 3 < n ? k[t + 3] : k[t]};
+      switch (hc) {
+        case 4:
+          DotHeads4<4>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          break;
+        case 3:
+          DotHeads4<3>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          break;
+        case 2:
+          DotHeads4<2>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          break;
+        default:
+          DotHeads4<1>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          break;
+      }
+    }
+    for (size_t h = 0; h < hc; ++h) {
+      float* row = sh + h * sp;
+      if (softcap > 0.0f)
+        for (size_t i = begin; i < n; ++i) row[i] = softcap * std::tanh(row[i] / softcap);
+      for (size_t i = 0; i < begin; ++i) row[i] = -INFINITY;
+      for (size_t i = n; i < tp; ++i) row[i] = -INFINITY;
+    }
+  }
+}
+
+// acc[h][0, hdp) += sum_{t < n} p[h][t] * rows[t][.] for HC heads at once (weights p rows tp
+// (the scores' stride) apart, acc rows hdp apart): each value vector is loaded once for all the heads; per element one
+// FMA chain in t order.
+template <int HC>
+HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp,
+                                 const float* const* rows, size_t n, size_t hdp,
+                                 float* HWY_RESTRICT acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t d = 0;
+  for (; d + 4 * N <= hdp; d += 4 * N) {
+    hn::Vec<DF> c[HC][4];
+    for (int h = 0; h < HC; ++h)
+      for (int j = 0; j < 4; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
+    for (size_t t = 0; t < n; ++t) {
+      const float* v = rows[t] + d;
+      const auto v0 = hn::LoadU(df, v), v1 = hn::LoadU(df, v + N);
+      const auto v2 = hn::LoadU(df, v + 2 * N), v3 = hn::LoadU(df, v + 3 * N);
+      for (int h = 0; h < HC; ++h) {
+        const auto w = hn::Set(df, p[h * tp + t]);
+        c[h][0] = hn::MulAdd(w, v0, c[h][0]);
+        c[h][1] = hn::MulAdd(w, v1, c[h][1]);
+        c[h][2] = hn::MulAdd(w, v2, c[h][2]);
+        c[h][3] = hn::MulAdd(w, v3, c[h][3]);
+      }
+    }
+    for (int h = 0; h < HC; ++h)
+      for (int j = 0; j < 4; ++j) hn::StoreU(c[h][j], df, acc + h * hdp + d + j * N);
+  }
+  for (; d < hdp; d += N) {
+    hn::Vec<DF> c[HC];
+    for (int h = 0; h < HC; ++h) c[h] = hn::LoadU(df, acc + h * hdp + d);
+    for (size_t t = 0; t < n; ++t) {
+      const auto v = hn::LoadU(df, rows[t] + d);
+      for (int h = 0; h < HC; ++h) c[h] = hn::MulAdd(hn::Set(df, p[h * tp + t]), v, c[h]);
+    }
+    for (int h = 0; h < HC; ++h) hn::StoreU(c[h], df, acc + h * hdp + d);
+  }
+}
+
+HWY_INLINE void AccumulateHeads(const float* HWY_RESTRICT p, size_t tp, size_t heads,
+                                const float* const* rows, size_t n, size_t hdp,
+                                float* HWY_RESTRICT acc) {
+  for (size_t h0 = 0; h0 < heads; h0 += 4) {
+    const float* ph = p + h0 * tp;
+    float* ah = acc + h0 * hdp;
+    switch (std::min<size_t>(4, heads - h0)) {
+      case 4:
+        AccumulateHeadsN<4>(ph, tp, rows, n, hdp, ah);
+        break;
+      case 3:
+        AccumulateHeadsN<3>(ph, tp, rows, n, hdp, ah);
+        break;
+      case 2:
+        AccumulateHeadsN<2>(ph, tp, rows, n, hdp, ah);
+        break;
+      default:
+        AccumulateHeadsN<1>(ph, tp, rows, n, hdp, ah);
+        break;
+    }
+  }
+}
+
+// Online softmax step of one query head: folds the tile's scores into (m, l), rescales acc when
+// the running max grows, and turns s into the weights e^(s - m).
+HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t tp, size_t hdp, float& m, float& l,
+                            float* HWY_RESTRICT acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  auto vmax = hn::Set(df, -INFINITY);
+  for (size_t i = 0; i < tp; i += N) vmax = hn::Max(vmax, hn::LoadU(df, s + i));
+  const float m_new = std::max(m, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+  if (m_new > m && l > 0.0f) {
+    const float alpha = std::exp(m - m_new);
+    l *= alpha;
+    const auto va = hn::Set(df, alpha);
+    for (size_t i = 0; i < hdp; i += N) hn::StoreU(hn::Mul(va, hn::LoadU(df, acc + i)), df, acc + i);
+  }
+  m = m_new;
+  const auto vm = hn::Set(df, m_new);
+  auto vsum = hn::Zero(df);
+  for (size_t i = 0; i < tp; i += N) {
+    // exp(-inf - m) = 0 for the padding (hn::Exp returns 0 below -104).
+    const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, s + i), vm));
+    hn::StoreU(e, df, s + i);
+    vsum = hn::Add(vsum, e);
+  }
+  l += hn::GetLane(hn::SumOfLanes(df, vsum));
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace hinge::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
