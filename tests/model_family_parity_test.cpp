@@ -96,6 +96,27 @@ std::string synth(const std::string& preset, GgmlType type, const std::string& d
   return path;
 }
 
+// A .greedy file: prompt ids, llama.cpp's continuation, its margin at each step.
+struct Greedy {
+  std::vector<int32_t> prompt, want;
+  std::vector<double> margin;
+};
+
+Greedy read_greedy(const std::string& name) {
+  Greedy g;
+  std::ifstream in(data_path(name));
+  EXPECT_TRUE(in) << "missing " << data_path(name);
+  std::string prompt_line, gen_line, gap_line;
+  std::getline(in, prompt_line);
+  std::getline(in, gen_line);
+  std::getline(in, gap_line);
+  g.prompt = testing::parse_ids(prompt_line);
+  g.want = testing::parse_ids(gen_line);
+  std::istringstream gaps(gap_line);
+  for (double x; gaps >> x;) g.margin.push_back(x);
+  return g;
+}
+
 // Largest |hinge - llama.cpp| / max |llama.cpp| over the positions.
 double worst_position_error(const std::vector<float>& got, const Reference& ref) {
   double worst = 0.0;
@@ -155,21 +176,12 @@ TEST_P(FamilyParity, GreedyContinuationOfQuantizedFilesMatchesLlamaCpp) {
   const std::string dir = testing::temp_dir();
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
     const std::string name = preset + "." + std::string(ggml_type_name(type)) + ".greedy";
-    std::ifstream in(data_path(name));
-    ASSERT_TRUE(in) << "missing " << data_path(name);
-    std::string prompt_line, gen_line, gap_line;
-    std::getline(in, prompt_line);
-    std::getline(in, gen_line);
-    std::getline(in, gap_line);
-    const std::vector<int32_t> prompt = testing::parse_ids(prompt_line);
-    const std::vector<int32_t> want = testing::parse_ids(gen_line);
-    std::vector<double> margin;
-    {
-      std::istringstream g(gap_line);
-      for (double x; g >> x;) margin.push_back(x);
-    }
-    ASSERT_EQ(want.size(), 64u) << name;
-    ASSERT_EQ(margin.size(), 64u) << name;
+    const Greedy ref = read_greedy(name);
+    ASSERT_EQ(ref.want.size(), 64u) << name;
+    ASSERT_EQ(ref.margin.size(), 64u) << name;
+    const std::vector<int32_t>& prompt = ref.prompt;
+    const std::vector<int32_t>& want = ref.want;
+    const std::vector<double>& margin = ref.margin;
     auto m = testing::load_or_die(synth(preset, type, dir));
     ASSERT_TRUE(m);
     ThreadPool pool(2);
@@ -341,21 +353,12 @@ TEST_P(TrainedParity, GreedyContinuationOfQuantizedFilesEqualsLlamaCpp) {
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
     const std::string name =
         "trained-" + family + "." + std::string(ggml_type_name(type)) + ".greedy";
-    std::ifstream in(data_path(name));
-    ASSERT_TRUE(in) << "missing " << data_path(name);
-    std::string prompt_line, gen_line, gap_line;
-    std::getline(in, prompt_line);
-    std::getline(in, gen_line);
-    std::getline(in, gap_line);
-    const std::vector<int32_t> prompt = testing::parse_ids(prompt_line);
-    const std::vector<int32_t> want = testing::parse_ids(gen_line);
-    std::vector<double> margin;
-    {
-      std::istringstream g(gap_line);
-      for (double x; g >> x;) margin.push_back(x);
-    }
-    ASSERT_EQ(want.size(), 64u) << name;
-    ASSERT_EQ(margin.size(), 64u) << name;
+    const Greedy ref = read_greedy(name);
+    ASSERT_EQ(ref.want.size(), 64u) << name;
+    ASSERT_EQ(ref.margin.size(), 64u) << name;
+    const std::vector<int32_t>& prompt = ref.prompt;
+    const std::vector<int32_t>& want = ref.want;
+    const std::vector<double>& margin = ref.margin;
     const std::string path = testing::temp_dir() + "/" + name + ".gguf";
     const Status st = write_transplanted_model(*src, family, type, path);
     ASSERT_TRUE(st.ok()) << st.message();
