@@ -15,9 +15,13 @@ namespace {
 // The first code point of the canonical decomposition (what llama.cpp's NFD table holds).
 uint32_t nfd_first(uint32_t cpt) {
   if (cpt > 0x10FFFF) return cpt;
+  static const UNormalizer2* const nfd = [] {  // ICU's singleton, looked up once
+    UErrorCode e = U_ZERO_ERROR;
+    const UNormalizer2* n = unorm2_getNFDInstance(&e);
+    return U_FAILURE(e) ? nullptr : n;
+  }();
+  if (nfd == nullptr) return cpt;
   UErrorCode err = U_ZERO_ERROR;
-  const UNormalizer2* nfd = unorm2_getNFDInstance(&err);
-  if (U_FAILURE(err)) return cpt;
   UChar buf[32];
   const int32_t n = unorm2_getDecomposition(nfd, static_cast<UChar32>(cpt), buf, 32, &err);
   if (U_FAILURE(err) || n <= 0) return cpt;
