@@ -537,5 +537,60 @@ TEST(KvCacheManager, KnownBlockHashesAreNotRecomputed) {
   EXPECT_EQ(five.num_cached_tokens, 20);
 }
 
+TEST(KvCacheManager, WithholdTakesUnusedBlocksCachedLastAndRestoreGivesThemBack) {
+  KvCacheManager m({.num_blocks = 8, .block_size_tokens = 4});
+  const auto pa = tokens(100, 10);
+  m.add_request(RequestId(1), kNs);
+  const ComputedBlocks none = m.get_computed_blocks(pa, kNs);
+  ASSERT_TRUE(m.allocate_slots(RequestId(1), 10, &none));
+  m.cache_full_blocks(RequestId(1), pa, 10);
+  m.free(RequestId(1));  // 0, 1 cached at the tail; 2 (partial) at the head
+  EXPECT_EQ(m.pool().render_map(), "cc......\n");
+  // Blocks holding nothing go first; the cached ones only when nothing else is left.
+  EXPECT_EQ(vec(m.withhold(5)), ids({2, 3, 4, 5, 6}));
+  EXPECT_EQ(m.num_withheld(), 5);
+  EXPECT_EQ(m.stats().num_withheld_blocks, 5);
+  EXPECT_EQ(m.pool().num_free_blocks(), 3);
+  EXPECT_INVARIANTS(m);
+  EXPECT_EQ(vec(m.withhold(2)), ids({7, 1}));  // evicts 1 (least recently freed of the two)
+  EXPECT_EQ(m.pool().render_map(), "c#######\n");
+  EXPECT_INVARIANTS(m);
+  // No request can get a withheld block; a hit on 0 still works.
+  m.add_request(RequestId(2), kNs);
+  const ComputedBlocks hit = m.get_computed_blocks(pa, kNs);
+  EXPECT_EQ(hit.blocks, ids({0}));
+  EXPECT_FALSE(m.allocate_slots(RequestId(2), 6, &hit));  // needs 2 more, none free
+  m.free(RequestId(2));
+  EXPECT_EQ(vec(m.withhold(5)), ids({0}));  // at most what is free
+  EXPECT_EQ(m.restore(3), 3);
+  EXPECT_EQ(m.num_withheld(), 5);
+  EXPECT_EQ(m.pool().num_free_blocks(), 3);
+  EXPECT_INVARIANTS(m);
+  EXPECT_EQ(m.restore(100), 5);
+  EXPECT_EQ(m.pool().num_free_blocks(), 8);
+  EXPECT_INVARIANTS(m);
+}
+
+TEST(KvCacheManager, DropCachedFreeShrinksThePrefixCacheToWhatIsInUse) {
+  KvCacheManager m({.num_blocks = 8, .block_size_tokens = 4});
+  const auto pa = tokens(100, 12);
+  const auto pb = tokens(500, 9);
+  for (uint64_t id : {1, 2}) {
+    const auto& p = id == 1 ? pa : pb;
+    m.add_request(RequestId(id), kNs);
+    const ComputedBlocks none = m.get_computed_blocks(p, kNs);
+    ASSERT_TRUE(m.allocate_slots(RequestId(id), static_cast<int32_t>(p.size()), &none));
+    m.cache_full_blocks(RequestId(id), p, static_cast<int32_t>(p.size()));
+  }
+  m.free(RequestId(1));  // B stays: its two full blocks are cached and in use
+  EXPECT_EQ(m.stats().pool.num_cached_free_blocks, 3);
+  EXPECT_EQ(m.drop_cached_free(), 3);
+  EXPECT_EQ(m.stats().pool.num_cached_free_blocks, 0);
+  EXPECT_INVARIANTS(m);
+  EXPECT_EQ(m.get_computed_blocks(pa, kNs).num_cached_tokens, 0);
+  m.add_request(RequestId(3), kNs);
+  EXPECT_EQ(m.get_computed_blocks(pb, kNs).num_cached_tokens, 8);  // in use: kept
+}
+
 }  // namespace
 }  // namespace hinge::kv

@@ -60,6 +60,11 @@ struct EngineConfig {
   // only costs bookkeeping (--kv-groups, for tests and to measure that cost); sliding-window
   // layers will be groups of their own. At most the model's layer count.
   int32_t kv_groups = 1;
+  // Hard budget for the process's resident memory (engine/memory_budget.h): weights, KV arena,
+  // scratch and a runtime reserve stay under it; the KV arena gets what remains (at most
+  // kv_memory_bytes when that is set too). 0: none. memory_budget_source names it in messages.
+  int64_t memory_budget_bytes = 0;
+  std::string memory_budget_source = "--memory-budget";
   bool enable_prefix_cache = true;         // false: --no-prefix-cache
   bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
   // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a
@@ -139,6 +144,14 @@ struct EngineStats {
   uint64_t kv_fingerprint = 0;
   uint64_t kv_calibration = 0;
   int64_t kv_bytes_per_block = 0;
+  // Memory pressure (set_kv_block_limit): blocks taken out of use (not in kv_blocks_used),
+  // the usable limit, what RSS fell by when their pages went back to the OS (measured), the
+  // scheduler's limits now.
+  int32_t kv_blocks_withheld = 0;
+  int32_t kv_blocks_limit = 0;
+  int64_t kv_bytes_released = 0;
+  int32_t max_num_seqs_now = 0;
+  int32_t max_batched_tokens_now = 0;
   int64_t kv_slots_allocated = 0;      // token slots of the blocks live requests hold, now
   int64_t kv_slots_used = 0;           // of which hold a token
   kv::KvCacheStats kv;                 // prefix queries/hits, evictions, copy-on-write copies
@@ -199,6 +212,20 @@ class Engine {
   // The KV block map, one char per block (kv::BlockPool::render_map's legend), no newlines.
   virtual std::string kv_block_map() const = 0;
   virtual int32_t max_model_len() const = 0;
+  // The memory budget's breakdown, one line (EngineConfig::memory_budget_bytes); empty without.
+  virtual const std::string& memory_breakdown() const = 0;
+
+  // Memory pressure (engine/pressure_policy.h decides; each applies at once):
+  // At most `blocks` of the KV arena usable: free blocks beyond it are withheld and their pages
+  // returned to the OS, now and as requests free blocks; a block a request holds is never
+  // taken. The total (or more) lifts the limit.
+  virtual void set_kv_block_limit(int32_t blocks) = 0;
+  // Evicts every cached block no request uses and returns the pages of all free blocks.
+  // Returns the bytes released.
+  virtual int64_t shrink_kv_cache() = 0;
+  // The scheduler's running-sequence and per-step token limits, at most the configured ones
+  // (0: the configured one).
+  virtual void set_step_limits(int32_t max_num_seqs, int32_t max_batched_tokens) = 0;
   virtual const kv::KvSpec& kv_spec() const = 0;
   virtual const EngineConfig& config() const = 0;
 

@@ -184,6 +184,7 @@ int bench_command(const BenchArgs& args) {
   auto engine_or = Engine::create(*loaded, &tokenizer, config);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;
+  print_memory_breakdown(engine);
   const EngineConfig& used_config = engine.config();
   const int64_t model_len = max_len;
 

@@ -82,6 +82,7 @@ int run_command(RunArgs args) {
   auto engine_or = Engine::create(*loaded, &tokenizer, ec);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;
+  print_memory_breakdown(engine);
 
   GenerateRequest req;
   req.prompt_token_ids = prompt;

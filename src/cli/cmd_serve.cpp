@@ -22,6 +22,7 @@
 #include "common/units.h"
 #include "engine/engine_thread.h"
 #include "http/server.h"
+#include "pressure/pressure_watch.h"
 #include "server/api_server.h"
 
 namespace hinge::cli {
@@ -54,6 +55,16 @@ Status check(const ServeArgs& a) {
                          "tenant in the tenants file (hinge keygen prints one and its digest)");
   if (!a.api_key.empty() && a.api_key.size() < 16)
     return Status::Error("--api-key must be at least 16 characters (hinge keygen prints one)");
+  if (!(a.pressure_interval >= 0.01 && a.pressure_interval <= 3600))
+    return Status::Errorf("--pressure-interval must be in [0.01, 3600] seconds, got {}",
+                          a.pressure_interval);
+  if (!(a.pressure_cooldown >= 0 && a.pressure_cooldown <= 86400))
+    return Status::Errorf("--pressure-cooldown must be in [0, 86400] seconds, got {}",
+                          a.pressure_cooldown);
+  if (a.pressure_max_tokens < 0 || a.pressure_max_tokens > INT32_MAX)
+    return Status::Errorf("--pressure-max-tokens must be >= 0, got {}", a.pressure_max_tokens);
+  if (!a.no_pressure && !std::filesystem::is_directory(a.pressure_root))
+    return Status::Errorf("--pressure-root {}: not a directory", a.pressure_root);
   if (!(a.shutdown_grace >= 0))
     return Status::Errorf("--shutdown-grace must be >= 0, got {}", a.shutdown_grace);
   if (a.io_threads < 1 || a.io_threads > 64)
@@ -129,7 +140,9 @@ StatusOr<server::KeyDigest> read_api_key_digest(const std::string& path) {
 
 int serve_command(const ServeArgs& args) {
   if (Status st = check(args); !st.ok()) return fail(st.message());
-  auto config = make_engine_config(args.engine);
+  EngineOptionsArgs engine_args = args.engine;
+  engine_args.memory_root = args.pressure_root;  // the cgroup limit, as the pressure watch sees it
+  auto config = make_engine_config(engine_args);
   if (!config.ok()) return fail(config.status().message());
 
   // Signals go to sigwait below, never to a random thread.
@@ -232,6 +245,7 @@ int serve_command(const ServeArgs& args) {
       static_cast<int32_t>(resolve_ctx_size(engine_config.max_model_len, model_ctx, model_ctx));
   auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
+  print_memory_breakdown(**engine);
   const EngineConfig ec = (*engine)->config();
   const int64_t kv_bytes = (*engine)->stats().kv_bytes_total;
 
@@ -242,7 +256,20 @@ int serve_command(const ServeArgs& args) {
   ac.max_queue = static_cast<int32_t>(args.max_queue);
   ac.max_concurrent_per_user = static_cast<int32_t>(args.max_concurrent_per_user);
   ac.queue_timeout_s = args.queue_timeout;
-  auto et = std::make_unique<EngineThread>(std::move(engine).value(), ac);
+  PressurePolicyConfig pp;
+  pp.max_tokens = static_cast<int32_t>(args.pressure_max_tokens);
+  auto et = std::make_unique<EngineThread>(std::move(engine).value(), ac, pp);
+  std::unique_ptr<pressure::PressureWatch> watch;
+  if (!args.no_pressure) {
+    pressure::PressureWatchConfig wc;
+    wc.root = args.pressure_root;
+    wc.interval_s = args.pressure_interval;
+    wc.thresholds.cooldown_s = args.pressure_cooldown;
+    watch = std::make_unique<pressure::PressureWatch>(
+        wc, [e = et.get()](pressure::PressureLevel level, const std::string& reasons) {
+          e->set_pressure(level, reasons);
+        });
+  }
 
   server::ApiServerConfig sc;
   sc.model_name = args.model_names.empty() ? default_model_name(args.model) : args.model_names[0];
@@ -335,6 +362,7 @@ int serve_command(const ServeArgs& args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const int32_t left = et->num_active();  // still queued or running at the deadline
   (*http)->stop_accepting();
+  if (watch) watch->stop();
   et->stop();  // aborts what is left; their streams get a final chunk
   for (int i = 0; i < 250 && (*http)->pending_answers() > 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -130,6 +130,12 @@ struct ServeArgs {
   int64_t admin_port = -1;         // -1: none; 0: any free port
   std::string tls_cert;            // PEM certificate chain; with tls_key: HTTPS only
   std::string tls_key;             // PEM private key
+  // Memory pressure (pressure/, engine/pressure_policy.h).
+  bool no_pressure = false;        // --no-pressure: no watch, the level stays normal
+  std::string pressure_root = "/"; // --pressure-root DIR: read /proc and /sys under DIR
+  double pressure_interval = 1;    // seconds between readings
+  double pressure_cooldown = 10;   // seconds below the release line before a level falls
+  int64_t pressure_max_tokens = 256;  // cap on new requests' max_tokens under pressure (0: none)
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);

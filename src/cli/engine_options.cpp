@@ -13,6 +13,7 @@
 #include "common/units.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_spec.h"
+#include "pressure/pressure_signals.h"
 
 namespace hinge::cli {
 namespace {
@@ -66,6 +67,10 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
       ->capture_default_str();
   app->add_option("--max-num-seqs", args->max_num_seqs, "Running sequences at most")
       ->capture_default_str();
+  app->add_option("--memory-budget", args->memory_budget,
+                  "Hard cap on resident memory: weights + KV cache + scratch + runtime, e.g. "
+                  "512MiB; the KV cache gets what remains (default: the cgroup v2 memory limit "
+                  "when one is set, else none)");
   app->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching of KV blocks");
   app->add_option("-c,--ctx-size", args->ctx_size,
                   "Longest sequence (prompt + output) in tokens, at most the model's context "
@@ -89,6 +94,11 @@ std::string ctx_size_hint(int64_t ctx_len, int64_t model_context) {
     return fmt::format("the model's context is {} tokens; --ctx-size cannot exceed it",
                        model_context);
   return fmt::format("raise --ctx-size (at most {}, the model's context)", model_context);
+}
+
+void print_memory_breakdown(const Engine& engine) {
+  if (!engine.memory_breakdown().empty())
+    std::fprintf(stderr, "hinge: %s\n", engine.memory_breakdown().c_str());
 }
 
 StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
@@ -118,6 +128,18 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   HINGE_RETURN_IF_ERROR(
       check_range("--max-num-seqs", args.max_num_seqs, 1, kInt32Max, &c.max_num_seqs));
   HINGE_RETURN_IF_ERROR(check_range("--ctx-size", args.ctx_size, 0, kInt32Max, &c.max_model_len));
+  if (!args.memory_budget.empty()) {
+    auto budget = parse_bytes(args.memory_budget);
+    if (!budget || *budget == 0 ||
+        *budget > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return Status::Errorf(
+          "--memory-budget: cannot parse '{}'; expected a size such as 512MiB, 2GiB or 1.5GB",
+          args.memory_budget);
+    c.memory_budget_bytes = static_cast<int64_t>(*budget);
+  } else if (auto limit = pressure::cgroup_memory_limit(args.memory_root); limit && *limit > 0) {
+    c.memory_budget_bytes = *limit;
+    c.memory_budget_source = "the cgroup memory limit";
+  }
   c.enable_prefix_cache = !args.no_prefix_cache;
   c.kv_debug = kv::kv_debug_enabled();
   HINGE_RETURN_IF_ERROR(c.validate());

@@ -34,7 +34,12 @@ struct EngineOptionsArgs {
   int64_t kv_groups = 1;             // --kv-groups: KV groups the layers are split into
   bool no_prefix_cache = false;      // --no-prefix-cache
   int64_t ctx_size = 0;              // -c/--ctx-size -> max_model_len; 0: the model's
+  std::string memory_budget;         // --memory-budget SIZE; empty: the cgroup's limit, if any
+  std::string memory_root = "/";     // where the cgroup files are read (serve: --pressure-root)
 };
+
+// Prints the engine's memory-budget breakdown line on stderr, when it has one.
+void print_memory_breakdown(const Engine& engine);
 
 // Registers the shared engine flags on `app` (a subcommand), writing into *args.
 void add_engine_options(CLI::App* app, EngineOptionsArgs* args);

@@ -228,6 +228,25 @@ int main(int argc, char** argv) {
                         "Origins browsers may call from (\"*\" or scheme://host[:port], "
                         "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+  serve_cmd->add_flag("--no-pressure", serve.no_pressure,
+                      "Do not watch memory pressure and temperature (PSI, cgroup v2, thermal "
+                      "zones); the level stays normal");
+  serve_cmd->add_option("--pressure-root", serve.pressure_root,
+                        "Read the pressure files (proc/pressure/*, the cgroup's memory.*, "
+                        "sys/class/thermal) under this directory instead of / (tests inject "
+                        "readings); the cgroup memory limit is read there too")
+      ->capture_default_str();
+  serve_cmd->add_option("--pressure-interval", serve.pressure_interval,
+                        "Seconds between pressure readings")
+      ->capture_default_str();
+  serve_cmd->add_option("--pressure-cooldown", serve.pressure_cooldown,
+                        "Seconds every signal must stay below 80% of its threshold before the "
+                        "pressure level falls")
+      ->capture_default_str();
+  serve_cmd->add_option("--pressure-max-tokens", serve.pressure_max_tokens,
+                        "Under elevated or critical pressure, new requests' max_tokens is at most "
+                        "this (0: no cap)")
+      ->capture_default_str();
   serve_cmd->add_option("--chat-template-file", serve.chat_template_file,
                         "Jinja chat template to use instead of the model's (as llama-server's), e.g. "
                         "../shared/chat-templates/google-gemma-2-2b-it.jinja");

@@ -17,6 +17,9 @@
 #include "engine/cache_identity.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibration.h"
+#include "engine/kv_reclaimer.h"
+#include "engine/memory_budget.h"
+#include "engine/request_check.h"
 #include "engine/sample_state.h"
 #include "kv/kv_arena.h"
 #include "model/transformer.h"
@@ -25,21 +28,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace hinge {
-
-Status EngineConfig::validate() const {
-  if (threads < 1) return Status::Errorf("threads must be >= 1, got {}", threads);
-  if (kv_memory_bytes < 0) return Status::Error("kv memory must not be negative");
-  if (!(kv_memory_fraction > 0 && kv_memory_fraction <= 1))
-    return Status::Errorf("kv memory fraction must be in (0, 1], got {}", kv_memory_fraction);
-  if (block_size < 1 || block_size > 1024)
-    return Status::Errorf("--block-size must be in [1, 1024], got {}", block_size);
-  if (max_batched_tokens < 1)
-    return Status::Errorf("--max-batched-tokens must be >= 1, got {}", max_batched_tokens);
-  if (max_num_seqs < 1) return Status::Errorf("--max-num-seqs must be >= 1, got {}", max_num_seqs);
-  if (max_model_len < 0) return Status::Errorf("--ctx-size must be >= 0, got {}", max_model_len);
-  if (kv_groups < 1) return Status::Errorf("--kv-groups must be >= 1, got {}", kv_groups);
-  return Status::Ok();
-}
 
 namespace {
 
@@ -54,7 +42,7 @@ struct StepRows {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const LoadedModel& model, const Tokenizer* tokenizer, const EngineConfig& config,
-             const kv::KvSpec& spec, kv::KvArena arena, int32_t max_model_len)
+             const kv::KvSpec& spec, const KvBudgetInput& budget, int32_t max_model_len)
       : model_(model),
         tok_(tokenizer),
         config_(config),
@@ -63,7 +51,7 @@ class EngineImpl final : public Engine {
         pool_(config.threads),
         llama_(model.config, model.weights, pool_, config.max_batched_tokens,
                model.file_mappings),
-        arena_(std::move(arena)),
+        arena_(make_arena(budget)),
         kv_calibration_(run_calibration(max_model_len)),
         kv_fingerprint_(with_calibration(kv_cache_fingerprint(model, spec), kv_calibration_)),
         sched_(sched::SchedulerConfig{.max_num_batched_tokens = config.max_batched_tokens,
@@ -73,7 +61,8 @@ class EngineImpl final : public Engine {
                                       .num_kv_groups = spec.num_groups(),
                                       .kv_group_windows = spec.group_windows(),
                                       .enable_prefix_cache = config.enable_prefix_cache,
-                                      .cache_fingerprint = kv_fingerprint_}) {
+                                      .cache_fingerprint = kv_fingerprint_}),
+        reclaimer_(&sched_.kv_mut(), &arena_) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     scratch_.resize(static_cast<size_t>(pool_.size()));
@@ -100,28 +89,7 @@ class EngineImpl final : public Engine {
   }
 
   Status check_request(const GenerateRequest& req) const override {
-    const ModelConfig& c = model_.config;
-    const int64_t n_prompt = static_cast<int64_t>(req.prompt_token_ids.size());
-    if (n_prompt == 0) return Status::Error("empty prompt (start from BOS)");
-    for (int32_t t : req.prompt_token_ids)
-      if (t < 0 || t >= c.n_vocab)
-        return Status::Errorf("prompt token id {} is out of range [0, {})", t, c.n_vocab);
-    if (req.max_new_tokens < 1)
-      return Status::Errorf("max_new_tokens must be >= 1, got {}", req.max_new_tokens);
-    if (n_prompt + req.max_new_tokens > max_model_len_)
-      return Status::Errorf("prompt {} + max_new_tokens {} exceeds the context size {}", n_prompt,
-                            req.max_new_tokens, max_model_len_);
-    if (req.n < 1 || req.n > config_.max_num_seqs)
-      return Status::Errorf("n must be in [1, {}], got {}", config_.max_num_seqs, req.n);
-    if (req.logprobs < -1 || req.logprobs > 20)
-      return Status::Errorf("logprobs must be in [-1, 20], got {}", req.logprobs);
-    if (req.prompt_logprobs < -1 || req.prompt_logprobs > 20)
-      return Status::Errorf("prompt logprobs must be in [-1, 20], got {}", req.prompt_logprobs);
-    for (const LogitBias& b : req.sampling.logit_bias)
-      if (b.token >= c.n_vocab)
-        return Status::Errorf("logit bias token id {} is out of range [0, {})", b.token,
-                              c.n_vocab);
-    return req.sampling.validate();
+    return check_generate_request(req, model_.config, max_model_len_, config_.max_num_seqs);
   }
 
   int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
@@ -153,6 +121,13 @@ class EngineImpl final : public Engine {
   }
 
   int32_t max_model_len() const override { return max_model_len_; }
+  const std::string& memory_breakdown() const override { return memory_breakdown_; }
+
+  void set_kv_block_limit(int32_t blocks) override { reclaimer_.set_limit(blocks); }
+  int64_t shrink_kv_cache() override { return reclaimer_.shrink(); }
+  void set_step_limits(int32_t max_num_seqs, int32_t max_batched_tokens) override {
+    sched_.set_limits(max_num_seqs, max_batched_tokens);
+  }
 
   StatusOr<RequestId> add_request(GenerateRequest req) override {
     HINGE_RETURN_IF_ERROR(check_request(req));
@@ -231,11 +206,13 @@ class EngineImpl final : public Engine {
       sched_.kv_mut().expire_entries();
       next_expiry_scan_ = now + 1.0;
     }
+    if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed
     sched_.schedule(&out_);
     const sched::SchedulerOutput& out = out_;
     ++steps_;
     for (const kv::BlockCopy& cp : out.block_copies) arena_.copy_block(cp.src, cp.dst);
-    kv_blocks_peak_ = std::max(kv_blocks_peak_, sched_.kv().pool().counters().num_used_blocks);
+    kv_blocks_peak_ = std::max(kv_blocks_peak_, sched_.kv().pool().counters().num_used_blocks -
+                                                    sched_.kv().num_withheld());
 
     sampled_.clear();
     if (!out.empty()) {
@@ -274,7 +251,12 @@ class EngineImpl final : public Engine {
     s.waiting = ss.num_waiting;
     s.kv = sched_.kv().stats();
     s.kv_blocks_total = s.kv.pool.num_total_blocks;
-    s.kv_blocks_used = s.kv.pool.num_used_blocks;
+    s.kv_blocks_withheld = s.kv.num_withheld_blocks;
+    s.kv_blocks_used = s.kv.pool.num_used_blocks - s.kv_blocks_withheld;
+    s.kv_blocks_limit = std::min(reclaimer_.limit(), s.kv_blocks_total);
+    s.kv_bytes_released = reclaimer_.bytes_released();
+    s.max_num_seqs_now = sched_.max_num_seqs_now();
+    s.max_batched_tokens_now = sched_.max_batched_tokens_now();
     s.kv_blocks_peak = kv_blocks_peak_;
     s.kv_bytes_per_block = arena_.bytes_per_block();
     s.kv_bytes_total = arena_.bytes();
@@ -290,14 +272,39 @@ class EngineImpl final : public Engine {
   }
 
   const kv::KvSpec& kv_spec() const override { return spec_; }
-  const Status& init_status() const { return init_status_; }
+  const Status& init_status() const { return arena_status_.ok() ? init_status_ : arena_status_; }
   const EngineConfig& config() const override { return config_; }
   void fail_next_steps_for_testing(int32_t n) override { fail_steps_.store(n); }
 
  private:
+  // The KV arena: from the memory budget when there is one (what remains once the model is
+  // resident), else from kv_num_blocks. A failure leaves a one-block-per-group arena and
+  // arena_status_ set (Engine::create returns it).
+  kv::KvArena make_arena(const KvBudgetInput& in) {
+    ArenaSizing z;
+    z.budget = in;
+    z.memory_budget_bytes = config_.memory_budget_bytes;
+    z.memory_budget_source = config_.memory_budget_source;
+    z.max_num_seqs = config_.max_num_seqs;
+    z.threads = config_.threads;
+    z.n_vocab = model_.config.n_vocab;
+    z.file_mappings = model_.file_mappings;
+    z.dropped_file_bytes = llama_.dropped_file_bytes();
+    StatusOr<int64_t> blocks = kv_arena_blocks(z, &memory_breakdown_);
+    if (blocks.ok()) {
+      auto a = kv::KvArena::create(in.spec, *blocks);
+      if (a.ok()) return std::move(*a);
+      arena_status_ = a.status();
+    } else {
+      arena_status_ = blocks.status();
+    }
+    return std::move(kv::KvArena::create(in.spec, in.spec.num_groups()).value());
+  }
+
   // The calibration step, in the constructor's member order: after the model and the arena,
   // before the scheduler (its cache is keyed by the result).
   uint64_t run_calibration(int32_t max_model_len) {
+    if (!arena_status_.ok()) return 0;  // the engine will not start
     auto cal = calibrate_kv(llama_, arena_, max_model_len);
     if (!cal.ok()) {
       init_status_ = cal.status();
@@ -546,11 +553,16 @@ class EngineImpl final : public Engine {
   int32_t max_model_len_;
   ThreadPool pool_;
   Transformer llama_;
+  // Sizing of the arena (make_arena, in member order: after the model is packed, so the
+  // memory budget sees what is resident).
+  std::string memory_breakdown_;
+  Status arena_status_;
   kv::KvArena arena_;
   Status init_status_;  // the calibration pass's (Engine::create returns it)
   uint64_t kv_calibration_ = 0;  // kv_calibration.h; before sched_, which is keyed by it
   uint64_t kv_fingerprint_ = 0;
   sched::Scheduler sched_;
+  KvReclaimer reclaimer_;  // memory pressure: withholds blocks of sched_'s pool, pages of arena_
 
   uint64_t next_id_ = 1;
   std::unordered_map<RequestId, std::unique_ptr<Group>> groups_;
@@ -606,9 +618,11 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
   in.weight_bytes = static_cast<int64_t>(model.file_bytes);
   in.max_num_seqs = config.max_num_seqs;
   in.max_model_len = max_len;
-  HINGE_ASSIGN_OR_RETURN(int64_t blocks, kv_num_blocks(in));
-  HINGE_ASSIGN_OR_RETURN(kv::KvArena arena, kv::KvArena::create(spec, blocks));
-  auto engine = std::make_unique<EngineImpl>(model, tokenizer, config, spec, std::move(arena),
+  if (config.memory_budget_bytes > 0)  // refuse before packing when the weights cannot fit
+    HINGE_RETURN_IF_ERROR(check_weights_fit(config.memory_budget_bytes, config.memory_budget_source,
+                                            model.file_mappings, model.file_bytes,
+                                            spec.bytes_per_block()));
+  auto engine = std::make_unique<EngineImpl>(model, tokenizer, config, spec, in,
                                              static_cast<int32_t>(max_len));
   HINGE_RETURN_IF_ERROR(engine->init_status());
   return std::unique_ptr<Engine>(std::move(engine));

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <future>
+
+#include "common/units.h"
 #include <utility>
 
 namespace hinge {
@@ -21,14 +23,16 @@ const char* submit_result_name(SubmitResult::Kind k) {
     case K::kQueueFull: return "queue_full";
     case K::kTimedOut: return "queue_timeout";
     case K::kShuttingDown: return "shutting_down";
+    case K::kPressure: return "memory_pressure";
     case K::kCancelled: return "cancelled";
   }
   return "?";
 }
 
 EngineThread::EngineThread(std::unique_ptr<Engine> engine,
-                           std::optional<sched::AdmissionConfig> admission)
-    : engine_(std::move(engine)) {
+                           std::optional<sched::AdmissionConfig> admission,
+                           PressurePolicyConfig pressure_policy)
+    : engine_(std::move(engine)), pressure_policy_(pressure_policy) {
   HINGE_CHECK(engine_ != nullptr);
   const EngineStats s = engine_->stats();
   max_model_len_ = engine_->max_model_len();
@@ -79,6 +83,15 @@ SubmitTicket EngineThread::enqueue(GenerateRequest request, SubmitOptions option
   }
   cv_.notify_one();
   return ticket;
+}
+
+void EngineThread::set_pressure(pressure::PressureLevel level, std::string reasons) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    queue_.emplace_back(SetPressure{level, std::move(reasons)});
+  }
+  cv_.notify_one();
 }
 
 int32_t EngineThread::call(std::function<int32_t(Engine&)> fn) {
@@ -193,6 +206,17 @@ void EngineThread::handle_add(Add& add, bool stopping) {
     reject(add.on_result, K::kShuttingDown, "the server is shutting down", 5, add.at);
     return;
   }
+  if (paused()) {
+    ++pressure_.rejected;
+    reject(add.on_result, K::kPressure,
+           "the server is under critical memory pressure and admits no new requests; retry later",
+           pressure_policy_.retry_after_s, add.at);
+    return;
+  }
+  if (actions_.max_tokens_cap > 0 && add.request.max_new_tokens > actions_.max_tokens_cap) {
+    add.request.max_new_tokens = actions_.max_tokens_cap;  // finishes with "length"
+    ++pressure_.capped;
+  }
   if (Status st = engine_->check_request(add.request); !st.ok()) {
     reject(add.on_result, K::kInvalid, st.message(), 0, add.at);
     return;
@@ -215,7 +239,7 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   const std::vector<int32_t>& prompt = p.request.prompt_token_ids;
   const CacheScope& scope = p.request.cache_scope;
   const sched::AdmissionOffer o = admission_->offer(
-      t, seconds_since_start(), s.kv_blocks_total - s.kv_blocks_used,
+      t, seconds_since_start(), s.kv_blocks_total - s.kv_blocks_used - s.kv_blocks_withheld,
       [&](uint64_t) {
         // A prompt-logprobs request computes every position: no prefix-hit discount.
         return p.request.prompt_logprobs >= 0 ? 0 : engine_->cached_prefix_blocks(prompt, scope);
@@ -257,20 +281,59 @@ void EngineThread::admit_queued() {
            "the request waited too long for KV cache memory; retry later",
            admission_->retry_after_queue_full(now), p.at);
   }
-  for (;;) {
+  while (!paused()) {
     const EngineStats s = engine_->stats();
     auto cached = [&](uint64_t ticket) {
       const Pending& p = pending_.at(SubmitTicket(ticket));
       if (p.request.prompt_logprobs >= 0) return 0;  // computes every position
       return engine_->cached_prefix_blocks(p.request.prompt_token_ids, p.request.cache_scope);
     };
-    const auto next = admission_->admit_next(now, s.kv_blocks_total - s.kv_blocks_used, cached);
+    const auto next = admission_->admit_next(
+        now, s.kv_blocks_total - s.kv_blocks_used - s.kv_blocks_withheld, cached);
     if (!next) break;
     auto it = pending_.find(SubmitTicket(*next));
     HINGE_CHECK(it != pending_.end());
     Pending p = std::move(it->second);
     pending_.erase(it);
     start(SubmitTicket(*next), p);
+  }
+}
+
+void EngineThread::handle_pressure(SetPressure& p) {
+  const bool changed = p.level != pressure_.level;
+  pressure_.level = p.level;
+  pressure_.reasons = std::move(p.reasons);
+  if (!changed) return;
+  ++pressure_.transitions[static_cast<int>(p.level)];
+  apply_pressure(true);
+  const EngineStats s = engine_->stats();
+  std::fprintf(stderr,
+               "hinge: memory pressure %s%s%s: KV usable %d of %d blocks, max_num_seqs %d, "
+               "step tokens %d%s%s; RSS fell by %s so far\n",
+               pressure::pressure_level_name(p.level), pressure_.reasons.empty() ? "" : " (",
+               pressure_.reasons.empty() ? "" : (pressure_.reasons + ")").c_str(),
+               s.kv_blocks_limit, s.kv_blocks_total, s.max_num_seqs_now, s.max_batched_tokens_now,
+               actions_.max_tokens_cap > 0
+                   ? (", new max_tokens <= " + std::to_string(actions_.max_tokens_cap)).c_str()
+                   : "",
+               actions_.pause_admission ? ", admission paused" : "",
+               format_bytes(static_cast<uint64_t>(s.kv_bytes_released)).c_str());
+}
+
+void EngineThread::apply_pressure(bool transition) {
+  const EngineStats s = engine_->stats();
+  const EngineConfig& c = engine_->config();
+  // Without admission control nothing bounds what running requests will still need: keep
+  // every block usable (the other actions still apply).
+  const int32_t reserved = admission_ ? admission_->stats(seconds_since_start()).reserved_blocks
+                                      : s.kv_blocks_total;
+  actions_ = pressure_actions(pressure_.level, pressure_policy_, c.max_num_seqs,
+                              c.max_batched_tokens, s.kv_blocks_total, s.kv_blocks_used, reserved);
+  engine_->set_step_limits(actions_.max_num_seqs, actions_.max_batched_tokens);
+  engine_->set_kv_block_limit(actions_.kv_block_limit);
+  if (transition && actions_.shrink_cache) {  // what stays usable: no cached pages kept
+    engine_->shrink_kv_cache();
+    ++pressure_.shrinks;
   }
 }
 
@@ -310,6 +373,8 @@ void EngineThread::loop() {
         handle_add(*add, stopping);
       else if (auto* call = std::get_if<Call>(&c))
         call->done->set_value(call->fn(*engine_));
+      else if (auto* sp = std::get_if<SetPressure>(&c))
+        handle_pressure(*sp);
       else if (const Cancel& cc = std::get<Cancel>(c); cc.sample < 0)
         handle_cancel(cc.ticket);
       else if (auto it = running_.find(cc.ticket); it != running_.end())
@@ -333,6 +398,8 @@ void EngineThread::loop() {
         std::fprintf(stderr, "hinge: engine step failed: %s\n", st.message().c_str());
       dispatch(deltas);
     }
+    // Under pressure the KV limit follows what requests hold and have reserved.
+    if (pressure_.level != pressure::PressureLevel::kNormal) apply_pressure(false);
     const auto now = Clock::now();
     // <= 4 Hz while busy, and once more before going idle (the loop then blocks on cv_).
     std::optional<std::string> map;  // rendered outside the lock, at most 4 Hz while busy
@@ -343,6 +410,7 @@ void EngineThread::loop() {
     {
       std::lock_guard lock(mu_);
       stats_.engine = engine_->stats();
+      stats_.pressure = pressure_;
       if (admission_) stats_.admission = admission_->stats(seconds_since_start());
       if (map) stats_.kv_block_map = std::move(*map);
       stats_.active = num_active_.load();

@@ -37,7 +37,9 @@
 #include <unordered_map>
 #include <variant>
 
+#include "engine/pressure_policy.h"
 #include "hinge/engine.h"
+#include "pressure/pressure_level.h"
 #include "sched/admission.h"
 #include "sched/kv_demand.h"
 
@@ -77,6 +79,7 @@ struct SubmitResult {
     kQueueFull,     // admission queue full (503)
     kTimedOut,      // waited in the queue longer than the limit (503)
     kShuttingDown,  // the server is draining or stopped (503)
+    kPressure,      // memory pressure is critical: admission paused (503)
     kCancelled,     // cancel() before admission (the client went away)
   };
   Kind kind = Kind::kAccepted;
@@ -87,8 +90,19 @@ struct SubmitResult {
 };
 const char* submit_result_name(SubmitResult::Kind k);  // "accepted", "queue_full", ...
 
+// Memory pressure as the engine thread applies it (engine/pressure_policy.h).
+struct PressureStats {
+  pressure::PressureLevel level = pressure::PressureLevel::kNormal;
+  std::string reasons;               // the signals behind the level (no client data)
+  int64_t transitions[3] = {0, 0, 0};  // entries into normal / elevated / critical
+  int64_t rejected = 0;              // 503s while admission was paused
+  int64_t capped = 0;                // new requests whose max_tokens was lowered
+  int64_t shrinks = 0;               // prefix-cache shrinks
+};
+
 // What the dashboard and /metrics read: the engine's and admission's counters after a step.
 struct EngineThreadStats {
+  PressureStats pressure;
   EngineStats engine;
   std::optional<sched::AdmissionStats> admission;
   std::string kv_block_map;  // one char per block (kv::BlockPool legend), refreshed <= 4 Hz
@@ -104,7 +118,8 @@ class EngineThread {
   // admission: nullopt for none (every valid request goes straight to the engine's scheduler).
   // Its num_blocks and block_size_tokens are taken from the engine.
   explicit EngineThread(std::unique_ptr<Engine> engine,
-                        std::optional<sched::AdmissionConfig> admission = std::nullopt);
+                        std::optional<sched::AdmissionConfig> admission = std::nullopt,
+                        PressurePolicyConfig pressure_policy = {});
   ~EngineThread();
   EngineThread(const EngineThread&) = delete;
   EngineThread& operator=(const EngineThread&) = delete;
@@ -123,6 +138,12 @@ class EngineThread {
   // Runs fn on the engine thread between steps (prefix-cache owner operations: purge, policy)
   // and returns its result; blocks until it ran. After stop(): runs nothing, returns -1.
   int32_t call(std::function<int32_t(Engine&)> fn);
+
+  // Asynchronous: the memory-pressure level is now `level` (a pressure::PressureWatch calls
+  // it on each transition); the engine thread applies pressure_actions() from its next loop
+  // turn and keeps the KV limit in step with what requests hold. `reasons` goes to the log and
+  // stats (never client data).
+  void set_pressure(pressure::PressureLevel level, std::string reasons);
 
   // Blocking convenience: enqueue and wait for the decision; the ticket once accepted.
   StatusOr<SubmitTicket> submit(GenerateRequest request, Sink sink);
@@ -169,7 +190,11 @@ class EngineThread {
     std::function<int32_t(Engine&)> fn;
     std::shared_ptr<std::promise<int32_t>> done;
   };
-  using Command = std::variant<Add, Cancel, Call>;
+  struct SetPressure {
+    pressure::PressureLevel level;
+    std::string reasons;
+  };
+  using Command = std::variant<Add, Cancel, Call, SetPressure>;
   struct Pending {  // queued in admission
     GenerateRequest request;
     ResultFn on_result;
@@ -187,6 +212,9 @@ class EngineThread {
   void handle_cancel(SubmitTicket ticket);
   void start(SubmitTicket ticket, Pending& p);
   void admit_queued();
+  void handle_pressure(SetPressure& p);
+  void apply_pressure(bool transition);  // pressure_actions() for the level and usage now
+  bool paused() const { return actions_.pause_admission; }
   void dispatch(const std::vector<RequestDelta>& deltas);
   double seconds_since_start() const;
   void reject(ResultFn& fn, SubmitResult::Kind kind, std::string message, int32_t retry_s,
@@ -220,6 +248,9 @@ class EngineThread {
   std::unordered_map<SubmitTicket, RequestId> running_;  // ticket -> engine id
   std::unordered_map<RequestId, Active> active_;         // engine id -> sink
   Clock::time_point last_map_{};
+  PressurePolicyConfig pressure_policy_;
+  PressureActions actions_;  // for pressure_.level
+  PressureStats pressure_;
   std::thread thread_;
 };
 

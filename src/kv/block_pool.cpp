@@ -253,6 +253,18 @@ int32_t BlockPool::expire(double now) {
   return n;
 }
 
+int32_t BlockPool::uncache_free() {
+  int32_t n = 0;
+  for (int32_t b = 0; b < num_blocks(); ++b) {
+    const BlockMeta& m = meta_[static_cast<size_t>(b)];
+    if (m.ref_count != 0 || !m.has_hash) continue;
+    drop_free_entry(b);
+    ++n;
+  }
+  num_evictions_ += n;
+  return n;
+}
+
 int32_t BlockPool::owner_cached_free(int32_t o) const {
   return static_cast<size_t>(o) < owners_.size() ? owners_[static_cast<size_t>(o)].count : 0;
 }

@@ -93,6 +93,9 @@ class BlockPool {
   int32_t uncache_owner(int32_t owner, const uint64_t* keep_epoch = nullptr);
   // Drops the entries past their owner's TTL at `now`. Returns how many.
   int32_t expire(double now);
+  // Drops the entry of every free cached block (they move to the head of the free list): the
+  // prefix cache shrinks to the blocks in use. Returns how many (memory pressure).
+  int32_t uncache_free();
   int32_t owner_cached_free(int32_t owner) const;
   // Blocks holding an entry of `owner`, free or in use.
   int32_t owner_cached(int32_t owner) const;

@@ -1,6 +1,9 @@
 #include "kv/kv_arena.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cerrno>
 #include <cstring>
@@ -51,6 +54,34 @@ StatusOr<KvArena> KvArena::create(const KvSpec& spec, int64_t num_blocks) {
   a.k_shift_.assign(static_cast<size_t>(spec.n_layers * a.kv_dim_), 0.0f);
   a.k_shift_ready_.assign(static_cast<size_t>(spec.n_layers), 0);
   return a;
+}
+
+int64_t KvArena::release_pages(std::span<const BlockId> blocks) {
+  if (blocks.empty() || base_ == nullptr) return 0;
+  std::vector<int32_t> ids;
+  ids.reserve(blocks.size());
+  for (BlockId b : blocks) {
+    HINGE_CHECK_MSG(b.value >= 0 && b.value < num_blocks_, "block {} out of range", b.value);
+    ids.push_back(b.value);
+  }
+  std::sort(ids.begin(), ids.end());
+  const int64_t page = std::max<long>(4096, sysconf(_SC_PAGESIZE));
+  int64_t released = 0;
+  auto advise = [&](int64_t first, int64_t last) {  // blocks [first, last]
+    const int64_t begin = (first * bytes_per_block_ + page - 1) / page * page;
+    const int64_t end = (last + 1) * bytes_per_block_ / page * page;
+    if (end <= begin) return;
+    if (madvise(base_ + begin, static_cast<size_t>(end - begin), MADV_DONTNEED) == 0)
+      released += end - begin;
+  };
+  size_t i = 0;
+  while (i < ids.size()) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] <= ids[j] + 1) ++j;
+    advise(ids[i], ids[j]);
+    i = j + 1;
+  }
+  return released;
 }
 
 KvArena::KvArena(KvArena&& o) noexcept { *this = std::move(o); }

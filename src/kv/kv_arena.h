@@ -62,6 +62,13 @@ class KvArena {
   // Copy-on-write: the whole block (every layer of its group, K and V).
   void copy_block(BlockId src, BlockId dst);
 
+  // Returns the pages that lie wholly inside these blocks to the OS (madvise MADV_DONTNEED):
+  // RSS falls by what was resident of them, and their bytes read as zero until written again.
+  // Only for blocks no request uses (free or withheld under memory pressure). Adjacent blocks
+  // are merged, so blocks smaller than a page release the pages they cover together.
+  // Returns the bytes advised (page-rounded).
+  int64_t release_pages(std::span<const BlockId> blocks);
+
   // fp8 per-tensor scales (0 = not yet calibrated).
   float k_scale(int32_t layer) const { return k_scale_[static_cast<size_t>(layer)]; }
   float v_scale(int32_t layer) const { return v_scale_[static_cast<size_t>(layer)]; }

@@ -337,7 +337,24 @@ KvCacheStats KvCacheManager::stats() const {
   s.num_prefix_public_hit_tokens = num_prefix_public_hit_tokens_;
   s.num_cow_copies = num_cow_copies_;
   s.num_window_released_blocks = num_window_released_;
+  s.num_withheld_blocks = num_withheld();
   return s;
+}
+
+std::span<const BlockId> KvCacheManager::withhold(int32_t n) {
+  n = std::clamp(n, 0, pool_.num_free_blocks());
+  const size_t before = withheld_.size();
+  pool_.allocate(n, &withheld_);
+  return std::span<const BlockId>(withheld_).subspan(before);
+}
+
+int32_t KvCacheManager::restore(int32_t n) {
+  n = std::clamp(n, 0, num_withheld());
+  const std::span<const BlockId> back =
+      std::span<const BlockId>(withheld_).subspan(withheld_.size() - static_cast<size_t>(n));
+  pool_.free(back);
+  withheld_.resize(withheld_.size() - static_cast<size_t>(n));
+  return n;
 }
 
 Status KvCacheManager::check_invariants() const {
@@ -369,6 +386,11 @@ Status KvCacheManager::check_invariants() const {
         ++refs[static_cast<size_t>(b.value)];
       }
     }
+  }
+  for (const BlockId b : withheld_) {
+    if (b.value < 0 || b.value >= pool_.num_blocks() || refs[static_cast<size_t>(b.value)] != 0)
+      return Status::Errorf("withheld block {} is out of range or in a table", b.value);
+    refs[static_cast<size_t>(b.value)] = 1;
   }
   for (int32_t b = 0; b < pool_.num_blocks(); ++b) {
     if (pool_.ref_count(BlockId(b)) != refs[static_cast<size_t>(b)])

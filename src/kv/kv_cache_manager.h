@@ -168,6 +168,18 @@ class KvCacheManager {
   // Drops entries past their owner's TTL at now() (so they are reused first).
   int32_t expire_entries() { return pool_.expire(now_); }
 
+  // Memory pressure: withhold(n) takes up to n blocks no request references out of the pool
+  // (free ones holding nothing first, then cached ones least recently used first, whose
+  // entries are evicted) so that no request can use them; the engine returns their pages to
+  // the OS. Returns the blocks newly withheld (valid until the next call). restore(n) gives the
+  // n most recently withheld back to the pool (as free blocks holding nothing). Withheld
+  // blocks count as used in the pool's counters and as num_withheld_blocks in stats().
+  std::span<const BlockId> withhold(int32_t n);
+  int32_t restore(int32_t n);
+  int32_t num_withheld() const { return static_cast<int32_t>(withheld_.size()); }
+  // Evicts every cached block no request uses (BlockPool::uncache_free). Returns how many.
+  int32_t drop_cached_free() { return pool_.uncache_free(); }
+
   // New request `child` sharing all of parent's blocks (refcount + 1 each), same token count.
   void fork(RequestId parent, RequestId child);
 
@@ -236,6 +248,7 @@ class KvCacheManager {
   std::vector<BlockId> scratch_;  // tables tail-first for free()
   std::vector<BlockId> allocated_;  // blocks just taken from the pool (capacity kept)
   std::vector<BlockId> one_;        // a copy-on-write dst
+  std::vector<BlockId> withheld_;   // withhold(): out of the pool, ref 1 each
   std::vector<BlockCopy> copies_;   // copies of the last allocate_slots
   int64_t num_prefix_query_tokens_ = 0;
   int64_t num_prefix_hit_tokens_ = 0;

@@ -29,6 +29,7 @@ struct KvCacheStats {
   int64_t num_prefix_public_hit_tokens = 0;  // of which in public-prefix blocks
   int64_t num_cow_copies = 0;
   int64_t num_window_released_blocks = 0;  // released behind sliding windows
+  int32_t num_withheld_blocks = 0;  // taken out of use under memory pressure (in num_used)
 };
 
 }  // namespace hinge::kv

@@ -59,7 +59,8 @@ void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_ma
       if (b < f.data() || b + n > f.data() + f.size()) continue;
       const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
       const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
-      if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+      if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
+        dropped_file_bytes_ += static_cast<int64_t>(hi - lo);
       break;
     }
   };

@@ -58,6 +58,9 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   int64_t max_batch_tokens() const { return max_batch_; }
+  // Bytes of file-mapped weights whose pages were dropped because a packed copy replaced them
+  // (never read again): the memory budget does not count them.
+  int64_t dropped_file_bytes() const { return dropped_file_bytes_; }
 
   // Runs the batch; logits receives [logit_rows.size(), n_vocab]. Errors (nothing computed):
   // more than max_batch_tokens tokens, token id out of range, position beyond the context,
@@ -82,6 +85,7 @@ class Transformer {
   // Packed copies of the matrices (kernels/matmul_packed.h) the views point to, when the CPU
   // has the packed kernel.
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  int64_t dropped_file_bytes_ = 0;  // file-mapped weight pages dropped after packing
   ThreadPool& pool_;
   int64_t max_batch_;
   kernels::RopeTable rope_global_, rope_local_;  // full-attention and sliding-window layers

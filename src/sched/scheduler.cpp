@@ -56,7 +56,19 @@ kv::KvCacheConfig kv_config(const SchedulerConfig& c) {
 }
 }  // namespace
 
-Scheduler::Scheduler(const SchedulerConfig& config) : config_(config), kv_(kv_config(config)) {}
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_(config),
+      limit_seqs_(config.max_num_seqs),
+      limit_tokens_(config.max_num_batched_tokens),
+      kv_(kv_config(config)) {}
+
+void Scheduler::set_limits(int32_t max_num_seqs, int32_t max_batched_tokens) {
+  limit_seqs_ = max_num_seqs > 0 ? std::min(max_num_seqs, config_.max_num_seqs)
+                                 : config_.max_num_seqs;
+  limit_tokens_ = max_batched_tokens > 0
+                      ? std::min(max_batched_tokens, config_.max_num_batched_tokens)
+                      : config_.max_num_batched_tokens;
+}
 
 Status Scheduler::add_request(RequestId id, RequestParams params) {
   if (requests_.contains(id)) return Status::Errorf("request {} already exists", id.value);
@@ -141,7 +153,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   SchedulerOutput& out = *out_ptr;
   out.clear();
   out.finished.swap(finished_ids_);
-  int32_t budget = config_.max_num_batched_tokens;
+  int32_t budget = limit_tokens_;
 
   // 1. Running requests. The victim of a preemption is always running_.back(): the lowest
   // (priority, arrival), which is at or after the request being scheduled, so nothing already
@@ -173,7 +185,8 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   // A request with fork_pending() needs n seq slots (its samples after the fork).
   while (out.preempted.empty() && !waiting_.empty() && budget > 0) {
     Request& r = get(waiting_.front());
-    if (num_running_seqs_ + num_seqs(r) > config_.max_num_seqs) break;
+    // (A lowered limit never stops the first one: n <= the configured max_num_seqs.)
+    if (num_running_seqs_ > 0 && num_running_seqs_ + num_seqs(r) > limit_seqs_) break;
     kv_.add_request(r.id(), r.cache_scope(), r.max_tokens());
     kv_.extend_block_hashes(r.token_ids(), r.cache_scope(), &r.block_hashes_);
     const kv::ComputedBlocks hit =
@@ -201,7 +214,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     budget -= num_new;
   }
 
-  out.num_scheduled_tokens = config_.max_num_batched_tokens - budget;
+  out.num_scheduled_tokens = limit_tokens_ - budget;
   // Slots last, group-major, so each group's are one span (SchedulerOutput::group_slots).
   for (int32_t g = 0; g < kv_.num_groups(); ++g)
     for (const ScheduledRequest& s : out.scheduled)

@@ -213,6 +213,13 @@ class Scheduler {
   // For the owner operations (purge, TTL clock, quotas): never a request's blocks.
   kv::KvCacheManager& kv_mut() { return kv_; }
   const SchedulerConfig& config() const { return config_; }
+  // Runtime limits at or below the configured ones (memory pressure sheds load with them): at
+  // most max_num_seqs running sequences when admitting, at most max_batched_tokens per step.
+  // 0 (or a value above the configured one) means the configured one. Requests already
+  // running beyond a lowered max_num_seqs keep running.
+  void set_limits(int32_t max_num_seqs, int32_t max_batched_tokens);
+  int32_t max_num_seqs_now() const { return limit_seqs_; }
+  int32_t max_batched_tokens_now() const { return limit_tokens_; }
   SchedulerStats stats() const;
   Status check_invariants() const;
 
@@ -230,6 +237,8 @@ class Scheduler {
   static int32_t num_seqs(const Request& r) { return r.fork_pending() ? r.n() : 1; }
 
   SchedulerConfig config_;
+  int32_t limit_seqs_ = 0;    // set_limits (the config's by default)
+  int32_t limit_tokens_ = 0;
   kv::KvCacheManager kv_;
   std::unordered_map<RequestId, Request> requests_;  // live (not finished) requests
   std::vector<RequestId> running_;                   // sorted by (priority, arrival, index)

@@ -253,7 +253,10 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
                  {"output_tokens", e.output_tokens}};
   j["kv"] = {{"blocks_total", e.kv_blocks_total},
              {"blocks_used", e.kv_blocks_used},
-             {"blocks_free", e.kv_blocks_total - e.kv_blocks_used},
+             {"blocks_free", e.kv_blocks_total - e.kv_blocks_used - e.kv_blocks_withheld},
+             {"blocks_withheld", e.kv_blocks_withheld},
+             {"blocks_limit", e.kv_blocks_limit},
+             {"bytes_released", e.kv_bytes_released},
              {"blocks_cached", e.kv.pool.num_cached_free_blocks},
              {"blocks_shared", e.kv.pool.num_shared_blocks},
              {"blocks_reserved", s.admission ? s.admission->reserved_blocks : 0},
@@ -263,6 +266,19 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
              {"evictions", e.kv.pool.num_evictions},
              {"cow_copies", e.kv.num_cow_copies},
              {"map", s.kv_block_map}};
+  {
+    const PressureStats& p = s.pressure;
+    j["memory_pressure"] = {
+        {"level", pressure::pressure_level_name(p.level)},
+        {"reasons", p.reasons},
+        {"transitions", {{"normal", p.transitions[0]}, {"elevated", p.transitions[1]},
+                         {"critical", p.transitions[2]}}},
+        {"rejected", p.rejected},
+        {"capped", p.capped},
+        {"max_num_seqs", e.max_num_seqs_now},
+        {"max_batched_tokens", e.max_batched_tokens_now},
+        {"reclaimed_bytes", e.kv_bytes_released}};
+  }
   const double q = static_cast<double>(e.kv.num_prefix_query_tokens);
   j["prefix_cache"] = {{"query_tokens", e.kv.num_prefix_query_tokens},
                        {"hit_tokens", e.kv.num_prefix_hit_tokens},

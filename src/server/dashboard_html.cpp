@@ -37,6 +37,7 @@ canvas{width:100%;display:block}
 <div class="tile"><b id="ttft">–</b><small>mean TTFT</small></div>
 <div class="tile"><b id="itl">–</b><small>mean inter-token latency</small></div>
 <div class="tile"><b id="rej">–</b><small>accepted / rejected / preemptions</small></div>
+<div class="tile"><b id="press">–</b><small>memory pressure (KV usable, reclaimed)</small></div>
 </div></section>
 <section class="card" style="grid-column:1/-1"><h2>KV block map <span id="kvinfo"></span></h2>
 <div class="legend"><span><i style="background:#2d3640"></i>free</span><span><i style="background:#3fb950"></i>cached (evictable)</span><span><i style="background:#58a6ff"></i>used</span><span><i style="background:#d29922"></i>shared</span></div>
@@ -78,6 +79,7 @@ async function tick(){try{const r=await fetch('/v1/stats',{cache:'no-store'});if
  $('ttft').textContent=ms(s.counters.ttft_mean_s);$('itl').textContent=ms(s.counters.itl_mean_s);
  let rej=0;for(const k in s.counters.requests_rejected)rej+=s.counters.requests_rejected[k];
  $('rej').textContent=s.counters.requests_accepted+' / '+rej+' / '+s.engine.preemptions;
+ const mp=s.memory_pressure;if(mp){$('press').textContent=mp.level+' ('+kv.blocks_limit+' / '+kv.blocks_total+', '+(mp.reclaimed_bytes/1048576).toFixed(1)+' MiB)';$('press').style.color=mp.level==='critical'?'#ff7b72':mp.level==='elevated'?'#d29922':'';$('press').title=mp.reasons||'';}
  const k=drawMap(kv.map);
  $('kvinfo').textContent='('+kv.blocks_total+' blocks of '+kv.block_size+' tokens, '+kv.blocks_cached+' cached, '+kv.blocks_shared+' shared, '+kv.blocks_reserved+' reserved'+(k>1?'; '+k+' blocks per cell':'')+')';
  const iv=s.history_interval_s||2;

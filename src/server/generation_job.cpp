@@ -284,8 +284,11 @@ ApiError rejection_error(const SubmitResult& r, HttpHeaders* headers) {
     case K::kQueueFull:
     case K::kTimedOut:
     case K::kShuttingDown:
+    case K::kPressure:
     case K::kCancelled:
-      e = ApiError::unavailable(r.kind == K::kShuttingDown ? "shutting_down" : "overloaded",
+      e = ApiError::unavailable(r.kind == K::kShuttingDown ? "shutting_down"
+                                : r.kind == K::kPressure   ? "memory_pressure"
+                                                           : "overloaded",
                                 r.message);
       break;
     case K::kAccepted:

@@ -162,7 +162,7 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
   gauge("kv_cache_usage_perc", "Fraction of KV blocks referenced by requests (1 = full).", usage);
   gauge("kv_blocks_total", "KV blocks in the arena.", e.kv_blocks_total);
   gauge("kv_blocks_free", "KV blocks not referenced by any request (includes cached).",
-        e.kv_blocks_total - e.kv_blocks_used);
+        e.kv_blocks_total - e.kv_blocks_used - e.kv_blocks_withheld);
   gauge("kv_blocks_cached", "Free KV blocks still holding a reusable prefix.",
         e.kv.pool.num_cached_free_blocks);
   gauge("kv_blocks_shared", "KV blocks referenced by more than one request.",
@@ -185,6 +185,34 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           static_cast<double>(e.preemptions));
   counter("kv_evictions_total", "Cached KV blocks evicted for reuse.",
           static_cast<double>(e.kv.pool.num_evictions));
+  {
+    const PressureStats& p = s.pressure;
+    gauge("memory_pressure_level", "Memory pressure level: 0 normal, 1 elevated, 2 critical.",
+          static_cast<int>(p.level));
+    const std::string n = "hinge:memory_pressure_transitions_total";
+    header(&o, n, "counter", "Entries into each memory-pressure level.");
+    for (int l = 0; l < 3; ++l)
+      o += fmt::format("{}{{{},level=\"{}\"}} {}\n", n, L,
+                       pressure::pressure_level_name(static_cast<pressure::PressureLevel>(l)),
+                       p.transitions[l]);
+    counter("memory_pressure_rejected_total",
+            "Requests answered 503 while critical memory pressure paused admission.",
+            static_cast<double>(p.rejected));
+    counter("memory_pressure_capped_total",
+            "New requests whose max_tokens was lowered under memory pressure.",
+            static_cast<double>(p.capped));
+    counter("memory_pressure_reclaimed_bytes_total",
+            "What RSS fell by when KV cache pages were returned to the OS (madvise) under memory pressure.",
+            static_cast<double>(e.kv_bytes_released));
+    gauge("kv_blocks_withheld", "KV blocks taken out of use under memory pressure.",
+          e.kv_blocks_withheld);
+    gauge("kv_blocks_limit", "KV blocks usable now (the total unless under memory pressure).",
+          e.kv_blocks_limit);
+    gauge("max_num_seqs_now", "Running-sequence limit now (lowered under memory pressure).",
+          e.max_num_seqs_now);
+    gauge("max_batched_tokens_now", "Step token budget now (lowered under memory pressure).",
+          e.max_batched_tokens_now);
+  }
   counter("prompt_tokens_total", "Prompt tokens of accepted requests.",
           static_cast<double>(prompt_tokens_));
   counter("generation_tokens_total", "Tokens generated.", static_cast<double>(generation_tokens_));
@@ -196,7 +224,7 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
     const std::string n = "hinge:requests_rejected_total";
     header(&o, n, "counter", "Generation requests not admitted, by reason.");
     for (const char* r : {"invalid", "too_large", "user_limit", "queue_full", "queue_timeout",
-                          "shutting_down", "cancelled"})
+                          "shutting_down", "memory_pressure", "cancelled"})
       if (!rejected_.contains(r)) o += fmt::format("{}{{{},reason=\"{}\"}} 0\n", n, L, r);
     for (const auto& [r, v] : rejected_)
       o += fmt::format("{}{{{},reason=\"{}\"}} {}\n", n, L, escape_label(r), v);

@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import ARGS, Fail, check, main, test  # noqa: E402
+from server_process import Server, start_fails  # noqa: E402
 
 
 
@@ -48,84 +49,6 @@ def tenants_file(path, tenants, admin_keys=(), public=()):
         doc['public_prefixes'] = [{'id': i, 'text': t} for i, t in public]
     with open(path, 'w') as f:
         json.dump(doc, f, indent=2)
-
-
-class Server:
-    def __init__(self, *extra, env=None, quiet=False, tls=None):
-        cmd = [ARGS.hinge, 'serve', '-m', ARGS.model, '--port', '0', '-t', '1', *extra]
-        if quiet:
-            cmd.append('-q')
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env={**os.environ, **(env or {})})
-        self.err = []
-        self.out = []
-        threading.Thread(target=self._drain, args=(self.proc.stderr, self.err), daemon=True).start()
-        self.tls = tls
-        deadline = time.time() + 60
-        line = ''
-        while time.time() < deadline:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.5)
-            if r:
-                line = self.proc.stdout.readline()
-                self.out.append(line)
-                if 'serving' in line:
-                    break
-            if self.proc.poll() is not None:
-                raise Fail('hinge serve exited: ' + ''.join(self.err))
-        else:
-            raise Fail('hinge serve did not print its serving line in 60 s')
-        threading.Thread(target=self._drain, args=(self.proc.stdout, self.out), daemon=True).start()
-        self.url = line.strip().split(' on ')[-1]
-        self.port = int(self.url.rsplit(':', 1)[1])
-
-    @staticmethod
-    def _drain(stream, into):
-        for l in stream:
-            into.append(l)
-
-    def request(self, method, path, body=None, key=None, headers=None, timeout=30):
-        if self.tls:
-            c = http.client.HTTPSConnection('127.0.0.1', self.port, timeout=timeout,
-                                            context=self.tls)
-        else:
-            c = http.client.HTTPConnection('127.0.0.1', self.port, timeout=timeout)
-        h = {'Content-Type': 'application/json'}
-        if key:
-            h['Authorization'] = 'Bearer ' + key
-        h.update(headers or {})
-        data = json.dumps(body) if isinstance(body, (dict, list)) else body
-        c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        out = (r.status, dict((k.lower(), v) for k, v in r.getheaders()), r.read().decode('utf-8', 'replace'))
-        c.close()
-        return out
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        time.sleep(0.1)  # the drain threads read the last lines
-        return self.proc.returncode
-
-    def logs(self):
-        return ''.join(self.out) + ''.join(self.err)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        self.stop()
-
-
-def start_fails(*extra):
-    """Runs hinge serve expecting it to refuse to start; returns (exit code, stderr)."""
-    p = subprocess.run([ARGS.hinge, 'serve', '-m', ARGS.model, '--port', '0', '-t', '1', *extra],
-                       capture_output=True, text=True, timeout=60)
-    return p.returncode, p.stderr
 
 
 @test

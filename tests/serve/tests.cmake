@@ -41,3 +41,16 @@ foreach(_case IN ITEMS templates_drive_chat bad_files_refuse_start)
   set_tests_properties(ServeChatTemplates.${_case} PROPERTIES TIMEOUT 120 LABELS "serve"
     ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# Bounded memory (tests/serve/bounded_memory.py): injected pressure readings drive the levels
+# (RSS falls, 503 while critical, no request lost); --memory-budget holds RSS under an
+# adversarial load and refuses a budget below the weights.
+set(_hinge_bounded ${CMAKE_CURRENT_LIST_DIR}/bounded_memory.py)
+foreach(_case IN ITEMS pressure_levels budget_holds budget_refuses)
+  add_test(NAME ServeBoundedMemory.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_bounded} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  # RUN_SERIAL: they measure the server's RSS.
+  set_tests_properties(ServeBoundedMemory.${_case} PROPERTIES TIMEOUT 180 RUN_SERIAL TRUE
+    LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()

@@ -1,0 +1,14 @@
+// What the engine refuses before anything is queued: a request with an empty prompt, token ids
+// out of the vocabulary, more tokens than the context, bad sampling parameters. Errors say which
+// value and what is accepted. (EngineConfig::validate lives next to it.)
+#pragma once
+
+#include "hinge/engine.h"
+#include "model/model_config.h"
+
+namespace hinge {
+
+Status check_generate_request(const GenerateRequest& req, const ModelConfig& model,
+                              int32_t max_model_len, int32_t max_num_seqs);
+
+}  // namespace hinge
