@@ -369,6 +369,95 @@ TEST(KernelsPagedAttention, SlidingWindowScaleAndSoftcapMatchReference) {
   EXPECT_EQ(0, std::memcmp(full.data(), windowed.data(), full.size() * sizeof(float)));
 }
 
+// Rotated blocks (the shift context policy): a query rotated per block equals the reference
+// (with the K-shift correction), and equals plain attention over keys re-rotated by the offset.
+struct Rotations {
+  std::vector<std::vector<float>> tables;             // per distinct offset
+  std::vector<std::vector<const float*>> per_block;  // per sequence
+  std::vector<std::vector<int32_t>> offsets;          // per sequence, per logical block
+};
+
+Rotations rotate_some_blocks(Batch& b, const RopeTable& rope, uint32_t seed) {
+  Rotations r;
+  std::mt19937 rng(seed);
+  const int32_t choices[] = {0, 16, 48, 5, 0, 300};
+  r.tables.resize(std::size(choices));
+  for (size_t i = 0; i < std::size(choices); ++i) {
+    r.tables[i].resize(static_cast<size_t>(rope.n_rot));
+    rope_rotation(rope, choices[i], r.tables[i].data());
+  }
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    std::vector<const float*> ptrs;
+    std::vector<int32_t> offs;
+    for (size_t j = 0; j < b.tables[i].size(); ++j) {
+      const size_t c = j == 0 ? 0 : rng() % std::size(choices);  // runs of equal offsets too
+      offs.push_back(choices[c]);
+      ptrs.push_back(choices[c] == 0 ? nullptr : r.tables[c].data());
+    }
+    r.per_block.push_back(std::move(ptrs));
+    r.offsets.push_back(std::move(offs));
+  }
+  for (size_t i = 0; i < b.seqs.size(); ++i) b.seqs[i].block_rotation = r.per_block[i].data();
+  return r;
+}
+
+TEST(KernelsPagedAttention, RotatedBlocksMatchReferenceAndReRotatedKeys) {
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (int n_rot : {64, 32}) {  // full and partial rotary
+      RopeSpec spec;
+      spec.style = style;
+      spec.n_rot = n_rot;
+      const RopeTable rope = make_rope_table(spec);
+      Batch b = make_batch(8, 2, 64, 16, 71);
+      auto shape = [&] {
+        AttentionShape sh = b.shape();
+        sh.rope_style = style;
+        sh.n_rot = n_rot;
+        return sh;
+      };
+      const Rotations rot = rotate_some_blocks(b, rope, 72);
+      const std::vector<float> shift = normal(2 * 64, 73, 0.5f);
+      for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8, KvDtype::kFp8E4m3}) {
+        Arena a = write_batch(b, t, t, ArenaLayout{});
+        if (t == KvDtype::kInt8) a.layer.k_shift = shift.data();
+        std::vector<float> ref(b.q.size()), simd(b.q.size());
+        paged_attention_ref(a.layer, b.seqs, shape(), b.q.data(), ref.data());
+        ThreadPool pool(2);
+        AttentionScratch scratch;
+        paged_attention(a.layer, b.seqs, shape(), b.q.data(), simd.data(), pool, scratch);
+        EXPECT_LE(rel_diff(simd, ref), 1e-4) << kv::kv_dtype_name(t) << " n_rot " << n_rot;
+      }
+      // The identity itself: keys written d further, queries rotated by d, against keys moved
+      // back by d (rope_rotation of -d) with no rotation at all.
+      Batch moved = b;
+      RopeTable unit = rope;
+      unit.mscale = 1.0f;
+      const size_t kv_dim = 2 * 64;
+      for (size_t i = 0; i < moved.seqs.size(); ++i) {
+        moved.seqs[i].block_rotation = nullptr;
+        for (int p = 0; p < moved.specs[i].len; ++p) {
+          const int32_t d = rot.offsets[i][static_cast<size_t>(p / 16)];
+          if (d == 0) continue;
+          std::vector<float> back(static_cast<size_t>(n_rot));
+          rope_rotation(unit, -d, back.data());
+          for (int h = 0; h < 2; ++h)
+            rope_rotate_head(&moved.k[i][p * kv_dim + static_cast<size_t>(h) * 64], style, n_rot,
+                             back.data());
+        }
+      }
+      const Arena aw = write_batch(b, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
+      const Arena am = write_batch(moved, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
+      std::vector<float> with_offsets(b.q.size()), re_rotated(b.q.size());
+      ThreadPool pool(1);
+      AttentionScratch scratch;
+      paged_attention(aw.layer, b.seqs, shape(), b.q.data(), with_offsets.data(), pool, scratch);
+      paged_attention(am.layer, moved.seqs, moved.shape(), moved.q.data(), re_rotated.data(), pool,
+                      scratch);
+      EXPECT_LE(rel_diff(with_offsets, re_rotated), 2e-5) << "n_rot " << n_rot;
+    }
+  }
+}
+
 TEST(KernelsPagedAttention, BlockSizeDoesNotChangeResults) {
   for (KvDtype t : {KvDtype::kF32, KvDtype::kInt4}) {
     std::vector<float> first;

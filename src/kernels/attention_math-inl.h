@@ -82,20 +82,19 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const float* const* k, si
   }
 }
 
-// Scores of `heads` query heads of one KV head (q rows hdp apart, scores sp apart):
-// s[h * sp + t] for begin <= t < n (k[t] valid there), -inf in [0, begin) and [n, tp), then
-// soft-capped when softcap > 0. Each key's score is its own dot product: the same whatever
-// `begin` is.
-HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
-                               size_t begin, size_t n, size_t hdp, size_t tp, size_t sp,
-                               float sqrt_hd, float softcap, float* HWY_RESTRICT s) {
+// Scores of `heads` query heads of one KV head (q rows hdp apart, scores sp apart) for keys
+// [begin, n): s[h * sp + t] (k[t] valid there). Groups of 4 keys may write up to 3 scores past n
+// (within sp): a later range or FinishScores overwrites them. Each key's score is its own dot
+// product: the same whatever the range is.
+HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
+                           size_t begin, size_t n, size_t hdp, size_t sp, float sqrt_hd,
+                           float* HWY_RESTRICT s) {
   for (size_t h0 = 0; h0 < heads; h0 += 4) {
     const size_t hc = std::min<size_t>(4, heads - h0);
     const float* qh = q + h0 * hdp;
     float* sh = s + h0 * sp;
     for (size_t t = begin; t < n; t += 4) {
-      // The last 1..3 keys: missing ones repeat key t; their scores land in the -inf padding
-      // region (tp >= n rounded up to 4) and are overwritten below.
+      // The last 1..3 keys: missing ones repeat key t; their scores land past n.
       const float* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
                             t + 3 < n ? k[t + 3] : k[t]};
       switch (hc) {
@@ -113,14 +112,28 @@ HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const 
           break;
       }
     }
-    for (size_t h = 0; h < hc; ++h) {
-      float* row = sh + h * sp;
-      if (softcap > 0.0f)
-        for (size_t i = begin; i < n; ++i) row[i] = softcap * std::tanh(row[i] / softcap);
-      for (size_t i = 0; i < begin; ++i) row[i] = -INFINITY;
-      for (size_t i = n; i < tp; ++i) row[i] = -INFINITY;
-    }
   }
+}
+
+// Soft-caps scores [begin, n) of each head when softcap > 0 and sets [0, begin) and [n, tp) to
+// -inf.
+HWY_INLINE void FinishScores(size_t heads, size_t begin, size_t n, size_t tp, size_t sp,
+                             float softcap, float* HWY_RESTRICT s) {
+  for (size_t h = 0; h < heads; ++h) {
+    float* row = s + h * sp;
+    if (softcap > 0.0f)
+      for (size_t i = begin; i < n; ++i) row[i] = softcap * std::tanh(row[i] / softcap);
+    for (size_t i = 0; i < begin; ++i) row[i] = -INFINITY;
+    for (size_t i = n; i < tp; ++i) row[i] = -INFINITY;
+  }
+}
+
+// ScoreRange over [begin, n), then FinishScores: a whole tile's scores.
+HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
+                               size_t begin, size_t n, size_t hdp, size_t tp, size_t sp,
+                               float sqrt_hd, float softcap, float* HWY_RESTRICT s) {
+  ScoreRange(q, heads, k, begin, n, hdp, sp, sqrt_hd, s);
+  FinishScores(heads, begin, n, tp, sp, softcap, s);
 }
 
 // acc[h][0, hdp) += sum_{t < n} p[h][t] * rows[t][.] for HC heads at once (weights p rows tp

@@ -159,6 +159,33 @@ void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const 
   }
 }
 
+void rope_rotation(const RopeTable& t, int64_t delta, float* cos_sin) {
+  const int64_t half = t.n_rot / 2;
+  const bool plain = t.freq_scale == 1.0f && t.mix.empty();
+  for (int64_t i = 0; i < half; ++i) {
+    float val = static_cast<float>(delta) * t.inv_freq[static_cast<size_t>(i)];
+    if (!plain) {
+      const float interp = t.freq_scale * val;
+      const float mix = t.mix.empty() ? 0.0f : t.mix[static_cast<size_t>(i)];
+      val = interp * (1.0f - mix) + val * mix;
+    }
+    cos_sin[i] = std::cos(val);
+    cos_sin[half + i] = std::sin(val);
+  }
+}
+
+void rope_rotate_head(float* head, RopeStyle style, int64_t n_rot, const float* cos_sin) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
+    const int64_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+    const float c = cos_sin[i], sn = cos_sin[half + i];
+    const float v0 = head[a], v1 = head[b];
+    head[a] = v0 * c - v1 * sn;
+    head[b] = v0 * sn + v1 * c;
+  }
+}
+
 float gelu_tanh(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));

@@ -54,6 +54,14 @@ RopeTable make_rope_table(const RopeSpec& spec);
 // Rotates `num_heads` heads of `head_dim` values at position `pos`, in place. With no scaling
 // the angle of pair i is pos * inv_freq[i] (llama2.c's expression, bit for bit).
 void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t);
+// The rotation rope_ext applies at position `delta`, at unit length (no mscale): cos_sin gets
+// [n_rot / 2] cosines then [n_rot / 2] sines. Rotations compose (angles are linear in the
+// position, YaRN's mix included), so rotating a vector already rotated at p by this table gives
+// it the angle of p + delta (up to float rounding): the shift context policy rotates queries
+// instead of re-rotating cached keys.
+void rope_rotation(const RopeTable& t, int64_t delta, float* cos_sin);
+// Rotates one head of head_dim values by a rope_rotation table (pairs as `style` pairs them).
+void rope_rotate_head(float* head, RopeStyle style, int64_t n_rot, const float* cos_sin);
 
 // GELU with the tanh approximation, gate[i] = gelu(gate[i]) * up[i] (GEGLU, Gemma): SIMD
 // (ops_simd.cpp), and the scalar reference over gelu_tanh.

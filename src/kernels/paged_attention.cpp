@@ -49,6 +49,8 @@ struct Job {
   float score_div = 1.0f;  // scores are dot / score_div (sqrt(head_dim) or 1 / scale)
   float softcap = 0.0f;    // 0 = none
   int32_t window = 0;      // 0 = full causal
+  RopeStyle rope_style = RopeStyle::kInterleaved;  // of AttentionSeq::block_rotation tables
+  int32_t n_rot = 0;
   const float* q = nullptr;
   float* out = nullptr;
   const float* k_fp8_table = nullptr;  // 256 entries: decode(byte) * k_scale (fp8 only)
@@ -90,7 +92,7 @@ HWY_INLINE size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
 struct Layout {
   size_t hdp, tp, sp;  // padded head_dim, padded key tile, stride of a head's scores (tp plus
                        // room for a group of 4 keys starting anywhere in the tile)
-  size_t q, acc, m, l, scores, tile, total;  // offsets and size (multiples of 16 floats)
+  size_t q, acc, m, l, scores, tile, qr, total;  // offsets and size (multiples of 16 floats)
   Layout(int heads, int group, int head_dim) {
     const size_t n = hn::Lanes(DF());
     const size_t h = static_cast<size_t>(heads);
@@ -103,7 +105,8 @@ struct Layout {
     l = m + h;
     scores = RoundUp(l + h, 16);
     tile = RoundUp(scores + static_cast<size_t>(group) * sp, 16);
-    total = RoundUp(tile + kKeyTile * hdp, 16);
+    qr = RoundUp(tile + kKeyTile * hdp, 16);  // one group's rotated queries (block_rotation)
+    total = RoundUp(qr + static_cast<size_t>(group) * hdp, 16);
   }
 };
 
@@ -160,6 +163,46 @@ HWY_INLINE void LoadTile(KvDtype dtype, const uint8_t* const* tokens, int64_t he
       rows_f32[t] = tile + t * hdp;
     }
   }
+}
+
+// Scores of one row's `group` query heads (of KV head kvh) against tile keys [nb, ne) (tile
+// starting at key t0) when the sequence has rotated blocks: one ScoreRange per run of keys
+// whose blocks share a rotation, rotated runs with their queries rotated (into qr) and the
+// K-shift correction added; then FinishScores.
+HWY_INLINE void ScoreRotated(const Job& job, const AttentionSeq& seq, const float* q,
+                             size_t group, int32_t kvh, const float* const* kf, int64_t t0,
+                             size_t nb, size_t ne, size_t hdp, size_t tp, size_t sp,
+                             float* HWY_RESTRICT qr, float* HWY_RESTRICT s) {
+  const PagedKvLayer& kv = *job.kv;
+  const int64_t bs = kv.block_size;
+  const size_t hd = static_cast<size_t>(job.head_dim);
+  size_t b = nb;
+  while (b < ne) {
+    const int64_t blk = (t0 + static_cast<int64_t>(b)) / bs;
+    const float* rot = seq.block_rotation[blk];
+    size_t e = std::min<size_t>(ne, static_cast<size_t>((blk + 1) * bs - t0));
+    while (e < ne && seq.block_rotation[(t0 + static_cast<int64_t>(e)) / bs] == rot)
+      e = std::min<size_t>(ne, e + static_cast<size_t>(bs));
+    if (rot == nullptr) {
+      ScoreRange(q, group, kf, b, e, hdp, sp, job.score_div, s);
+    } else {
+      std::memcpy(qr, q, group * hdp * sizeof(float));
+      for (size_t g = 0; g < group; ++g)
+        rope_rotate_head(qr + g * hdp, job.rope_style, job.n_rot, rot);
+      ScoreRange(qr, group, kf, b, e, hdp, sp, job.score_div, s);
+      if (kv.k_shift) {
+        const float* shift = kv.k_shift + static_cast<size_t>(kvh) * hd;
+        for (size_t g = 0; g < group; ++g) {
+          float bias = 0.0f;
+          for (size_t i = 0; i < hd; ++i) bias += (qr[g * hdp + i] - q[g * hdp + i]) * shift[i];
+          bias /= job.score_div;
+          for (size_t t = b; t < e; ++t) s[g * sp + t] += bias;
+        }
+      }
+    }
+    b = e;
+  }
+  FinishScores(group, nb, ne, tp, sp, job.softcap, s);
 }
 
 // One unit: query rows [row, row + nrows) of `seq` (nrows <= kUnitRows), the query heads of KV
@@ -253,8 +296,12 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
       for (size_t r = 0; r < rows; ++r) {
         if (ne[r] == nb[r]) continue;
         const size_t v0 = r * heads + i0;  // the group's first virtual head
-        ScoreTileHeads(qp + v0 * hdp, group, kf, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
-                       job.softcap, scores + r * group * lay.sp);
+        if (seq.block_rotation == nullptr)
+          ScoreTileHeads(qp + v0 * hdp, group, kf, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
+                         job.softcap, scores + r * group * lay.sp);
+        else
+          ScoreRotated(job, seq, qp + v0 * hdp, group, kvh, kf, t0, nb[r], ne[r], hdp, tp,
+                       lay.sp, scratch + lay.qr, scores + r * group * lay.sp);
         for (size_t g = 0; g < group; ++g)
           SoftmaxStep(scores + (r * group + g) * lay.sp, tp, hdp, m[v0 + g], l[v0 + g],
                       acc + (v0 + g) * hdp);
@@ -431,6 +478,8 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
                                      : std::sqrt(static_cast<float>(shape.head_dim));
   job.softcap = shape.softcap;
   job.window = window;
+  job.rope_style = shape.rope_style;
+  job.n_rot = shape.n_rot;
   job.q = q;
   job.out = out;
   job.partials = scratch.partials.data();

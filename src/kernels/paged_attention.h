@@ -26,6 +26,15 @@
 // only on its own query and its sequence's K/V, computed in a fixed order: results do not depend
 // on which other sequences share the batch or on the thread count (batch invariance).
 //
+// Position offsets (the shift context policy, StreamingLLM's positions within the cache): when
+// AttentionSeq::block_rotation is set, the keys of logical block b were written with RoPE at
+// d_b positions further than where they now sit in the cache. Their scores use the query
+// rotated by d_b more instead (<R(p + d) q, R(p_k) k> = <R(p) q, R(p_k - d) k>), so cached keys
+// are never rewritten or requantized: block_rotation[b] is that rotation (kernels::
+// rope_rotation's table, pairs laid out as AttentionShape::rope_style / n_rot say), or null for
+// d_b = 0. With PagedKvLayer::k_shift (quantized K stores k - shift) a rotated block's scores
+// also get dot(R q - q, shift), so every key keeps the same softmax-cancelling constant.
+//
 // Thread-safety: paged_attention() uses `pool` and `scratch`; one caller at a time per scratch.
 #pragma once
 
@@ -34,6 +43,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "kernels/ops.h"
 #include "kv/kv_spec.h"
 
 namespace hinge::kernels {
@@ -57,6 +67,7 @@ struct PagedKvLayer {
   int64_t v_row_bytes = 0;
   float k_scale = 1.0f;        // fp8 per-tensor scales (ignored by other dtypes)
   float v_scale = 1.0f;
+  const float* k_shift = nullptr;  // [n_kv_heads * head_dim] subtracted from stored K, or null
 
   uint8_t* k_row(int64_t slot, int32_t head) const {
     return base + (slot / block_size) * block_stride + k_offset +
@@ -75,6 +86,9 @@ struct AttentionSeq {
   int32_t first_position = 0;  // token position of its first query row
   const int32_t* block_table = nullptr;  // physical block ids, logical order
   int32_t num_blocks = 0;      // >= ceil((first_position + num_queries) / block_size)
+  // Per logical block: the query rotation for its keys (see the header comment), or null for
+  // none; null array: no block is rotated.
+  const float* const* block_rotation = nullptr;
 };
 
 struct AttentionShape {
@@ -85,6 +99,8 @@ struct AttentionShape {
                            // earlier keys); 0 = full causal attention
   float scale = 0.0f;      // score multiplier; 0 = divide by sqrt(head_dim)
   float softcap = 0.0f;    // score soft-capping; 0 = none
+  RopeStyle rope_style = RopeStyle::kInterleaved;  // pair layout of block_rotation tables
+  int32_t n_rot = 0;       // rotated dims per head (<= head_dim, even)
 };
 
 // First key position query position `pos` attends to under `window` (0 = no window).

@@ -51,6 +51,9 @@ void check_paged_attention_args(const PagedKvLayer& kv, std::span<const Attentio
                     "{} blocks of {} tokens cannot hold {} positions", s.num_blocks,
                     kv.block_size, positions);
     HINGE_CHECK(s.block_table != nullptr);
+    if (s.block_rotation)
+      HINGE_CHECK_MSG(shape.n_rot >= 2 && shape.n_rot % 2 == 0 && shape.n_rot <= shape.head_dim,
+                      "rotated blocks need an even n_rot in [2, head_dim], got {}", shape.n_rot);
     const int64_t used = (positions + kv.block_size - 1) / kv.block_size;
     // Blocks wholly before the first query's window are never read (they may be freed).
     const int64_t first = attention_first_key(s.first_position, shape.window) / kv.block_size;
@@ -67,7 +70,7 @@ void paged_attention_ref(const PagedKvLayer& kv, std::span<const AttentionSeq> s
   const int group = shape.n_heads / shape.n_kv_heads;
   const int64_t row_stride = int64_t{shape.n_heads} * hd;
   const double sqrt_hd = std::sqrt(static_cast<double>(hd));
-  std::vector<float> row(static_cast<size_t>(hd));
+  std::vector<float> row(static_cast<size_t>(hd)), qrot(static_cast<size_t>(hd));
   std::vector<double> scores, acc(static_cast<size_t>(hd));
 
   for (const AttentionSeq& s : seqs) {
@@ -85,8 +88,18 @@ void paged_attention_ref(const PagedKvLayer& kv, std::span<const AttentionSeq> s
         for (int64_t p = lo; p < len; ++p) {
           kv_dequantize_row_ref(kv.k_dtype, kv.k_row(slot_of(p), kvh), row.data(), hd,
                                 kv.k_scale);
+          const float* rot = s.block_rotation ? s.block_rotation[p / kv.block_size] : nullptr;
           double dot = 0.0;
-          for (int i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * row[i];
+          if (rot) {  // the query rotated by the block's offset, plus the K-shift correction
+            std::copy(qh, qh + hd, qrot.begin());
+            rope_rotate_head(qrot.data(), shape.rope_style, shape.n_rot, rot);
+            for (int i = 0; i < hd; ++i) dot += static_cast<double>(qrot[i]) * row[i];
+            if (kv.k_shift)
+              for (int i = 0; i < hd; ++i)
+                dot += (static_cast<double>(qrot[i]) - qh[i]) * kv.k_shift[kvh * hd + i];
+          } else {
+            for (int i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * row[i];
+          }
           double sc = shape.scale > 0.0f ? dot * shape.scale : dot / sqrt_hd;
           if (shape.softcap > 0.0f) sc = shape.softcap * std::tanh(sc / shape.softcap);
           scores[static_cast<size_t>(p)] = sc;
