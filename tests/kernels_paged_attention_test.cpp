@@ -419,7 +419,10 @@ TEST(KernelsPagedAttention, RotatedBlocksMatchReferenceAndReRotatedKeys) {
       const std::vector<float> shift = normal(2 * 64, 73, 0.5f);
       for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8, KvDtype::kFp8E4m3}) {
         Arena a = write_batch(b, t, t, ArenaLayout{});
-        if (t == KvDtype::kInt8) a.layer.k_shift = shift.data();
+        if (t == KvDtype::kInt8) {
+          a.layer.k_shift = shift.data();
+          a.layer.hadamard = true;
+        }
         std::vector<float> ref(b.q.size()), simd(b.q.size());
         paged_attention_ref(a.layer, b.seqs, shape(), b.q.data(), ref.data());
         ThreadPool pool(2);
@@ -445,15 +448,28 @@ TEST(KernelsPagedAttention, RotatedBlocksMatchReferenceAndReRotatedKeys) {
                              back.data());
         }
       }
-      const Arena aw = write_batch(b, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
-      const Arena am = write_batch(moved, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
-      std::vector<float> with_offsets(b.q.size()), re_rotated(b.q.size());
-      ThreadPool pool(1);
-      AttentionScratch scratch;
-      paged_attention(aw.layer, b.seqs, shape(), b.q.data(), with_offsets.data(), pool, scratch);
-      paged_attention(am.layer, moved.seqs, moved.shape(), moved.q.data(), re_rotated.data(), pool,
-                      scratch);
-      EXPECT_LE(rel_diff(with_offsets, re_rotated), 2e-5) << "n_rot " << n_rot;
+      for (bool hadamard : {false, true}) {
+        // Quantized K's basis: keys and queries stored as H x (per head); rotations act before H.
+        Batch bw = b, bm = moved;
+        if (hadamard) {
+          for (Batch* x : {&bw, &bm}) {
+            for (auto& k : x->k) hadamard_inplace(k.data(), static_cast<int64_t>(k.size() / 64), 64);
+            hadamard_inplace(x->q.data(), static_cast<int64_t>(x->q.size() / 64), 64);
+          }
+        }
+        Arena aw = write_batch(bw, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
+        aw.layer.hadamard = hadamard;
+        const Arena am = write_batch(bm, KvDtype::kF32, KvDtype::kF32, ArenaLayout{});
+        std::vector<float> with_offsets(b.q.size()), re_rotated(b.q.size());
+        ThreadPool pool(1);
+        AttentionScratch scratch;
+        paged_attention(aw.layer, bw.seqs, shape(), bw.q.data(), with_offsets.data(), pool,
+                        scratch);
+        paged_attention(am.layer, bm.seqs, bm.shape(), bm.q.data(), re_rotated.data(), pool,
+                        scratch);
+        EXPECT_LE(rel_diff(with_offsets, re_rotated), 2e-5)
+            << "n_rot " << n_rot << " hadamard " << hadamard;
+      }
     }
   }
 }

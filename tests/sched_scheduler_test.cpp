@@ -391,5 +391,51 @@ TEST(SchedScheduler, SlidingWindowGroupsCountByTheirWindow) {
   EXPECT_LT(steps, 100);
 }
 
+TEST(SchedScheduler, ContextShiftDropsWholeBlocksAfterTheSinksAndRotatesTheRest) {
+  SchedulerConfig c = config(64, 4, 4, 32);
+  c.context_policy = ContextPolicy::kShift;
+  c.max_model_len = 18;  // a window of 16 tokens (whole blocks)
+  c.sink_tokens = 3;     // one sink block
+  Scheduler s(c);
+  add(s, 1, iota_tokens(1, 10), 20);
+  EXPECT_EQ(step(s), "1:0+10*");
+  for (int p = 10; p < 16; ++p) EXPECT_EQ(step(s), fmt::format("1:{}+1*", p));
+  // 16 computed + 1 sampled > 16: block 1 (positions 4..7) goes; the rest moves down by 4.
+  SchedulerOutput out;
+  EXPECT_EQ(step(s, &out), "1:12+1*");
+  const Request* r = s.find(RequestId(1));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(vec(out.block_offsets(out.scheduled[0])), (std::vector<int32_t>{0, 4, 4, 0}));
+  EXPECT_EQ(r->num_dropped_tokens(), 4);
+  EXPECT_EQ(r->num_output_tokens(), 8);
+  EXPECT_EQ(r->num_kept_prompt_tokens(), 6);  // prompt tokens 5..8 went
+  const std::vector<int32_t> kept(r->token_ids().begin(), r->token_ids().begin() + 8);
+  EXPECT_EQ(kept, (std::vector<int32_t>{1, 2, 3, 4, 9, 10, 1010, 1011}));
+  EXPECT_EQ(s.kv().block_table(RequestId(1)).num_blocks(), 4);
+  // It goes on to its 20 tokens, never holding more than the window.
+  int steps = 0;
+  while (s.has_unfinished()) {
+    step(s, &out);
+    ++steps;
+    if (s.kv().has_request(RequestId(1))) {
+      EXPECT_LE(s.kv().num_tokens(RequestId(1)), 16);
+    }
+  }
+  EXPECT_EQ(steps, 12);
+  const auto done = s.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].finish_reason(), FinishReason::kLength);
+  EXPECT_EQ(done[0].num_output_tokens(), 20);
+  EXPECT_EQ(s.stats().num_dropped_tokens, done[0].num_dropped_tokens());
+  EXPECT_EQ(s.stats().num_context_shifts, done[0].num_shifts());
+  EXPECT_EQ(s.kv().pool().num_free_blocks(), 32);
+  // A prompt longer than the window, and sinks that leave no room, are refused.
+  EXPECT_FALSE(s.add_request(RequestId(5), RequestParams{.prompt_token_ids = iota_tokens(1, 17),
+                                                         .max_new_tokens = 4}).ok());
+  EXPECT_FALSE(s.add_request(RequestId(6), RequestParams{.prompt_token_ids = iota_tokens(1, 12),
+                                                         .max_new_tokens = 4,
+                                                         .keep_tokens = 12}).ok());
+}
+
 }  // namespace
 }  // namespace hinge::sched

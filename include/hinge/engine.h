@@ -41,6 +41,7 @@ using kv::CacheNamespace;
 using kv::CacheScope;
 using kv::KvDtype;
 using kv::RequestId;
+using sched::ContextPolicy;
 using sched::FinishReason;
 using sched::Priority;
 
@@ -65,6 +66,13 @@ struct EngineConfig {
   // kv_memory_bytes when that is set too). 0: none. memory_budget_source names it in messages.
   int64_t memory_budget_bytes = 0;
   std::string memory_budget_source = "--memory-budget";
+  // A sequence that reaches max_model_len: kError finishes it with kLength (a longer request is
+  // refused); kShift keeps its first ceil(sink_tokens / block) blocks and the most recent ones
+  // and drops whole blocks in between, positions re-assigned within the cache (StreamingLLM),
+  // so max_new_tokens may exceed the context (--context-policy, --sink-tokens). Full-attention
+  // models only; the context must hold the sinks and two more blocks.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int32_t sink_tokens = 4;
   bool enable_prefix_cache = true;         // false: --no-prefix-cache
   bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
   // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a
@@ -92,12 +100,21 @@ struct GenerateRequest {
   // Prefix cache sharing scope: namespace and owner (kv_ids.h), derived by the server from the
   // tenant, never from client input.
   CacheScope cache_scope{};
+  // ContextPolicy::kShift keeps these leading tokens besides the sinks (a system prompt).
+  int32_t keep_tokens = 0;
+  // Teacher forcing (evaluation, n == 1): output token i is forced_tokens[i] instead of the
+  // sampler's choice, its log-probability under the model reported as usual (logprobs >= 0);
+  // at least max_new_tokens of them. Empty: sample.
+  std::vector<int32_t> forced_tokens{};
 };
 
 struct RequestUsage {
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;      // prompt tokens found in the prefix cache
   int32_t completion_tokens = 0;  // of this sample
+  // ContextPolicy::kShift: tokens of this sample's sequence dropped from the cache so far
+  // (the response is "truncated" when > 0).
+  int32_t dropped_tokens = 0;
 };
 
 struct TokenLogprob {
@@ -132,6 +149,8 @@ struct EngineStats {
   int64_t prompt_tokens_computed = 0;  // prefill work actually done (prefix hits excluded)
   int64_t output_tokens = 0;
   int64_t preemptions = 0;
+  int64_t context_shifts = 0;          // ContextPolicy::kShift drops, and the tokens dropped
+  int64_t context_dropped_tokens = 0;
   int32_t running = 0;
   int32_t waiting = 0;
   int32_t kv_blocks_total = 0;

@@ -88,8 +88,11 @@ int run_command(RunArgs args) {
   req.prompt_token_ids = prompt;
   req.sampling = args.sampling;
   // The context bounds the answer: finish with "length" when it is full.
-  req.max_new_tokens = static_cast<int32_t>(
-      std::max<int64_t>(1, std::min<int64_t>(args.n_predict, ctx - static_cast<int64_t>(prompt.size()))));
+  // (--context-policy shift: the context rolls instead, -n is the only bound.)
+  req.max_new_tokens = static_cast<int32_t>(std::max<int64_t>(
+      1, ec.context_policy == ContextPolicy::kShift
+             ? std::min<int64_t>(args.n_predict, INT32_MAX)
+             : std::min<int64_t>(args.n_predict, ctx - static_cast<int64_t>(prompt.size()))));
   if (args.n_predict <= 0) return fail("--n-predict must be >= 1");
   if (auto id = engine.add_request(std::move(req)); !id.ok()) return fail(id.status().message());
 
@@ -139,10 +142,12 @@ int run_command(RunArgs args) {
     double bytes = 0;
     for (int64_t i = 0; i < decode_steps; ++i)
       bytes += static_cast<double>(loaded->weights.bytes_per_token()) +
-               static_cast<double>(spec.bytes_per_token()) * static_cast<double>(r.prompt_tokens + i + 1);
+               static_cast<double>(spec.bytes_per_token()) *
+                   static_cast<double>(std::min<int64_t>(r.prompt_tokens + i + 1, ctx));
     r.achieved_gb_per_s = bytes / dt / 1e9;
   }
   const int threads = ec.threads;
+  const EngineStats es = engine.stats();
 
   if (args.json) {
     nlohmann::json j;
@@ -154,6 +159,9 @@ int run_command(RunArgs args) {
     j["decode_tokens_per_s"] = r.decode_tokens_per_s;
     j["achieved_gb_per_s"] = r.achieved_gb_per_s;
     j["finish_reason"] = r.finish_reason;
+    j["truncated"] = es.context_dropped_tokens > 0;
+    j["context_shifts"] = es.context_shifts;
+    j["dropped_tokens"] = es.context_dropped_tokens;
     j["seed"] = *args.seed;
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -168,6 +176,14 @@ int run_command(RunArgs args) {
                static_cast<long long>(r.generated_tokens), r.decode_tokens_per_s,
                r.achieved_gb_per_s, threads, static_cast<unsigned long long>(*args.seed),
                r.finish_reason.c_str());
+  if (es.context_shifts > 0)
+    std::fprintf(stderr,
+                 "hinge: context shift: %lld shifts dropped %lld tokens (kept the first %d "
+                 "tokens, the sinks in whole blocks, and the most recent within %lld)\n",
+                 static_cast<long long>(es.context_shifts),
+                 static_cast<long long>(es.context_dropped_tokens),
+                 (ec.sink_tokens + ec.block_size - 1) / ec.block_size * ec.block_size,
+                 static_cast<long long>(ctx));
   return 0;
 }
 

@@ -71,6 +71,16 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
                   "Hard cap on resident memory: weights + KV cache + scratch + runtime, e.g. "
                   "512MiB; the KV cache gets what remains (default: the cgroup v2 memory limit "
                   "when one is set, else none)");
+  app->add_option("--context-policy", args->context_policy,
+                  "When a sequence reaches --ctx-size: 'error' finishes it (length); 'shift' "
+                  "keeps the first --sink-tokens (whole blocks) and the most recent tokens, "
+                  "dropping whole blocks in between (StreamingLLM; positions re-assigned within "
+                  "the cache, cached keys never rewritten)")
+      ->capture_default_str();
+  app->add_option("--sink-tokens", args->sink_tokens,
+                  "Leading tokens --context-policy shift always keeps (rounded up to blocks); 0 = "
+                  "none, StreamingLLM's window-only baseline, which degrades")
+      ->capture_default_str();
   app->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching of KV blocks");
   app->add_option("-c,--ctx-size", args->ctx_size,
                   "Longest sequence (prompt + output) in tokens, at most the model's context "
@@ -140,6 +150,14 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
     c.memory_budget_bytes = *limit;
     c.memory_budget_source = "the cgroup memory limit";
   }
+  if (args.context_policy == "error")
+    c.context_policy = ContextPolicy::kError;
+  else if (args.context_policy == "shift")
+    c.context_policy = ContextPolicy::kShift;
+  else
+    return Status::Errorf("--context-policy: unknown policy '{}'; expected error or shift",
+                          args.context_policy);
+  HINGE_RETURN_IF_ERROR(check_range("--sink-tokens", args.sink_tokens, 0, 65536, &c.sink_tokens));
   c.enable_prefix_cache = !args.no_prefix_cache;
   c.kv_debug = kv::kv_debug_enabled();
   HINGE_RETURN_IF_ERROR(c.validate());

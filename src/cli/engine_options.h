@@ -35,6 +35,8 @@ struct EngineOptionsArgs {
   bool no_prefix_cache = false;      // --no-prefix-cache
   int64_t ctx_size = 0;              // -c/--ctx-size -> max_model_len; 0: the model's
   std::string memory_budget;         // --memory-budget SIZE; empty: the cgroup's limit, if any
+  std::string context_policy = "error";  // --context-policy error|shift
+  int64_t sink_tokens = 4;           // --sink-tokens
   std::string memory_root = "/";     // where the cgroup files are read (serve: --pressure-root)
 };
 

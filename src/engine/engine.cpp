@@ -61,7 +61,10 @@ class EngineImpl final : public Engine {
                                       .num_kv_groups = spec.num_groups(),
                                       .kv_group_windows = spec.group_windows(),
                                       .enable_prefix_cache = config.enable_prefix_cache,
-                                      .cache_fingerprint = kv_fingerprint_}),
+                                      .cache_fingerprint = kv_fingerprint_,
+                                      .context_policy = config.context_policy,
+                                      .max_model_len = max_model_len,
+                                      .sink_tokens = config.sink_tokens}),
         reclaimer_(&sched_.kv_mut(), &arena_) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
@@ -83,13 +86,15 @@ class EngineImpl final : public Engine {
     out_.preempted.reserve(seqs);
     logit_rows_.reserve(seqs);
     seqs_.reserve(seqs * groups);
+    rotation_ptrs_.reserve(seqs * table);
     step_rows_.reserve(seqs);
     sampled_.reserve(seqs);
     delta_sids_.reserve(seqs);
   }
 
   Status check_request(const GenerateRequest& req) const override {
-    return check_generate_request(req, model_.config, max_model_len_, config_.max_num_seqs);
+    return check_generate_request(req, model_.config, max_model_len_, config_.max_num_seqs,
+                                  config_.context_policy);
   }
 
   int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
@@ -139,6 +144,7 @@ class EngineImpl final : public Engine {
     p.cache_scope = req.cache_scope;
     p.n = req.n;
     p.skip_prefix_cache = req.prompt_logprobs >= 0;
+    p.keep_tokens = req.keep_tokens;
     for (int32_t i = 1; i < req.n; ++i) p.sample_ids.push_back(RequestId(next_id_ + i));
     HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
     next_id_ += static_cast<uint64_t>(req.n);
@@ -247,6 +253,8 @@ class EngineImpl final : public Engine {
     s.prompt_tokens_computed = prompt_tokens_computed_;
     s.output_tokens = output_tokens_;
     s.preemptions = ss.num_preemptions;
+    s.context_shifts = ss.num_context_shifts;
+    s.context_dropped_tokens = ss.num_dropped_tokens;
     s.running = ss.num_running;
     s.waiting = ss.num_waiting;
     s.kv = sched_.kv().stats();
@@ -326,6 +334,7 @@ class EngineImpl final : public Engine {
     logit_rows_.clear();
     seqs_.clear();
     step_rows_.clear();
+    rotation_ptrs_.clear();
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
       kernels::AttentionSeq seq;
@@ -334,6 +343,8 @@ class EngineImpl final : public Engine {
       seq.first_position = r.first_position;
       seq.num_blocks = r.num_blocks;
       seq.block_table = out.block_table(r).data();  // the scheduler's copy, read in place
+      if (const auto offsets = out.block_offsets(r); !offsets.empty())
+        seq.block_rotation = block_rotations(offsets);
       seqs_.push_back(seq);
       StepRows rows = prompt_logprob_rows(r, seq.query_begin);
       for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
@@ -346,7 +357,7 @@ class EngineImpl final : public Engine {
       step_rows_.push_back(rows);
       const sched::Request* req = sched_.find(r.id);
       if (req) {
-        const int32_t prompt_end = req->num_prompt_tokens();
+        const int32_t prompt_end = req->num_kept_prompt_tokens();
         if (r.first_position < prompt_end)
           prompt_tokens_computed_ += std::min(r.end_position(), prompt_end) - r.first_position;
       }
@@ -404,6 +415,30 @@ class EngineImpl final : public Engine {
   // The prompt positions of r whose logits give prompt logprobs this step: those in
   // [first_position, end) not recorded yet whose next token is a prompt token. prompt_row is
   // the batch row of the first one (run_forward turns it into a logits-buffer row).
+  // The query rotations of a shifted sequence's blocks (kernels::AttentionSeq::block_rotation):
+  // one table per offset, made once (offsets are multiples of the block size up to the
+  // context), pointers in rotation_ptrs_ (reserved for every running sequence's table, so this
+  // allocates only the first time an offset is seen).
+  const float* const* block_rotations(std::span<const int32_t> offsets) {
+    const size_t begin = rotation_ptrs_.size();
+    const kernels::RopeTable& rope = llama_.rope_global();
+    for (const int32_t d : offsets) {
+      if (d == 0) {
+        rotation_ptrs_.push_back(nullptr);
+        continue;
+      }
+      const size_t k = static_cast<size_t>(d / config_.block_size);
+      if (k >= rotation_tables_.size()) rotation_tables_.resize(k + 1);
+      std::vector<float>& t = rotation_tables_[k];
+      if (t.empty()) {
+        t.resize(static_cast<size_t>(std::max<int64_t>(2, rope.n_rot)));
+        kernels::rope_rotation(rope, d, t.data());
+      }
+      rotation_ptrs_.push_back(t.data());
+    }
+    return rotation_ptrs_.data() + begin;
+  }
+
   StepRows prompt_logprob_rows(const sched::ScheduledRequest& r, int32_t query_begin) const {
     StepRows rows;
     auto st = samples_.find(r.id);
@@ -496,7 +531,10 @@ class EngineImpl final : public Engine {
       SampleState& st = *dr.st;
       const Group& g = *groups_.at(st.group);
       st.usage.cached_tokens = std::max(0, dr.req->num_cached_tokens());
-      const int32_t token = dr.token;
+      st.usage.dropped_tokens = dr.req->num_dropped_tokens();
+      const std::vector<int32_t>& forced = st.params->forced_tokens;
+      const int32_t token =
+          forced.empty() ? dr.token : forced[static_cast<size_t>(st.usage.completion_tokens)];
       sampled_.push_back({dr.sid, token});
       ++output_tokens_;
       RequestDelta& d = delta_for(dr.sid, deltas);
@@ -574,6 +612,8 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> logit_rows_;
   std::vector<StepRows> step_rows_;     // per out.scheduled entry
   std::vector<kernels::AttentionSeq> seqs_;
+  std::vector<const float*> rotation_ptrs_;          // block_rotations(): this step's
+  std::vector<std::vector<float>> rotation_tables_;  // [offset / block_size]: cos, sin
   std::vector<float> logits_;
   // One sample to draw this step (sample()).
   struct Draw {
@@ -610,6 +650,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
                               : c.context_length;
   HINGE_ASSIGN_OR_RETURN(const kv::KvSpec spec, kv_spec_for(c, config.k_dtype, config.v_dtype,
                                                             config.block_size, config.kv_groups));
+  if (config.context_policy == ContextPolicy::kShift) {
+    for (int32_t w : spec.group_windows())
+      if (w > 0)
+        return Status::Error(
+            "--context-policy shift: not supported for models with sliding-window layers yet "
+            "(their local layers keep only their window already); use --context-policy error");
+    const int64_t bs = config.block_size;
+    const int64_t sink_blocks = (int64_t{config.sink_tokens} + bs - 1) / bs;
+    const int64_t need = (sink_blocks + 2) * bs;
+    if (max_len < need)
+      return Status::Errorf(
+          "--context-policy shift: the context of {} tokens must hold the {} sink tokens (whole "
+          "blocks of {}) and two more blocks: at least {} tokens; raise --ctx-size or lower "
+          "--sink-tokens", max_len, config.sink_tokens, bs, need);
+  }
   KvBudgetInput in;
   in.spec = spec;
   in.kv_memory_bytes = config.kv_memory_bytes;

@@ -41,6 +41,7 @@ EngineThread::EngineThread(std::unique_ptr<Engine> engine,
   kv_demand_ = sched::KvDemandShape::of(block_size_, kv_groups_, engine_->kv_spec().group_windows(),
                                         engine_->config().max_batched_tokens);
   detokenizes_ = engine_->config().detokenize;
+  shifts_context_ = engine_->config().context_policy == ContextPolicy::kShift;
   num_blocks_ = s.kv_blocks_total;
   if (admission) {
     admission->num_blocks = num_blocks_;
@@ -231,10 +232,14 @@ void EngineThread::handle_add(Add& add, bool stopping) {
   t.user = std::move(add.options.user);
   t.max_concurrent = add.options.max_concurrent;
   t.priority = p.request.priority;
+  const int64_t n_prompt = static_cast<int64_t>(p.request.prompt_token_ids.size());
+  int64_t max_new = p.request.max_new_tokens;
+  if (shifts_context_) {  // a shifting sequence never holds more than its window
+    const int64_t window = max_model_len_ / block_size_ * block_size_;
+    max_new = std::clamp<int64_t>(window - n_prompt, 1, max_new);
+  }
   t.worst_case_blocks = static_cast<int32_t>(std::min<int64_t>(
-      sched::worst_case_kv_blocks(static_cast<int64_t>(p.request.prompt_token_ids.size()),
-                                  p.request.max_new_tokens, p.request.n, kv_demand_),
-      INT32_MAX));
+      sched::worst_case_kv_blocks(n_prompt, max_new, p.request.n, kv_demand_), INT32_MAX));
   const EngineStats s = engine_->stats();
   const std::vector<int32_t>& prompt = p.request.prompt_token_ids;
   const CacheScope& scope = p.request.cache_scope;

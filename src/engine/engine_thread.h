@@ -162,6 +162,8 @@ class EngineThread {
   // The KV groups' shape for worst cases (sched/kv_demand.h): windows and prefill chunk.
   const sched::KvDemandShape& kv_demand() const { return kv_demand_; }
   bool detokenizes() const { return detokenizes_; }  // EngineConfig::detokenize
+  // EngineConfig::context_policy is kShift: outputs may run past the context.
+  bool shifts_context() const { return shifts_context_; }
   int32_t num_blocks() const { return num_blocks_; }
   // Worst case over which admission answers kTooLarge (blocks); INT32_MAX without admission.
   int32_t max_request_blocks() const { return max_request_blocks_; }
@@ -230,6 +232,7 @@ class EngineThread {
   int32_t num_blocks_ = 0;
   int32_t max_request_blocks_ = INT32_MAX;
   bool detokenizes_ = true;
+  bool shifts_context_ = false;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -8,7 +8,9 @@
 
 namespace hinge {
 
+// Under ContextPolicy::kShift only the prompt must fit the context (the output may go on).
 Status check_generate_request(const GenerateRequest& req, const ModelConfig& model,
-                              int32_t max_model_len, int32_t max_num_seqs);
+                              int32_t max_model_len, int32_t max_num_seqs,
+                              ContextPolicy policy = ContextPolicy::kError);
 
 }  // namespace hinge

@@ -187,8 +187,12 @@ HWY_INLINE void ScoreRotated(const Job& job, const AttentionSeq& seq, const floa
       ScoreRange(q, group, kf, b, e, hdp, sp, job.score_div, s);
     } else {
       std::memcpy(qr, q, group * hdp * sizeof(float));
-      for (size_t g = 0; g < group; ++g)
-        rope_rotate_head(qr + g * hdp, job.rope_style, job.n_rot, rot);
+      for (size_t g = 0; g < group; ++g) {
+        float* h = qr + g * hdp;
+        if (kv.hadamard) hadamard_inplace(h, 1, static_cast<int64_t>(hd));  // RoPE's basis
+        rope_rotate_head(h, job.rope_style, job.n_rot, rot);
+        if (kv.hadamard) hadamard_inplace(h, 1, static_cast<int64_t>(hd));
+      }
       ScoreRange(qr, group, kf, b, e, hdp, sp, job.score_div, s);
       if (kv.k_shift) {
         const float* shift = kv.k_shift + static_cast<size_t>(kvh) * hd;

@@ -67,7 +67,12 @@ struct PagedKvLayer {
   int64_t v_row_bytes = 0;
   float k_scale = 1.0f;        // fp8 per-tensor scales (ignored by other dtypes)
   float v_scale = 1.0f;
-  const float* k_shift = nullptr;  // [n_kv_heads * head_dim] subtracted from stored K, or null
+  // Quantized K may be stored as H (k - shift) with queries passed as H q (H: the orthonormal
+  // Hadamard transform per head, kernels::hadamard_inplace): `hadamard` says so, and k_shift
+  // is then H shift, in the stored basis ([n_kv_heads * head_dim], or null for none). Both only
+  // matter to rotated blocks (a RoPE rotation acts before H: the query is rotated as H R H q).
+  const float* k_shift = nullptr;
+  bool hadamard = false;
 
   uint8_t* k_row(int64_t slot, int32_t head) const {
     return base + (slot / block_size) * block_stride + k_offset +

@@ -92,7 +92,9 @@ void paged_attention_ref(const PagedKvLayer& kv, std::span<const AttentionSeq> s
           double dot = 0.0;
           if (rot) {  // the query rotated by the block's offset, plus the K-shift correction
             std::copy(qh, qh + hd, qrot.begin());
+            if (kv.hadamard) hadamard_inplace(qrot.data(), 1, hd);  // back to RoPE's basis
             rope_rotate_head(qrot.data(), shape.rope_style, shape.n_rot, rot);
+            if (kv.hadamard) hadamard_inplace(qrot.data(), 1, hd);
             for (int i = 0; i < hd; ++i) dot += static_cast<double>(qrot[i]) * row[i];
             if (kv.k_shift)
               for (int i = 0; i < hd; ++i)

@@ -32,6 +32,11 @@ class BlockTable {
     blocks_[static_cast<size_t>(i)] = b;
   }
   void clear() { blocks_.clear(); }
+  // Removes entries [first, first + count) (later entries move down).
+  void erase(int32_t first, int32_t count) {
+    HINGE_CHECK(first >= 0 && count >= 0 && first + count <= num_blocks());
+    blocks_.erase(blocks_.begin() + first, blocks_.begin() + first + count);
+  }
   void reserve(size_t n) { blocks_.reserve(n); }
   size_t capacity() const { return blocks_.capacity(); }
 

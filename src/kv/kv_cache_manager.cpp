@@ -323,6 +323,21 @@ int32_t KvCacheManager::release_behind_window(RequestId id, int32_t num_computed
   return released;
 }
 
+void KvCacheManager::drop_blocks(RequestId id, int32_t first, int32_t count) {
+  RequestState& st = state(id);
+  for (int32_t g = 0; g < config_.num_groups; ++g) {
+    HINGE_CHECK_MSG(group_window(g) == 0, "drop_blocks: group {} has a sliding window", g);
+    BlockTable& t = st.tables[static_cast<size_t>(g)];
+    HINGE_CHECK(first >= 0 && count >= 0 && first + count <= t.num_blocks());
+    pool_.free(t.blocks().subspan(static_cast<size_t>(first), static_cast<size_t>(count)));
+    t.erase(first, count);
+  }
+  st.num_tokens -= count * config_.block_size_tokens;
+  HINGE_CHECK(st.num_tokens >= 0);
+  if (st.hashes.size() > static_cast<size_t>(first)) st.hashes.resize(static_cast<size_t>(first));
+  st.publish = false;
+}
+
 int32_t KvCacheManager::num_held_blocks(RequestId id, int32_t group) const {
   const RequestState& st = state(id);
   return st.tables[static_cast<size_t>(group)].num_blocks() - st.released[static_cast<size_t>(group)];

@@ -192,6 +192,12 @@ class KvCacheManager {
   // become kReleasedBlock; a released block that is cached stays in the prefix cache until
   // evicted. Returns the blocks released. Nothing for full-attention groups.
   int32_t release_behind_window(RequestId id, int32_t num_computed_tokens);
+  // The shift context policy: removes logical blocks [first, first + count) from every group's
+  // table (their references dropped; later blocks move down, so their positions fall by count x
+  // block_size) and num_tokens falls by as much. The request publishes no more cache entries
+  // from then on: its later blocks hold KV computed at other positions than a fresh prefill of
+  // the same tokens would. Full-attention groups only (HINGE_CHECK).
+  void drop_blocks(RequestId id, int32_t first, int32_t count);
   // Blocks request id holds in group g (released entries excluded).
   int32_t num_held_blocks(RequestId id, int32_t group) const;
   // The first block of group g that a query at position num_computed_tokens reads (0 for a

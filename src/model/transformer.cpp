@@ -103,6 +103,18 @@ kernels::PagedKvLayer Transformer::layer_view(kv::KvArena& arena, int32_t layer)
   v.v_row_bytes = arena.v_row_bytes();
   v.k_scale = arena.k_scale(layer) > 0 ? arena.k_scale(layer) : 1.0f;
   v.v_scale = arena.v_scale(layer) > 0 ? arena.v_scale(layer) : 1.0f;
+  // Rotated blocks (the shift context policy) correct their scores for the stored K shift, and
+  // undo the Hadamard transform of quantized K (forward_batch) around the query rotation.
+  v.hadamard = kv::kv_dtype_is_quantized(s.k_dtype) && (s.head_dim & (s.head_dim - 1)) == 0;
+  if (arena.k_shift_ready(layer)) {
+    const size_t kv_dim = static_cast<size_t>(s.n_kv_heads) * s.head_dim;
+    if (k_shift_stored_.size() < static_cast<size_t>(s.n_layers) * kv_dim)
+      k_shift_stored_.resize(static_cast<size_t>(s.n_layers) * kv_dim);
+    float* h = &k_shift_stored_[static_cast<size_t>(layer) * kv_dim];
+    std::copy_n(arena.k_shift(layer), kv_dim, h);
+    if (v.hadamard) kernels::hadamard_inplace(h, s.n_kv_heads, s.head_dim);
+    v.k_shift = h;
+  }
   return v;
 }
 
@@ -262,7 +274,9 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
                                         .head_dim = static_cast<int32_t>(hd),
                                         .window = c.window_of(l),
                                         .scale = c.attn_scale,
-                                        .softcap = c.attn_softcap};
+                                        .softcap = c.attn_softcap,
+                                        .rope_style = rope.style,
+                                        .n_rot = static_cast<int32_t>(rope.n_rot)};
     // Attention block: the RMSNorm (if any) runs inside the QKV matmul's activation pass.
     const kernels::MatmulNorm attn_norm{w.attn_norm, c.rms_eps};
     const kernels::MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};

@@ -61,6 +61,8 @@ class Transformer {
   // Bytes of file-mapped weights whose pages were dropped because a packed copy replaced them
   // (never read again): the memory budget does not count them.
   int64_t dropped_file_bytes() const { return dropped_file_bytes_; }
+  // RoPE of the full-attention layers (what the shift context policy's query rotations use).
+  const kernels::RopeTable& rope_global() const { return rope_global_; }
 
   // Runs the batch; logits receives [logit_rows.size(), n_vocab]. Errors (nothing computed):
   // more than max_batch_tokens tokens, token id out of range, position beyond the context,
@@ -86,6 +88,8 @@ class Transformer {
   // has the packed kernel.
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   int64_t dropped_file_bytes_ = 0;  // file-mapped weight pages dropped after packing
+  // Per layer: the arena's K shift in the basis K is stored in (layer_view).
+  mutable std::vector<float> k_shift_stored_;
   ThreadPool& pool_;
   int64_t max_batch_;
   kernels::RopeTable rope_global_, rope_local_;  // full-attention and sliding-window layers

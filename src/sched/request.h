@@ -56,6 +56,9 @@ struct RequestParams {
   // for prompt logprobs); the request's own full blocks are still cached for others. Forked
   // samples inherit it (a recompute after preemption computes everything again).
   bool skip_prefix_cache = false;
+  // The shift context policy keeps these leading tokens (rounded up to whole blocks, at least
+  // the sink tokens): a system prompt the server knows.
+  int32_t keep_tokens = 0;
 };
 
 class Request {
@@ -71,7 +74,8 @@ class Request {
         n_(params.n),
         sample_ids_(std::move(params.sample_ids)),
         parent_id_(id),
-        skip_prefix_cache_(params.skip_prefix_cache) {
+        skip_prefix_cache_(params.skip_prefix_cache),
+        keep_tokens_(std::max(0, params.keep_tokens)) {
     // Sized once for the whole generation: update() appends without allocating.
     token_ids_.reserve(static_cast<size_t>(max_tokens()));
   }
@@ -97,16 +101,32 @@ class Request {
   bool skip_prefix_cache() const { return skip_prefix_cache_; }
 
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
-  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  // Generated so far, the tokens a context shift dropped included.
+  int32_t num_output_tokens() const {
+    return num_tokens() + num_dropped_tokens_ - num_prompt_tokens_;
+  }
+  // Tokens in the cache view (what is computed and attended to): prompt then output, less what
+  // context shifts dropped.
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids_.size()); }
-  // Prompt then output, contiguous (what prefix hashing and recompute see).
+  // Prompt then output, contiguous (what prefix hashing and recompute see); after a context
+  // shift, the tokens that are still in the cache.
   std::span<const int32_t> token_ids() const { return token_ids_; }
+  // The prompt tokens still in the cache view, and the output tokens still there.
+  int32_t num_kept_prompt_tokens() const { return num_prompt_tokens_ - num_dropped_prompt_tokens_; }
   std::span<const int32_t> prompt_token_ids() const {
-    return std::span<const int32_t>(token_ids_).first(static_cast<size_t>(num_prompt_tokens_));
+    return std::span<const int32_t>(token_ids_).first(static_cast<size_t>(num_kept_prompt_tokens()));
   }
   std::span<const int32_t> output_token_ids() const {
-    return std::span<const int32_t>(token_ids_).subspan(static_cast<size_t>(num_prompt_tokens_));
+    return std::span<const int32_t>(token_ids_).subspan(static_cast<size_t>(num_kept_prompt_tokens()));
   }
+  // The shift context policy: tokens dropped so far, shifts done, and per logical block how
+  // many positions further its keys were written than where they now sit (kernels::
+  // AttentionSeq::block_rotation); empty until the first shift.
+  int32_t num_dropped_tokens() const { return num_dropped_tokens_; }
+  int32_t num_shifts() const { return num_shifts_; }
+  std::span<const int32_t> block_offsets() const { return block_offsets_; }
+  // Leading tokens a shift keeps besides the sinks (a system prompt the server knows).
+  int32_t keep_tokens() const { return keep_tokens_; }
 
   int32_t num_computed_tokens() const { return num_computed_tokens_; }
   // Prompt tokens found in the prefix cache at first admission (usage reporting); -1 before.
@@ -134,6 +154,11 @@ class Request {
   std::vector<RequestId> sample_ids_;
   RequestId parent_id_;
   bool skip_prefix_cache_;
+  int32_t keep_tokens_ = 0;
+  int32_t num_dropped_tokens_ = 0;
+  int32_t num_dropped_prompt_tokens_ = 0;
+  int32_t num_shifts_ = 0;
+  std::vector<int32_t> block_offsets_;  // see block_offsets()
   int32_t sample_index_ = 0;  // tie-break of the (priority, arrival) order within a fork
   bool forked_ = false;
 

@@ -19,4 +19,12 @@ enum class FinishReason : uint8_t {
 
 const char* finish_reason_name(FinishReason r);
 
+// What happens when a sequence reaches the context (max_model_len):
+enum class ContextPolicy : uint8_t {
+  kError,  // it finishes with kLength; a longer prompt is refused (the default)
+  kShift,  // StreamingLLM: the first blocks (sinks) and the most recent stay, whole blocks in
+           // between are dropped, positions are re-assigned within the cache
+};
+const char* context_policy_name(ContextPolicy p);  // "error", "shift" (the flag's spelling)
+
 }  // namespace hinge::sched

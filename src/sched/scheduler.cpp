@@ -28,6 +28,14 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
+const char* context_policy_name(ContextPolicy p) {
+  switch (p) {
+    case ContextPolicy::kError: return "error";
+    case ContextPolicy::kShift: return "shift";
+  }
+  return "?";
+}
+
 Status SchedulerConfig::validate() const {
   if (max_num_batched_tokens < 1)
     return Status::Errorf("max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
@@ -95,8 +103,24 @@ Status Scheduler::add_request(RequestId id, RequestParams params) {
   }
   // The request must fit alone, or preemption could never help it.
   const int64_t num_prompt = static_cast<int64_t>(params.prompt_token_ids.size());
+  if (shifts() && num_prompt > window_tokens())
+    return Status::Errorf("request {}: prompt {} is longer than the context window {}", id.value,
+                          num_prompt, window_tokens());
+  if (shifts()) {
+    const int32_t bs = config_.block_size_tokens;
+    const int32_t sink_blocks = (std::max(config_.sink_tokens, params.keep_tokens) + bs - 1) / bs;
+    if (sink_blocks + 2 > window_tokens() / bs)
+      return Status::Errorf(
+          "request {}: keeping {} leading tokens leaves less than two blocks of the {}-token "
+          "window to shift", id.value, std::max(config_.sink_tokens, params.keep_tokens),
+          window_tokens());
+  }
+  // A shifting sequence never holds more than its window.
+  const int64_t max_new = shifts() ? std::clamp<int64_t>(window_tokens() - num_prompt, 1,
+                                                         params.max_new_tokens)
+                                   : params.max_new_tokens;
   const int64_t max_blocks = worst_case_kv_blocks(
-      num_prompt, params.max_new_tokens, params.n,
+      num_prompt, max_new, params.n,
       KvDemandShape::of(config_.block_size_tokens, config_.num_kv_groups,
                         config_.kv_group_windows, config_.max_num_batched_tokens));
   if (max_blocks > config_.num_kv_blocks) {
@@ -138,6 +162,7 @@ void SchedulerOutput::clear() {
   all_slots.clear();
   all_block_ids.clear();
   all_sample_ids.clear();
+  all_block_offsets.clear();
 }
 
 SchedulerOutput Scheduler::schedule() {
@@ -161,6 +186,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
   size_t i = 0;
   while (i < running_.size() && budget > 0) {
     Request& r = get(running_[i]);
+    if (shifts()) shift_context(r);  // a full window: drop blocks before growing
     const int32_t num_new = std::min(r.num_tokens() - r.num_computed_tokens_, budget);
     HINGE_CHECK_MSG(num_new > 0, "running request {} has nothing to compute", r.id().value);
     std::optional<kv::SlotAllocation> alloc;
@@ -187,6 +213,7 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     Request& r = get(waiting_.front());
     // (A lowered limit never stops the first one: n <= the configured max_num_seqs.)
     if (num_running_seqs_ > 0 && num_running_seqs_ + num_seqs(r) > limit_seqs_) break;
+    if (shifts()) shift_context(r);  // preempted after a shift: the tokens of its window
     kv_.add_request(r.id(), r.cache_scope(), r.max_tokens());
     kv_.extend_block_hashes(r.token_ids(), r.cache_scope(), &r.block_hashes_);
     const kv::ComputedBlocks hit =
@@ -326,7 +353,9 @@ SchedulerStats Scheduler::stats() const {
                         .num_steps = num_steps_,
                         .num_preemptions = num_preemptions_,
                         .num_scheduled_tokens = num_scheduled_tokens_,
-                        .num_finished = num_finished_};
+                        .num_finished = num_finished_,
+                        .num_context_shifts = num_context_shifts_,
+                        .num_dropped_tokens = num_dropped_tokens_};
 }
 
 Status Scheduler::check_invariants() const {
@@ -427,6 +456,7 @@ void Scheduler::preempt(RequestId id) {
   kv_.free(id);
   r.num_computed_tokens_ = 0;
   r.num_inflight_tokens_ = 0;
+  r.block_offsets_.clear();  // recomputed at the positions of its window
   r.status_ = RequestStatus::kPreempted;
   ++r.num_preemptions_;
   ++num_preemptions_;
@@ -474,7 +504,49 @@ void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput
   for (int32_t g = 0; g < kv_.num_groups(); ++g)
     for (const kv::BlockId b : kv_.block_table(r.id(), g).blocks())
       out->all_block_ids.push_back(b.value);
+  if (!r.block_offsets_.empty()) {  // blocks allocated since the last shift: offset 0
+    s.offset_begin = static_cast<int32_t>(out->all_block_offsets.size());
+    const size_t have = std::min(r.block_offsets_.size(), static_cast<size_t>(s.num_blocks));
+    out->all_block_offsets.insert(out->all_block_offsets.end(), r.block_offsets_.begin(),
+                                  r.block_offsets_.begin() + static_cast<ptrdiff_t>(have));
+    out->all_block_offsets.resize(out->all_block_offsets.size() + s.num_blocks - have, 0);
+  }
   out->scheduled.push_back(s);
+}
+
+bool Scheduler::shift_context(Request& r) {
+  const int32_t bs = config_.block_size_tokens;
+  const int32_t window = window_tokens();
+  if (r.num_tokens() <= window) return false;
+  const int32_t sink_blocks = (std::max(config_.sink_tokens, r.keep_tokens_) + bs - 1) / bs;
+  const int32_t drop = (r.num_tokens() - window + bs - 1) / bs;
+  // Validated by the engine: a window holds the sinks and two more blocks.
+  HINGE_CHECK_MSG(sink_blocks + drop < window / bs, "window {} too small for {} sink blocks",
+                  window, sink_blocks);
+  const int32_t first = sink_blocks * bs, n = drop * bs;
+  if (kv_.has_request(r.id())) {
+    HINGE_CHECK(r.num_computed_tokens_ >= first + n);
+    const int32_t blocks = kv_.block_table(r.id()).num_blocks();
+    r.block_offsets_.resize(static_cast<size_t>(blocks), 0);
+    kv_.drop_blocks(r.id(), sink_blocks, drop);
+    r.block_offsets_.erase(r.block_offsets_.begin() + sink_blocks,
+                           r.block_offsets_.begin() + sink_blocks + drop);
+    for (size_t b = static_cast<size_t>(sink_blocks); b < r.block_offsets_.size(); ++b)
+      r.block_offsets_[b] += n;
+    r.num_computed_tokens_ -= n;
+  }
+  r.token_ids_.erase(r.token_ids_.begin() + first, r.token_ids_.begin() + first + n);
+  const int32_t kept_prompt = r.num_kept_prompt_tokens();
+  r.num_dropped_prompt_tokens_ += std::clamp(kept_prompt - first, 0, n);
+  r.num_dropped_tokens_ += n;
+  ++r.num_shifts_;
+  // Its chain hashes and cache entries described the dropped tokens' prefix: no more hits or
+  // entries for it (kv_.drop_blocks stopped its publishing).
+  r.block_hashes_.clear();
+  r.skip_prefix_cache_ = true;
+  ++num_context_shifts_;
+  num_dropped_tokens_ += n;
+  return true;
 }
 
 }  // namespace hinge::sched

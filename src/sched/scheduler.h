@@ -70,6 +70,13 @@ struct SchedulerConfig {
   std::vector<int32_t> kv_group_windows = {};  // per group: sliding window, 0 = full (empty: all)
   bool enable_prefix_cache = true;
   uint64_t cache_fingerprint = 0;         // kv::KvCacheConfig::fingerprint
+  // The context: a sequence holds at most max_model_len tokens (0: no limit here; the caller
+  // refuses longer requests). Under ContextPolicy::kShift a sequence that would exceed its
+  // window (max_model_len rounded down to whole blocks) keeps its first ceil(max(sink_tokens,
+  // keep_tokens) / block) blocks, drops the fewest whole blocks after them and goes on.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int32_t max_model_len = 0;
+  int32_t sink_tokens = 4;
 
   Status validate() const;
 };
@@ -93,6 +100,9 @@ struct ScheduledRequest {
   int32_t block_begin = 0;
   int32_t num_blocks = 0;
   int32_t sample_begin = 0;
+  // A shifted request's per-block position offsets (Request::block_offsets, num_blocks of them)
+  // at [offset_begin, + num_blocks) of all_block_offsets; -1: none (never shifted).
+  int32_t offset_begin = -1;
   int32_t end_position() const { return first_position + num_new_tokens; }
 };
 
@@ -114,6 +124,7 @@ struct SchedulerOutput {
   // copied once per step).
   std::vector<int32_t> all_block_ids;
   std::vector<RequestId> all_sample_ids;
+  std::vector<int32_t> all_block_offsets;  // shifted requests' block offsets, concatenated
 
   bool empty() const { return scheduled.empty(); }
   void clear();
@@ -140,6 +151,12 @@ struct SchedulerOutput {
                      static_cast<size_t>(g) * static_cast<size_t>(r.num_blocks),
                  static_cast<size_t>(r.num_blocks));
   }
+  // r's block offsets (one per logical block), empty when r never shifted.
+  std::span<const int32_t> block_offsets(const ScheduledRequest& r) const {
+    if (r.offset_begin < 0) return {};
+    return std::span<const int32_t>(all_block_offsets)
+        .subspan(static_cast<size_t>(r.offset_begin), static_cast<size_t>(r.num_blocks));
+  }
   // The ids of samples 1..num_samples-1 (RequestParams::sample_ids) when num_samples > 1.
   std::span<const RequestId> sample_ids(const ScheduledRequest& r) const {
     return std::span<const RequestId>(all_sample_ids)
@@ -161,6 +178,8 @@ struct SchedulerStats {
   int64_t num_preemptions = 0;
   int64_t num_scheduled_tokens = 0;
   int64_t num_finished = 0;
+  int64_t num_context_shifts = 0;     // ContextPolicy::kShift drops
+  int64_t num_dropped_tokens = 0;     // tokens they dropped
 };
 
 class Scheduler {
@@ -228,6 +247,14 @@ class Scheduler {
   bool before(RequestId a, RequestId b) const;  // (priority, arrival, sample index) order
   void insert_sorted(std::vector<RequestId>* queue, RequestId id);
   void preempt(RequestId id);
+  // ContextPolicy::kShift: drops whole blocks after r's sinks until r fits its window (with its
+  // KV when it holds blocks, else only its tokens). False when it already fits.
+  bool shift_context(Request& r);
+  // Tokens a shifting sequence may hold: max_model_len rounded down to whole blocks.
+  int32_t window_tokens() const {
+    return config_.max_model_len / config_.block_size_tokens * config_.block_size_tokens;
+  }
+  bool shifts() const { return config_.context_policy == ContextPolicy::kShift; }
   void finish(RequestId id, FinishReason reason);
   // Creates sample k (1..n-1) of running request `parent` (which has just computed its prompt),
   // sharing its KV, with its first sampled token.
@@ -253,6 +280,8 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t num_scheduled_tokens_ = 0;
   int64_t num_finished_ = 0;
+  int64_t num_context_shifts_ = 0;
+  int64_t num_dropped_tokens_ = 0;
 };
 
 }  // namespace hinge::sched

@@ -176,6 +176,7 @@ void Job::process(const RequestDelta& d) {
     if (score_only && piece.finish_reason != FinishReason::kAborted)
       piece.finish_reason = FinishReason::kLength;  // OpenAI's answer to max_tokens 0
     choices[i].finish_reason = piece.finish_reason;
+    choices[i].dropped_tokens = piece.dropped_tokens = d.usage.dropped_tokens;
   }
   usages[i] = d.usage;
   usages[i].completion_tokens = c.completion_tokens;
@@ -368,7 +369,8 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   int64_t max_tokens = 0;
   if (req.max_tokens) {
     max_tokens = *req.max_tokens;
-    if (n_prompt + max_tokens > ctx)
+    // (--context-policy shift: old tokens make room, the output may run past the context.)
+    if (n_prompt + max_tokens > ctx && !et.shifts_context())
       return fail(ApiError::invalid_request(
           "max_tokens",
           fmt::format("This model's maximum context length is {} tokens. However, you requested "

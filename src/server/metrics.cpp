@@ -181,6 +181,11 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           static_cast<double>(e.kv.pool.num_quota_evictions));
   counter("kv_expired_total", "Cached KV blocks dropped past their tenant's cache TTL.",
           static_cast<double>(e.kv.pool.num_expired));
+  counter("context_shifts_total",
+          "Context shifts (--context-policy shift): whole blocks dropped after the sinks.",
+          static_cast<double>(e.context_shifts));
+  counter("context_dropped_tokens_total", "Tokens context shifts dropped from sequences.",
+          static_cast<double>(e.context_dropped_tokens));
   counter("num_preemptions_total", "Preemptions (recompute) under KV pressure.",
           static_cast<double>(e.preemptions));
   counter("kv_evictions_total", "Cached KV blocks evicted for reuse.",

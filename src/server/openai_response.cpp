@@ -62,12 +62,24 @@ OJson finish_reason_json(FinishReason reason) {
   return nullptr;
 }
 
+namespace {
+// The shift context policy's mark on a choice (nothing when it dropped nothing).
+void mark_truncated(OJson& choice, int32_t dropped_tokens) {
+  if (dropped_tokens <= 0) return;
+  choice["truncated"] = true;
+  choice["dropped_tokens"] = dropped_tokens;
+}
+}  // namespace
+
 RequestUsage total_usage(std::span<const RequestUsage> samples) {
   RequestUsage total;
   if (samples.empty()) return total;
   total.prompt_tokens = samples[0].prompt_tokens;
   total.cached_tokens = samples[0].cached_tokens;
-  for (const RequestUsage& u : samples) total.completion_tokens += u.completion_tokens;
+  for (const RequestUsage& u : samples) {
+    total.completion_tokens += u.completion_tokens;
+    total.dropped_tokens += u.dropped_tokens;
+  }
   return total;
 }
 
@@ -77,6 +89,7 @@ OJson usage_json(const RequestUsage& usage) {
   j["completion_tokens"] = usage.completion_tokens;
   j["total_tokens"] = static_cast<int64_t>(usage.prompt_tokens) + usage.completion_tokens;
   j["prompt_tokens_details"] = OJson{{"cached_tokens", usage.cached_tokens}};
+  if (usage.dropped_tokens > 0) j["dropped_tokens"] = usage.dropped_tokens;
   return j;
 }
 
@@ -93,6 +106,7 @@ OJson chat_completion_response(const ResponseHeader& h, std::span<const ChoiceOu
     c["message"] = std::move(message);
     c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
+    mark_truncated(c, choices[i].dropped_tokens);
     arr.push_back(std::move(c));
   }
   OJson j = head(h, kObjectChat);
@@ -110,6 +124,7 @@ OJson completion_response(const ResponseHeader& h, std::span<const ChoiceOutput>
     c["index"] = i;
     c["logprobs"] = choices[i].logprobs;
     c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
+    mark_truncated(c, choices[i].dropped_tokens);
     arr.push_back(std::move(c));
   }
   OJson j = head(h, kObjectText);
@@ -222,6 +237,7 @@ void append_piece_events(const ResponseHeader& h, Endpoint endpoint, const Choic
     if (!p.text.empty() || finished || !p.logprobs.is_null()) {
       OJson j = completion_chunk(h, p.index, p.text, p.finish_reason);
       j["choices"][0]["logprobs"] = p.logprobs;
+      if (finished) mark_truncated(j["choices"][0], p.dropped_tokens);
       *out += sse_event(j);
     }
     return;
@@ -232,7 +248,11 @@ void append_piece_events(const ResponseHeader& h, Endpoint endpoint, const Choic
     delta["content"] = p.text;
     *out += sse_event(chat_chunk(h, p.index, std::move(delta), FinishReason::kNone, p.logprobs));
   }
-  if (finished) *out += sse_event(chat_chunk_finish(h, p.index, p.finish_reason));
+  if (finished) {
+    OJson j = chat_chunk_finish(h, p.index, p.finish_reason);
+    mark_truncated(j["choices"][0], p.dropped_tokens);
+    *out += sse_event(j);
+  }
 }
 
 void append_delta_events(const ResponseHeader& h, Endpoint endpoint, const RequestDelta& delta,

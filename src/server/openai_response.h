@@ -47,6 +47,9 @@ struct ChoiceOutput {
   std::string text;
   FinishReason finish_reason = FinishReason::kStop;
   nlohmann::ordered_json logprobs = nullptr;  // chat_logprobs_json / completion_logprobs_json
+  // --context-policy shift dropped this many tokens of the choice's sequence: the choice gets
+  // "truncated": true and "dropped_tokens" (absent when 0, so OpenAI's shape is unchanged).
+  int32_t dropped_tokens = 0;
 };
 
 // One generated (or echoed prompt) token with its log-probability and the most likely
@@ -66,6 +69,7 @@ struct ChoicePiece {
   std::string text;
   nlohmann::ordered_json logprobs = nullptr;
   FinishReason finish_reason = FinishReason::kNone;
+  int32_t dropped_tokens = 0;  // with the finish: as ChoiceOutput::dropped_tokens
 };
 
 using OJson = nlohmann::ordered_json;  // key order kept, as OpenAI emits it

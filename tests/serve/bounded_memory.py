@@ -245,5 +245,35 @@ def budget_refuses():
     check(code != 0 and "--memory-budget: cannot parse 'lots'" in err, 'a bad size is named')
 
 
+@test
+def shift_marks_responses():
+    """--context-policy shift: completions run past -c, marked truncated with the dropped count; /metrics counts shifts"""
+    with Server('-c', '128', '--context-policy', 'shift', quiet=True) as srv:
+        st, _, body = srv.request('POST', '/v1/completions',
+                                  {'prompt': 'Once upon a time', 'max_tokens': 600,
+                                   'ignore_eos': True})
+        check(st == 200, f'a completion longer than the context is served ({st} {body[:200]})')
+        j = json.loads(body)
+        c = j['choices'][0]
+        check(j['usage']['completion_tokens'] == 600 and c['finish_reason'] == 'length',
+              f"600 tokens past a 128-token context: {j['usage']}")
+        check(c.get('truncated') is True and c.get('dropped_tokens', 0) >= 600 - 128,
+              f"the choice is marked: truncated {c.get('truncated')}, dropped {c.get('dropped_tokens')}")
+        check(j['usage'].get('dropped_tokens') == c['dropped_tokens'], 'usage has the dropped count')
+        events = []
+        stream(srv, {'prompt': 'Once upon a time', 'max_tokens': 300, 'ignore_eos': True}, events)
+        check(events and events[0][0] == 200 and events[0][2] == 'length', f'a stream too: {events}')
+        m = srv.metrics()
+        check(metric(m, 'hinge:context_shifts_total') >= (600 - 128) // 16,
+              f"shifts counted: {metric(m, 'hinge:context_shifts_total'):.0f}")
+        check(metric(m, 'hinge:context_dropped_tokens_total') >= 600 - 128, 'dropped tokens counted')
+        st, _, body = srv.request('POST', '/v1/completions', {'prompt': 'Once upon a time', 'max_tokens': 20})
+        check(st == 200 and 'truncated' not in json.loads(body)['choices'][0],
+              'a completion that fits is not marked')
+    with Server('-c', '128', quiet=True) as srv:
+        st, _, body = srv.request('POST', '/v1/completions', {'prompt': 'Once', 'max_tokens': 600})
+        check(st == 400 and 'maximum context length' in body, '--context-policy error: still a 400')
+
+
 if __name__ == '__main__':
     sys.exit(main(__doc__))

@@ -46,7 +46,7 @@ endforeach()
 # (RSS falls, 503 while critical, no request lost); --memory-budget holds RSS under an
 # adversarial load and refuses a budget below the weights.
 set(_hinge_bounded ${CMAKE_CURRENT_LIST_DIR}/bounded_memory.py)
-foreach(_case IN ITEMS pressure_levels budget_holds budget_refuses)
+foreach(_case IN ITEMS pressure_levels budget_holds budget_refuses shift_marks_responses)
   add_test(NAME ServeBoundedMemory.${_case}
     COMMAND /usr/bin/python3 ${_hinge_bounded} --hinge $<TARGET_FILE:hinge>
       --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})

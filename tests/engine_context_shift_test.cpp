@@ -1,0 +1,113 @@
+// The shift context policy on a real model: generation goes far past the context with finite
+// log-probabilities in every KV dtype, the sequence never holds more than its window, a shifted
+// request's tokens do not depend on the batch it runs in, and what cannot shift is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "hinge/engine.h"
+#include "model_test_util.h"
+
+namespace hinge {
+namespace {
+
+using testing::load_or_die;
+using testing::seeded_request;
+using testing::shared_path;
+
+EngineConfig shift_config(KvDtype dtype, int32_t ctx = 128) {
+  EngineConfig c = testing::small_f32_engine_config(1, 8 << 20);
+  c.k_dtype = c.v_dtype = dtype;
+  c.max_model_len = ctx;
+  c.context_policy = ContextPolicy::kShift;
+  c.sink_tokens = 4;
+  return c;
+}
+
+struct Outcome {
+  std::map<uint64_t, std::vector<int32_t>> tokens;
+  std::map<uint64_t, std::vector<float>> logprobs;
+  std::map<uint64_t, RequestUsage> usage;
+  int64_t max_kv_used = 0;
+};
+
+Outcome run(Engine& e, const std::vector<GenerateRequest>& reqs) {
+  Outcome out;
+  for (const GenerateRequest& r : reqs) EXPECT_TRUE(e.add_request(r).ok());
+  std::vector<RequestDelta> deltas;
+  while (e.has_unfinished()) {
+    EXPECT_TRUE(e.step(&deltas).ok());
+    out.max_kv_used = std::max<int64_t>(out.max_kv_used, e.stats().kv_blocks_used);
+    for (const RequestDelta& d : deltas) {
+      auto& t = out.tokens[d.id.value];
+      t.insert(t.end(), d.token_ids.begin(), d.token_ids.end());
+      for (const PositionLogprobs& lp : d.logprobs) out.logprobs[d.id.value].push_back(lp.sampled.logprob);
+      if (d.finished()) out.usage[d.id.value] = d.usage;
+    }
+  }
+  return out;
+}
+
+TEST(EngineContextShift, GoesFarPastTheContextWithFiniteLogprobsInEveryDtype) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8, KvDtype::kFp8E4m3,
+                    KvDtype::kInt4}) {
+    auto e = Engine::create(*m, nullptr, shift_config(t));
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    GenerateRequest r = seeded_request(3, 20, 5000);
+    r.logprobs = 0;
+    const Outcome out = run(**e, {r});
+    ASSERT_EQ(out.tokens.at(1).size(), 5000u) << kv::kv_dtype_name(t);
+    ASSERT_EQ(out.logprobs.at(1).size(), 5000u);
+    for (float lp : out.logprobs.at(1)) ASSERT_TRUE(std::isfinite(lp) && lp <= 0) << lp;
+    const EngineStats s = (*e)->stats();
+    EXPECT_GT(s.context_shifts, 250);  // one block of 16 each time: (5020 - 128) / 16
+    EXPECT_EQ(out.usage.at(1).dropped_tokens, s.context_dropped_tokens);
+    EXPECT_EQ(out.usage.at(1).completion_tokens, 5000);
+    EXPECT_LE(out.max_kv_used, 128 / 16 + 1);  // the window, plus one block while it shifts
+  }
+}
+
+TEST(EngineContextShift, AShiftedRequestIsBatchInvariant) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  // f32 KV: the engine's batch invariance holds bit for bit there (EngineBatch.*).
+  auto alone = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+  auto batched = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+  ASSERT_TRUE(alone.ok() && batched.ok());
+  const GenerateRequest target = seeded_request(11, 40, 400);
+  const Outcome a = run(**alone, {target});
+  GenerateRequest par = seeded_request(12, 30, 300);
+  par.n = 2;
+  par.sampling.temperature = 0.8f;
+  const Outcome b = run(**batched, {seeded_request(13, 90, 200), target, par,
+                                seeded_request(14, 5, 350)});
+  const auto& x = b.tokens.at(2);
+  const auto& y = a.tokens.at(1);
+  size_t i = 0;
+  while (i < x.size() && i < y.size() && x[i] == y[i]) ++i;
+  EXPECT_EQ(i, y.size()) << "first difference at output " << i;
+  EXPECT_EQ(x, y);  // the same tokens whatever shares its steps
+  EXPECT_GT(b.usage.at(2).dropped_tokens, 0);
+}
+
+TEST(EngineContextShift, RefusesWhatCannotShift) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  EngineConfig c = shift_config(KvDtype::kF16, 32);  // 2 blocks: no room past the sink
+  auto e = Engine::create(*m, nullptr, c);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("at least 48 tokens"), std::string::npos)
+      << e.status().message();
+  auto ok = Engine::create(*m, nullptr, shift_config(KvDtype::kF16));
+  ASSERT_TRUE(ok.ok());
+  const auto long_prompt = (*ok)->add_request(seeded_request(1, 128, 10));
+  ASSERT_FALSE(long_prompt.ok());
+  EXPECT_NE(long_prompt.status().message().find("does not fit the context"), std::string::npos);
+  EXPECT_TRUE((*ok)->add_request(seeded_request(1, 100, 1000)).ok());  // output may go past
+}
+
+}  // namespace
+}  // namespace hinge
