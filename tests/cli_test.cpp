@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "model/gguf_export.h"
 #include "model_test_util.h"
 
@@ -260,3 +262,30 @@ TEST(Cli, RunEchoPrintsPromptFirst) {
 
 }  // namespace
 }  // namespace hinge
+
+namespace hinge::testing {
+namespace {
+
+TEST(Cli, RunShiftsPastTheContextAndSaysSo) {
+  const std::string model = shared_path("models/stories260K.gguf");
+  for (const char* kv : {"f16", "int8", "fp8_e4m3"}) {
+    auto r = run_command(hinge_binary() + " run -m " + model +
+                         " -c 128 --context-policy shift -n 5000 --json --seed 7 --kv-dtype " +
+                         kv + " -p 'Once upon a time' 2>/dev/null");
+    ASSERT_EQ(r.exit_code, 0) << kv;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["generated_tokens"], 5000) << kv;
+    EXPECT_EQ(j["finish_reason"], "length");
+    EXPECT_EQ(j["truncated"], true);
+    EXPECT_GT(j["context_shifts"].get<int64_t>(), 250);
+  }
+  auto e = run_command(hinge_binary() + " run -m " + model +
+                       " -c 128 --context-policy roll -n 5 2>&1 >/dev/null");
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.out.find("--context-policy: unknown policy 'roll'; expected error or shift"),
+            std::string::npos)
+      << e.out;
+}
+
+}  // namespace
+}  // namespace hinge::testing

@@ -96,6 +96,21 @@ struct KvEvalArgs {
 };
 int kv_eval_command(const KvEvalArgs& args);
 
+// `hinge context-eval`: StreamingLLM's comparison (engine/context_eval.h).
+struct ContextEvalArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string text_file;     // empty: synthetic_story_text
+  int64_t windows = 20;      // text length in windows (synthetic text only)
+  int64_t window = 128;      // -c
+  int64_t sink_tokens = 4;
+  int64_t span = 256;
+  int64_t block_size = 16;
+  int threads = 0;
+  bool json = false;
+};
+int context_eval_command(const ContextEvalArgs& args);
+
 struct ServeArgs {
   std::string model;
   std::string tokenizer;

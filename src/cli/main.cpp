@@ -142,6 +142,31 @@ int main(int argc, char** argv) {
                       "per request (as if EOS came early)");
   hinge::cli::add_engine_options(bench_cmd, &bench.engine);
 
+  hinge::cli::ContextEvalArgs ctxeval;
+  auto* ctxeval_cmd = app.add_subcommand(
+      "context-eval",
+      "Perplexity per span past the context: window-only, --context-policy shift with sinks, and "
+      "sliding window with recompute (StreamingLLM's comparison), teacher-forced");
+  ctxeval_cmd->add_option("-m,--model", ctxeval.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  ctxeval_cmd->add_option("--tokenizer", ctxeval.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  ctxeval_cmd->add_option("-f,--file", ctxeval.text_file,
+                          "Text to feed (UTF-8); default: a synthetic story text of --windows windows");
+  ctxeval_cmd->add_option("--windows", ctxeval.windows, "Synthetic text length, in windows")
+      ->capture_default_str();
+  ctxeval_cmd->add_option("-c,--ctx-size", ctxeval.window, "The context (window) in tokens")
+      ->capture_default_str();
+  ctxeval_cmd->add_option("--sink-tokens", ctxeval.sink_tokens, "Sink tokens of the shift run")
+      ->capture_default_str();
+  ctxeval_cmd->add_option("--span", ctxeval.span, "Positions per perplexity span")
+      ->capture_default_str();
+  ctxeval_cmd->add_option("--block-size", ctxeval.block_size,
+                          "Tokens per KV block (sinks and drops are whole blocks)")
+      ->capture_default_str();
+  ctxeval_cmd->add_option("-t,--threads", ctxeval.threads, "Threads; 0 = all cores")
+      ->capture_default_str();
+  ctxeval_cmd->add_flag("--json", ctxeval.json, "One JSON object");
+
   hinge::cli::KvEvalArgs kveval;
   auto* kveval_cmd = app.add_subcommand(
       "kv-eval", "Compare KV storage dtypes with f32 KV, teacher-forced over a text file");
@@ -291,6 +316,7 @@ int main(int argc, char** argv) {
   try {
     if (run_cmd->parsed()) return hinge::cli::run_command(run);
     if (kveval_cmd->parsed()) return hinge::cli::kv_eval_command(kveval);
+    if (ctxeval_cmd->parsed()) return hinge::cli::context_eval_command(ctxeval);
     if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
     if (info_cmd->parsed()) return hinge::cli::info_command(info);
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
