@@ -132,16 +132,24 @@ RopeTable make_rope_table(const RopeSpec& s) {
   return t;
 }
 
+namespace {
+// The angle of pair i at position pos (YaRN's mix of interpolated and extrapolated angles when
+// the table has one): linear in pos.
+inline float rope_angle(const RopeTable& t, int64_t pos, int64_t i) {
+  float val = static_cast<float>(pos) * t.inv_freq[static_cast<size_t>(i)];
+  if (t.freq_scale != 1.0f || !t.mix.empty()) {
+    const float interp = t.freq_scale * val;
+    const float mix = t.mix.empty() ? 0.0f : t.mix[static_cast<size_t>(i)];
+    val = interp * (1.0f - mix) + val * mix;
+  }
+  return val;
+}
+}  // namespace
+
 void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t) {
   const int64_t half = t.n_rot / 2;
-  const bool plain = t.freq_scale == 1.0f && t.mix.empty();
   for (int64_t i = 0; i < half; ++i) {
-    float val = static_cast<float>(pos) * t.inv_freq[static_cast<size_t>(i)];
-    if (!plain) {
-      const float interp = t.freq_scale * val;
-      const float mix = t.mix.empty() ? 0.0f : t.mix[static_cast<size_t>(i)];
-      val = interp * (1.0f - mix) + val * mix;
-    }
+    const float val = rope_angle(t, pos, i);
     float fcr = std::cos(val), fci = std::sin(val);
     if (t.mscale != 1.0f) {
       fcr *= t.mscale;
@@ -161,14 +169,8 @@ void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const 
 
 void rope_rotation(const RopeTable& t, int64_t delta, float* cos_sin) {
   const int64_t half = t.n_rot / 2;
-  const bool plain = t.freq_scale == 1.0f && t.mix.empty();
   for (int64_t i = 0; i < half; ++i) {
-    float val = static_cast<float>(delta) * t.inv_freq[static_cast<size_t>(i)];
-    if (!plain) {
-      const float interp = t.freq_scale * val;
-      const float mix = t.mix.empty() ? 0.0f : t.mix[static_cast<size_t>(i)];
-      val = interp * (1.0f - mix) + val * mix;
-    }
+    const float val = rope_angle(t, delta, i);
     cos_sin[i] = std::cos(val);
     cos_sin[half + i] = std::sin(val);
   }
