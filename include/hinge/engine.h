@@ -47,6 +47,12 @@ using sched::Priority;
 
 struct EngineConfig {
   int32_t threads = 1;
+  // Run as many of the threads as there are free cores (engine/thread_adapter.h): fewer while
+  // other programs take cores, all again when they are free. The CLI turns it on (off with
+  // --no-adapt-threads); off here so that a library caller's (and a test's) kernels always
+  // split work the same way.
+  bool adapt_threads = false;
+  std::string cpu_root = "/";              // where proc/stat and cgroup files are read (tests)
   // KV arena size. 0: kv_memory_fraction of the memory available after the weights.
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.5;
@@ -171,6 +177,11 @@ struct EngineStats {
   int64_t kv_bytes_released = 0;
   int32_t max_num_seqs_now = 0;
   int32_t max_batched_tokens_now = 0;
+  // CPU contention (adapt_threads): compute threads in use now, other programs' use of our
+  // cores at the last reading (cores), how often the thread count changed.
+  int32_t threads_active = 1;
+  double cpu_others_cores = 0;
+  int64_t thread_changes = 0;
   int64_t kv_slots_allocated = 0;      // token slots of the blocks live requests hold, now
   int64_t kv_slots_used = 0;           // of which hold a token
   kv::KvCacheStats kv;                 // prefix queries/hits, evictions, copy-on-write copies

@@ -372,6 +372,10 @@ int bench_command(const BenchArgs& args) {
     j["kv_window_released_bytes"] = window_released_bytes;
     j["block_size"] = used_config.block_size;
     j["threads"] = used_config.threads;
+    j["adapt_threads"] = used_config.adapt_threads;
+    j["threads_active"] = s.threads_active;
+    j["thread_changes"] = s.thread_changes;
+    j["cpu_others_cores"] = s.cpu_others_cores;
     j["seed"] = args.seed;
     std::puts(j.dump().c_str());
     return 0;
@@ -388,6 +392,11 @@ int bench_command(const BenchArgs& args) {
   row("engine", fmt::format("{} threads, KV {} in blocks of {}, {} tokens/step, {} seqs",
                             used_config.threads, dtype, used_config.block_size,
                             used_config.max_batched_tokens, used_config.max_num_seqs));
+  if (used_config.adapt_threads && used_config.threads > 1)
+    row("threads in use",
+        fmt::format("{} of {} at the end ({} changes; other programs used {:.2f} cores)",
+                    s.threads_active, used_config.threads, s.thread_changes,
+                    s.cpu_others_cores));
   row("wall time", fmt::format("{:.3f} s ({} steps)", wall_s, s.steps));
   row("output throughput", fmt::format("{:.1f} tok/s ({} tokens)", output_tps, output_tokens));
   row("decode-only throughput",

@@ -82,6 +82,9 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
                   "none, StreamingLLM's window-only baseline, which degrades")
       ->capture_default_str();
   app->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching of KV blocks");
+  app->add_flag("--no-adapt-threads", args->no_adapt_threads,
+                "Keep every --threads thread busy even when other programs take cores (by "
+                "default the engine runs as many as there are free cores)");
   app->add_option("-c,--ctx-size", args->ctx_size,
                   "Longest sequence (prompt + output) in tokens, at most the model's context "
                   "(larger values are lowered to it, with a warning); 0 = the model's context")
@@ -115,7 +118,7 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   EngineConfig c;
   int32_t threads = 0;
-  HINGE_RETURN_IF_ERROR(check_range("--threads", args.threads, 0, 1024, &threads));
+  HINGE_RETURN_IF_ERROR(check_range("--threads", args.threads, 0, 1023, &threads));
   c.threads = threads > 0 ? threads : hardware_threads();
 
   auto bytes = parse_bytes(args.kv_memory);
@@ -159,6 +162,7 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
                           args.context_policy);
   HINGE_RETURN_IF_ERROR(check_range("--sink-tokens", args.sink_tokens, 0, 65536, &c.sink_tokens));
   c.enable_prefix_cache = !args.no_prefix_cache;
+  c.adapt_threads = !args.no_adapt_threads;
   c.kv_debug = kv::kv_debug_enabled();
   HINGE_RETURN_IF_ERROR(c.validate());
   return c;

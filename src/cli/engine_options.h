@@ -33,6 +33,7 @@ struct EngineOptionsArgs {
   int64_t max_num_seqs = 64;         // --max-num-seqs: running sequences at most
   int64_t kv_groups = 1;             // --kv-groups: KV groups the layers are split into
   bool no_prefix_cache = false;      // --no-prefix-cache
+  bool no_adapt_threads = false;     // --no-adapt-threads
   int64_t ctx_size = 0;              // -c/--ctx-size -> max_model_len; 0: the model's
   std::string memory_budget;         // --memory-budget SIZE; empty: the cgroup's limit, if any
   std::string context_policy = "error";  // --context-policy error|shift

@@ -3,6 +3,11 @@
 // run() is not reentrant and must be called from one thread at a time (the engine thread).
 // Workers spin briefly on a generation counter, then sleep with atomic wait, so back-to-back
 // small kernels (decode of a tiny model) do not pay a futex wake-up each.
+//
+// Under CPU contention (other programs on the same cores) a spinning worker steals the core
+// from the one that has work, and a descheduled worker stalls every barrier: the owner may run
+// fewer workers than it has (set_active_threads: the others sleep) and spin less before
+// sleeping or yielding (set_spin_limit). Both are changed between run() calls only.
 #pragma once
 
 #include <atomic>
@@ -20,16 +25,46 @@ inline void cpu_relax() {
 #endif
 }
 
+// Spins with cpu_relax until done() holds, yielding the core after `spin_limit` polls (a thread
+// that must get there may be waiting for this very core).
+template <typename Done>
+inline void spin_until(Done&& done, int spin_limit) {
+  for (int spins = 0; !done();) {
+    if (++spins < spin_limit) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);
+  // About 2-3 ms of spinning (pause is ~20-40 ns): a decode step's gaps between kernels are far
+  // shorter, so workers stay hot through a step and sleep only when the engine is idle.
+  static constexpr int kDefaultSpinLimit = 1 << 17;
+  // Under contention: ~30 us, then sleep (workers) or yield (barriers).
+  static constexpr int kContendedSpinLimit = 1 << 10;
+
+  explicit ThreadPool(int num_threads);  // clamped to [1, 1023]
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int size() const { return num_threads_; }
+  // Threads run() uses now (the caller included): kernels partition work by it.
+  int size() const { return active_.load(std::memory_order_relaxed); }
+  // Threads the pool was made with: per-thread scratch is sized by it.
+  int capacity() const { return num_threads_; }
 
-  // Calls fn(thread_index, num_threads) on every thread and returns when all have finished.
+  // Uses the first n threads (clamped to [1, capacity()]); the others sleep until needed again.
+  // Not while run() is in progress (the same thread calls both).
+  void set_active_threads(int n);
+  // Polls before a waiting thread sleeps (workers) or yields (the caller, barriers).
+  void set_spin_limit(int spins);
+  int spin_limit() const { return spin_limit_.load(std::memory_order_relaxed); }
+
+  // Calls fn(thread_index, num_threads) on every active thread and returns when all have
+  // finished.
   template <typename F>
   void run(F&& fn) {
     using Fn = std::remove_reference_t<F>;
@@ -42,7 +77,7 @@ class ThreadPool {
   template <typename F>
   void parallel_for(int64_t n, int64_t align, F&& fn) {
     if (n <= 0) return;
-    if (num_threads_ == 1 || n <= align) {
+    if (size() == 1 || n <= align) {
       fn(int64_t{0}, n);
       return;
     }
@@ -61,11 +96,20 @@ class ThreadPool {
   void run_erased(Erased fn, void* ctx);
   void worker_loop(int tid);
 
+  // generation_: a job counter above kThreadBits, the job's thread count below.
+  static constexpr int kThreadBits = 10;
+  static constexpr uint32_t kThreadMask = (1u << kThreadBits) - 1;
+
   int num_threads_;
   std::vector<std::thread> workers_;
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::atomic<int> active_{1};
+  // generation_ when active_ last changed: a worker woken into the active set has seen every
+  // job up to it (none runs while set_active_threads does).
+  std::atomic<uint32_t> activation_generation_{0};
+  std::atomic<int> spin_limit_{kDefaultSpinLimit};
   Erased fn_ = nullptr;
   void* ctx_ = nullptr;
 };

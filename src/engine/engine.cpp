@@ -21,6 +21,7 @@
 #include "engine/memory_budget.h"
 #include "engine/request_check.h"
 #include "engine/sample_state.h"
+#include "engine/thread_adapter.h"
 #include "kv/kv_arena.h"
 #include "model/transformer.h"
 #include "model/loaded_model.h"
@@ -49,6 +50,7 @@ class EngineImpl final : public Engine {
         spec_(spec),
         max_model_len_(max_model_len),
         pool_(config.threads),
+        threads_(config.adapt_threads, config.threads, config.cpu_root),
         llama_(model.config, model.weights, pool_, config.max_batched_tokens,
                model.file_mappings),
         arena_(make_arena(budget)),
@@ -68,7 +70,7 @@ class EngineImpl final : public Engine {
         reclaimer_(&sched_.kv_mut(), &arena_) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
-    scratch_.resize(static_cast<size_t>(pool_.size()));
+    scratch_.resize(static_cast<size_t>(pool_.capacity()));
     draws_.reserve(static_cast<size_t>(config.max_num_seqs));
     // Every per-step buffer at its largest once, so steady steps allocate nothing: tokens up
     // to the step budget, block tables of every running sequence at full length.
@@ -213,6 +215,7 @@ class EngineImpl final : public Engine {
       next_expiry_scan_ = now + 1.0;
     }
     if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed
+    threads_.tick(pool_);
     sched_.schedule(&out_);
     const sched::SchedulerOutput& out = out_;
     ++steps_;
@@ -265,6 +268,10 @@ class EngineImpl final : public Engine {
     s.kv_bytes_released = reclaimer_.bytes_released();
     s.max_num_seqs_now = sched_.max_num_seqs_now();
     s.max_batched_tokens_now = sched_.max_batched_tokens_now();
+    const ThreadAdapterStats ts = threads_.stats(pool_);
+    s.threads_active = ts.threads_active;
+    s.cpu_others_cores = ts.cpu_others_cores;
+    s.thread_changes = ts.thread_changes;
     s.kv_blocks_peak = kv_blocks_peak_;
     s.kv_bytes_per_block = arena_.bytes_per_block();
     s.kv_bytes_total = arena_.bytes();
@@ -590,6 +597,7 @@ class EngineImpl final : public Engine {
   kv::KvSpec spec_;
   int32_t max_model_len_;
   ThreadPool pool_;
+  ThreadAdapter threads_;  // pool_'s active threads follow the free cores
   Transformer llama_;
   // Sizing of the arena (make_arena, in member order: after the model is packed, so the
   // memory budget sees what is resident).

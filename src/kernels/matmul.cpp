@@ -100,7 +100,8 @@ void run_row_chunks(std::span<const MatmulOut> outs, int64_t num_tokens, ThreadP
     const int64_t t0 = num_tokens * tid / nt, t1 = num_tokens * (tid + 1) / nt;
     if (t0 < t1) prologue(t0, t1);
     quantized.fetch_add(1, std::memory_order_acq_rel);
-    while (quantized.load(std::memory_order_acquire) < nt) cpu_relax();
+    spin_until([&] { return quantized.load(std::memory_order_acquire) >= nt; },
+               pool.spin_limit());
     size_t m = 0;
     for (;;) {
       const int64_t item = next.fetch_add(1, std::memory_order_relaxed);

@@ -465,7 +465,7 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   const size_t per_thread =
       HWY_DYNAMIC_DISPATCH(ThreadScratchFloats)(shape.n_heads, group, shape.head_dim);
   const size_t need =
-      kAlignFloats + kFp8TableFloats + static_cast<size_t>(pool.size()) * per_thread;
+      kAlignFloats + kFp8TableFloats + static_cast<size_t>(pool.capacity()) * per_thread;
   if (scratch.buf.size() < need) scratch.buf.resize(need);
   float* base = scratch.buf.data();
   base += (kAlignFloats - (reinterpret_cast<uintptr_t>(base) / sizeof(float)) % kAlignFloats) %

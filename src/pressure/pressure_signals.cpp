@@ -144,19 +144,19 @@ bool parse_memory_events(std::string_view text, CgroupMemory* m) {
   return seen && !bad;
 }
 
-namespace {
-
-std::optional<Psi> read_psi(const std::string& path) {
-  const auto text = read_small_file(path);
-  return text ? parse_psi(*text) : std::nullopt;
-}
-
 std::optional<std::string> cgroup_dir(const std::string& root) {
   const auto self = read_small_file(root + "/proc/self/cgroup");
   if (!self) return std::nullopt;
   const auto path = parse_cgroup_v2_path(*self);
   if (!path) return std::nullopt;
   return root + "/sys/fs/cgroup" + (*path == "/" ? std::string() : *path);
+}
+
+namespace {
+
+std::optional<Psi> read_psi(const std::string& path) {
+  const auto text = read_small_file(path);
+  return text ? parse_psi(*text) : std::nullopt;
 }
 
 std::optional<CgroupMemory> read_cgroup(const std::string& root) {

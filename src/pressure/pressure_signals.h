@@ -81,5 +81,7 @@ std::optional<int64_t> cgroup_memory_limit(const std::string& root);
 
 // The file's whole text (at most 64 KiB), nullopt when it cannot be read.
 std::optional<std::string> read_small_file(const std::string& path);
+// The process's cgroup v2 directory under root (from <root>/proc/self/cgroup).
+std::optional<std::string> cgroup_dir(const std::string& root);
 
 }  // namespace hinge::pressure
