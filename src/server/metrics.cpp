@@ -217,6 +217,13 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           e.max_num_seqs_now);
     gauge("max_batched_tokens_now", "Step token budget now (lowered under memory pressure).",
           e.max_batched_tokens_now);
+    gauge("threads_active", "Compute threads in use now (fewer while other programs take cores).",
+          e.threads_active);
+    gauge("cpu_others_cores",
+          "Cores of this process's CPU set other programs used at the last reading.",
+          e.cpu_others_cores);
+    counter("thread_changes_total", "Times the compute thread count followed the free cores.",
+            static_cast<double>(e.thread_changes));
   }
   counter("prompt_tokens_total", "Prompt tokens of accepted requests.",
           static_cast<double>(prompt_tokens_));

@@ -107,6 +107,12 @@ def pressure_levels():
             if st != 200:
                 raise Fail(f'filling request: {st} {body[:200]}')
         m = srv.metrics()
+        # CPU contention gauges are there (threads in use between 1 and the cores).
+        threads = metric(m, 'hinge:threads_active')
+        check(1 <= threads <= (os.cpu_count() or 1), f'threads_active {threads:.0f}')
+        check(all(any(k.startswith(n) for k in m)
+                  for n in ('hinge:cpu_others_cores', 'hinge:thread_changes_total')),
+              'cpu_others_cores and thread_changes_total are exported')
         cached = metric(m, 'hinge:kv_blocks_cached')
         check(cached >= 60 * 20, f'the prefix cache holds {cached:.0f} blocks')
         rss_before = srv.rss()
