@@ -256,6 +256,22 @@ class Engine {
   // The scheduler's running-sequence and per-step token limits, at most the configured ones
   // (0: the configured one).
   virtual void set_step_limits(int32_t max_num_seqs, int32_t max_batched_tokens) = 0;
+  // Saved sessions (engine/kv_transfer.h), between steps:
+  // Appends the raw bytes of the full blocks of `tokens` cached now in scope (the longest cached
+  // run from the start; per block every KV group's block) to *out; returns how many blocks.
+  // Error for models with sliding-window layers.
+  virtual StatusOr<int32_t> export_prefix_kv(std::span<const int32_t> tokens,
+                                             const CacheScope& scope,
+                                             std::vector<uint8_t>* out) = 0;
+  // Puts exported blocks back (same kv_fingerprint, same tokens) as prefix-cache entries of
+  // scope, so a prompt starting with `tokens` hits them; returns the prefix's blocks cached now
+  // (fewer than given when free blocks run out).
+  virtual StatusOr<int32_t> import_prefix_kv(std::span<const int32_t> tokens,
+                                             const CacheScope& scope,
+                                             std::span<const uint8_t> bytes) = 0;
+  // Evicts every cached block no request uses, zeroes every free block's bytes and returns
+  // their pages to the OS (a logout). Returns the bytes zeroed.
+  virtual int64_t wipe_kv_cache() = 0;
   virtual const kv::KvSpec& kv_spec() const = 0;
   virtual const EngineConfig& config() const = 0;
 

@@ -155,6 +155,26 @@ struct ServeArgs {
 };
 int serve_command(const ServeArgs& args);
 
+// `hinge chat`: an interactive chat for one person on the terminal (cli/cmd_chat.cpp).
+struct ChatArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string system_prompt;       // --system TEXT
+  std::string chat_template_file;  // replaces the model's template
+  int64_t n_predict = 512;         // reply tokens at most
+  std::optional<uint64_t> seed;
+  SamplingParams sampling;
+  std::string session_dir;         // empty: SessionStore::default_dir()
+  std::string key_file;            // --key-file: 32-byte key instead of a passphrase
+  bool no_session_kv = false;      // /save writes the conversation only
+  std::string summary_instruction; // empty: FitConfig's default
+  int64_t summary_tokens = 128;
+  std::string load;                // --load NAME: /load it first
+  bool no_stats = false;           // no stats line after each reply
+  EngineOptionsArgs engine;
+};
+int chat_command(ChatArgs args);
+
 // `hinge keygen`: a fresh API key and its digest line for the tenants file.
 int keygen_command();
 

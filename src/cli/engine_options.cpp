@@ -75,7 +75,7 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
                   "When a sequence reaches --ctx-size: 'error' finishes it (length); 'shift' "
                   "keeps the first --sink-tokens (whole blocks) and the most recent tokens, "
                   "dropping whole blocks in between (StreamingLLM; positions re-assigned within "
-                  "the cache, cached keys never rewritten)")
+                  "the cache, cached keys never rewritten); hinge chat also has 'summarize'")
       ->capture_default_str();
   app->add_option("--sink-tokens", args->sink_tokens,
                   "Leading tokens --context-policy shift always keeps (rounded up to blocks); 0 = "
@@ -158,8 +158,12 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   else if (args.context_policy == "shift")
     c.context_policy = ContextPolicy::kShift;
   else
-    return Status::Errorf("--context-policy: unknown policy '{}'; expected error or shift",
-                          args.context_policy);
+    return Status::Errorf(
+        "--context-policy: {} policy '{}'; expected error or shift{}",
+        args.context_policy == "summarize" ? "this command has no" : "unknown",
+        args.context_policy,
+        args.context_policy == "summarize" ? " (summarize is hinge chat's: it rewrites the "
+                                             "oldest turns of a conversation)" : "");
   HINGE_RETURN_IF_ERROR(check_range("--sink-tokens", args.sink_tokens, 0, 65536, &c.sink_tokens));
   c.enable_prefix_cache = !args.no_prefix_cache;
   c.adapt_threads = !args.no_adapt_threads;

@@ -10,8 +10,7 @@
 
 namespace {
 
-void add_sampling_options(CLI::App* cmd, hinge::cli::RunArgs& a) {
-  auto& s = a.sampling;
+void add_sampling_options(CLI::App* cmd, hinge::SamplingParams& s) {
   cmd->add_option("--temp", s.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", s.top_k, "Keep the K most likely tokens; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", s.top_p, "Nucleus sampling threshold; 1 = off")->capture_default_str();
@@ -51,7 +50,7 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--echo", run.echo,
                     "Print the prompt before the generated text (as llama-cli does; with --json "
                     "\"text\" starts with it too)");
-  add_sampling_options(run_cmd, run);
+  add_sampling_options(run_cmd, run.sampling);
   hinge::cli::add_engine_options(run_cmd, &run.engine);
   run_cmd->get_option("--max-num-seqs")
       ->description("Ignored by run, which holds one sequence (accepted with any value)")
@@ -306,6 +305,53 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
 
+  hinge::cli::ChatArgs chat;
+  auto* chat_cmd = app.add_subcommand(
+      "chat", "Interactive chat on the terminal: streaming replies, the prefix cache across turns, "
+              "encrypted saved sessions");
+  chat_cmd->footer(
+      "\nEach line is a turn; the reply streams, then a stats line on stderr shows the prompt's "
+      "cached\ntokens. Commands: /reset, /save NAME, /load NAME, /sessions, /logout, /quit, "
+      "/help.\nSaved sessions (the conversation and its KV blocks) are encrypted with libsodium "
+      "secretstream;\nthe key comes from a passphrase (Argon2id; asked on the first /save or "
+      "/load, echo off) or\n--key-file. /logout deletes them, zeroes the KV cache and destroys "
+      "the key (docs/bounded-memory.md).");
+  chat_cmd->add_option("-m,--model", chat.model, "GGUF file, Hugging Face directory, or llama2.c .bin")
+      ->required();
+  chat_cmd->add_option("--tokenizer", chat.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  chat_cmd->add_option("--system", chat.system_prompt, "System prompt of the conversation");
+  chat_cmd->add_option("--chat-template-file", chat.chat_template_file,
+                       "Jinja chat template to use instead of the model's (without either, turns "
+                       "are plain lines)");
+  chat_cmd->add_option("-n,--n-predict", chat.n_predict, "Reply tokens at most")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  chat_cmd->add_option("-s,--seed", chat.seed, "Random seed (default: random)");
+  chat_cmd->add_option("--session-dir", chat.session_dir,
+                       "Folder of saved sessions (default: $XDG_DATA_HOME/hinge/sessions or "
+                       "~/.local/share/hinge/sessions)");
+  chat_cmd->add_option("--key-file", chat.key_file,
+                       "32-byte key (raw or 64 hex digits) for saved sessions instead of a "
+                       "passphrase; make one with: head -c 32 /dev/urandom > FILE");
+  chat_cmd->add_flag("--no-session-kv", chat.no_session_kv,
+                     "/save writes the conversation only, not its KV blocks (a /load then "
+                     "computes the history again on the next turn)");
+  chat_cmd->add_option("--load", chat.load, "Load this saved session at start (as /load NAME)");
+  chat_cmd->add_option("--summary-instruction", chat.summary_instruction,
+                       "--context-policy summarize: what the model is asked to write");
+  chat_cmd->add_option("--summary-tokens", chat.summary_tokens,
+                       "--context-policy summarize: the summary's length at most, in tokens")
+      ->capture_default_str();
+  chat_cmd->add_flag("--no-stats", chat.no_stats, "No stats line after each reply");
+  add_sampling_options(chat_cmd, chat.sampling);
+  hinge::cli::add_engine_options(chat_cmd, &chat.engine);
+  chat_cmd->get_option("--context-policy")
+      ->description("When the conversation outgrows --ctx-size: 'error' refuses the turn (say "
+                    "/reset); 'shift' drops the oldest turns (the system prompt stays) and lets "
+                    "a long reply roll with --sink-tokens; 'summarize' replaces the oldest turns "
+                    "by a summary the model writes");
+  chat_cmd->get_option("--max-num-seqs")
+      ->description("Ignored by chat, which runs one reply at a time")->default_str("");
+
   auto* keygen_cmd = app.add_subcommand(
       "keygen", "Print a fresh API key and the digest line for a tenants file (--tenants)");
 
@@ -323,6 +369,7 @@ int main(int argc, char** argv) {
     if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
     if (bench_cmd->parsed()) return hinge::cli::bench_command(bench);
     if (serve_cmd->parsed()) return hinge::cli::serve_command(serve);
+    if (chat_cmd->parsed()) return hinge::cli::chat_command(chat);
     if (keygen_cmd->parsed()) return hinge::cli::keygen_command();
   } catch (const std::bad_alloc&) {
     return hinge::cli::fail("out of memory");

@@ -18,6 +18,7 @@
 #include "engine/kv_budget.h"
 #include "engine/kv_calibration.h"
 #include "engine/kv_reclaimer.h"
+#include "engine/kv_transfer.h"
 #include "engine/memory_budget.h"
 #include "engine/request_check.h"
 #include "engine/sample_state.h"
@@ -67,7 +68,8 @@ class EngineImpl final : public Engine {
                                       .context_policy = config.context_policy,
                                       .max_model_len = max_model_len,
                                       .sink_tokens = config.sink_tokens}),
-        reclaimer_(&sched_.kv_mut(), &arena_) {
+        reclaimer_(&sched_.kv_mut(), &arena_),
+        transfer_(&sched_.kv_mut(), &arena_) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     scratch_.resize(static_cast<size_t>(pool_.capacity()));
@@ -286,6 +288,20 @@ class EngineImpl final : public Engine {
     return s;
   }
 
+  StatusOr<int32_t> export_prefix_kv(std::span<const int32_t> tokens, const CacheScope& scope,
+                                     std::vector<uint8_t>* out) override {
+    return transfer_.export_prefix(tokens, scope, out);
+  }
+  StatusOr<int32_t> import_prefix_kv(std::span<const int32_t> tokens, const CacheScope& scope,
+                                     std::span<const uint8_t> bytes) override {
+    reclaimer_.reconcile();  // blocks withheld under pressure stay out of reach
+    return transfer_.import_prefix(tokens, scope, bytes);
+  }
+  int64_t wipe_kv_cache() override {
+    const int64_t zeroed = transfer_.wipe_free_blocks();
+    reclaimer_.shrink();
+    return zeroed;
+  }
   const kv::KvSpec& kv_spec() const override { return spec_; }
   const Status& init_status() const { return arena_status_.ok() ? init_status_ : arena_status_; }
   const EngineConfig& config() const override { return config_; }
@@ -609,6 +625,7 @@ class EngineImpl final : public Engine {
   uint64_t kv_fingerprint_ = 0;
   sched::Scheduler sched_;
   KvReclaimer reclaimer_;  // memory pressure: withholds blocks of sched_'s pool, pages of arena_
+  KvTransfer transfer_;    // saved sessions: prefix blocks out of and into arena_
 
   uint64_t next_id_ = 1;
   std::unordered_map<RequestId, std::unique_ptr<Group>> groups_;

@@ -10,6 +10,7 @@
 #include "server/generation_job.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "tokenizer/chat_prompt.h"
 
 namespace hinge::server {
 
@@ -152,24 +153,13 @@ ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_j
     return ApiError::invalid_request("messages", "messages must be a non-empty array");
   std::string text;
   if (template_) {
-    nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-    ctx["messages"] = messages;
-    ctx["add_generation_prompt"] = true;
-    const auto& spec = tok_.spec();
-    ctx["bos_token"] = spec.bos >= 0 && spec.bos < static_cast<int32_t>(spec.tokens.size())
-                           ? spec.tokens[static_cast<size_t>(spec.bos)] : "";
-    ctx["eos_token"] = spec.eos >= 0 && spec.eos < static_cast<int32_t>(spec.tokens.size())
-                           ? spec.tokens[static_cast<size_t>(spec.eos)] : "";
-    if (tools.is_array()) ctx["tools"] = tools;
-    auto r = template_->render(ctx);
+    auto r = render_chat(*template_, tok_, messages, tools, /*add_generation_prompt=*/true);
     if (!r.ok())
       return ApiError::invalid_request(
           "messages", "the chat template could not render these messages: " + r.status().message());
     text = std::move(r).value();
     if (auto e = check_prompt_bytes(text.size(), "messages")) return *e;
-    const std::string& bos_text = ctx["bos_token"].get_ref<const std::string&>();
-    const bool has_bos = !bos_text.empty() && text.rfind(bos_text, 0) == 0;
-    return tok_.encode(text, /*add_special=*/!has_bos, /*parse_special=*/true);
+    return encode_rendered_chat(tok_, text);
   }
   // Plain fallback: contents joined by newlines, no roles.
   for (size_t i = 0; i < messages.size(); ++i) {
