@@ -1,5 +1,7 @@
 #include "chat/context_fit.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace hinge::chat {
@@ -14,8 +16,9 @@ bool parse_chat_context_policy(const std::string& name, ChatContextPolicy* out) 
 
 namespace {
 
-bool fits(const TurnPrompt& p, const FitConfig& c) {
-  return static_cast<int64_t>(p.tokens.size()) + c.reply_reserve <= c.context;
+bool fits(const TurnPrompt& p, const FitConfig& c, double share = 1.0) {
+  return static_cast<int64_t>(p.tokens.size()) + c.reply_reserve <=
+         static_cast<int64_t>(c.context * share);
 }
 
 }  // namespace
@@ -45,7 +48,8 @@ StatusOr<TurnPrompt> fit_turn(Conversation* conv, const std::string& user, const
     }
     HINGE_ASSIGN_OR_RETURN(p, work.prompt_with(user));
   }
-  while (!fits(p, config) && work.num_turns() > 0) {
+  const double refill = std::clamp(config.refill_share, 0.1, 1.0);
+  while (!fits(p, config, refill) && work.num_turns() > 0) {
     work.drop_oldest(1);
     ++report->dropped_turns;
     HINGE_ASSIGN_OR_RETURN(p, work.prompt_with(user));

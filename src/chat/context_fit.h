@@ -1,8 +1,8 @@
 // Fitting a chat's next turn into the context (`hinge chat --context-policy`), at turn
 // boundaries — a turn is never cut in half:
 //   error      the turn is refused with what to do (nothing changes)
-//   shift      the oldest turns are dropped until the prompt and a reply fit; the system prompt
-//              (and a summary) always stay
+//   shift      the oldest turns are dropped until the prompt and a reply fit in refill_share of
+//              the context; the system prompt (and a summary) always stay
 //   summarize  the oldest turns (all but the latest) are replaced by a summary the model writes
 //              itself (FitConfig::summary_instruction, at most summary_tokens), rolling: the
 //              previous summary is part of what is summarized; when that cannot make room
@@ -36,6 +36,10 @@ struct FitConfig {
       "Summarize our conversation so far in a few sentences: the facts, names and decisions "
       "that matter for what comes next.";
   int32_t summary_tokens = 128;
+  // A rewrite makes the prompt and reply_reserve fit in this share of the context, not just in
+  // all of it, so that the next turns do not each rewrite again (every rewrite costs the cache
+  // hits after the system prompt; see bench/chat-context).
+  double refill_share = 0.75;
 };
 
 struct FitReport {
