@@ -109,5 +109,28 @@ TEST(EngineContextShift, RefusesWhatCannotShift) {
   EXPECT_TRUE((*ok)->add_request(seeded_request(1, 100, 1000)).ok());  // output may go past
 }
 
+TEST(EngineContextShift, DropsWholeTurnsWhereTheRequestSaysTheyStart) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  // 100 + 30 tokens in a 128-token window: one shift. Without turns (or with one inside the
+  // fewest blocks) it drops block 1; with the next turn starting at 50 (block 3), blocks 1 and
+  // 2: the turn keeps its header, block 3 a tail of the turn before.
+  for (const auto& [starts, dropped] : std::vector<std::pair<std::vector<int32_t>, int32_t>>{
+           {{}, 16}, {{20}, 16}, {{20, 50, 90}, 32}}) {
+    auto e = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+    ASSERT_TRUE(e.ok());
+    GenerateRequest r = seeded_request(5, 100, 30);
+    r.turn_starts = starts;
+    const Outcome out = run(**e, {r});
+    EXPECT_EQ(out.usage.at(1).completion_tokens, 30);
+    EXPECT_EQ(out.usage.at(1).dropped_tokens, dropped) << starts.size();
+    EXPECT_EQ((*e)->stats().context_shifts, 1);
+  }
+  auto e = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+  GenerateRequest bad = seeded_request(5, 100, 30);
+  bad.turn_starts = {40, 30};
+  EXPECT_FALSE((*e)->add_request(bad).ok());
+}
+
 }  // namespace
 }  // namespace hinge

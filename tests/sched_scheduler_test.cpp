@@ -437,5 +437,56 @@ TEST(SchedScheduler, ContextShiftDropsWholeBlocksAfterTheSinksAndRotatesTheRest)
                                                          .keep_tokens = 12}).ok());
 }
 
+TEST(SchedScheduler, ContextShiftDropsWholeTurnsWhenItKnowsWhereTheyStart) {
+  SchedulerConfig c = config(64, 4, 4, 32);
+  c.context_policy = ContextPolicy::kShift;
+  c.max_model_len = 34;  // a window of 32 tokens: 8 blocks of 4
+  c.sink_tokens = 3;     // one sink block
+  Scheduler s(c);
+  // Turns start at 5, 14 and 22; the last message ends at 26 (the reply's header follows).
+  ASSERT_TRUE(s.add_request(RequestId(1),
+                            RequestParams{.prompt_token_ids = iota_tokens(1, 28),
+                                          .max_new_tokens = 40,
+                                          .turn_starts = {5, 14, 22, 26}}).ok());
+  const auto shifts_to = [&](int32_t shifts) {
+    while (s.find(RequestId(1))->num_shifts() < shifts) step(s);
+    return s.find(RequestId(1));
+  };
+  // Full at 32 + 1: one block would do, but the turn at 5 already lost its header with it; the
+  // first turn start at or past block 2 is 14 (block 3): blocks 1 and 2 go, 14 keeps its header.
+  const Request* r = shifts_to(1);
+  EXPECT_EQ(r->num_dropped_tokens(), 8);
+  EXPECT_EQ(std::vector<int32_t>(r->token_ids().begin(), r->token_ids().begin() + 8),
+            (std::vector<int32_t>{1, 2, 3, 4, 13, 14, 15, 16}));
+  EXPECT_EQ(vec(r->turn_starts()), (std::vector<int32_t>{6, 14, 18}));
+  r = shifts_to(2);  // the turn now at 14: two blocks again
+  EXPECT_EQ(r->num_dropped_tokens(), 16);
+  EXPECT_EQ(vec(r->turn_starts()), (std::vector<int32_t>{6, 10}));
+  r = shifts_to(3);  // 10 is in block 2: one block
+  EXPECT_EQ(r->num_dropped_tokens(), 20);
+  EXPECT_EQ(vec(r->turn_starts()), (std::vector<int32_t>{6}));
+  r = shifts_to(4);  // no turn start left past the sinks' next block: the fewest blocks
+  EXPECT_EQ(r->num_dropped_tokens(), 24);
+  EXPECT_TRUE(r->turn_starts().empty());
+  while (s.has_unfinished()) step(s);
+  ASSERT_EQ(s.take_finished().size(), 1u);
+
+  // A turn start so far that dropping up to it would leave less than a block: the fewest.
+  ASSERT_TRUE(s.add_request(RequestId(2),
+                            RequestParams{.prompt_token_ids = iota_tokens(1, 32),
+                                          .max_new_tokens = 4, .turn_starts = {32}}).ok());
+  while (s.find(RequestId(2))->num_shifts() < 1) step(s);
+  EXPECT_EQ(s.find(RequestId(2))->num_dropped_tokens(), 4);
+  EXPECT_EQ(vec(s.find(RequestId(2))->turn_starts()), (std::vector<int32_t>{28}));
+  while (s.has_unfinished()) step(s);
+  // Turn starts out of order or outside the prompt are refused.
+  EXPECT_FALSE(s.add_request(RequestId(3), RequestParams{.prompt_token_ids = iota_tokens(1, 8),
+                                                         .max_new_tokens = 4,
+                                                         .turn_starts = {5, 5}}).ok());
+  EXPECT_FALSE(s.add_request(RequestId(4), RequestParams{.prompt_token_ids = iota_tokens(1, 8),
+                                                         .max_new_tokens = 4,
+                                                         .turn_starts = {9}}).ok());
+}
+
 }  // namespace
 }  // namespace hinge::sched

@@ -108,6 +108,9 @@ struct GenerateRequest {
   CacheScope cache_scope{};
   // ContextPolicy::kShift keeps these leading tokens besides the sinks (a system prompt).
   int32_t keep_tokens = 0;
+  // ContextPolicy::kShift drops whole turns when it can: where the prompt's chat turns start
+  // (strictly increasing token positions within the prompt; sched::RequestParams::turn_starts).
+  std::vector<int32_t> turn_starts{};
   // Teacher forcing (evaluation, n == 1): output token i is forced_tokens[i] instead of the
   // sampler's choice, its log-probability under the model reported as usual (logprobs >= 0);
   // at least max_new_tokens of them. Empty: sample.

@@ -149,6 +149,7 @@ class EngineImpl final : public Engine {
     p.n = req.n;
     p.skip_prefix_cache = req.prompt_logprobs >= 0;
     p.keep_tokens = req.keep_tokens;
+    p.turn_starts = req.turn_starts;
     for (int32_t i = 1; i < req.n; ++i) p.sample_ids.push_back(RequestId(next_id_ + i));
     HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
     next_id_ += static_cast<uint64_t>(req.n);

@@ -59,6 +59,10 @@ struct RequestParams {
   // The shift context policy keeps these leading tokens (rounded up to whole blocks, at least
   // the sink tokens): a system prompt the server knows.
   int32_t keep_tokens = 0;
+  // Where the prompt's chat turns start (token positions, strictly increasing, within the
+  // prompt; the end of the last message included): a shift then drops whole turns when a turn
+  // boundary is within reach (never half a turn's header), else the fewest whole blocks.
+  std::vector<int32_t> turn_starts{};
 };
 
 class Request {
@@ -75,7 +79,8 @@ class Request {
         sample_ids_(std::move(params.sample_ids)),
         parent_id_(id),
         skip_prefix_cache_(params.skip_prefix_cache),
-        keep_tokens_(std::max(0, params.keep_tokens)) {
+        keep_tokens_(std::max(0, params.keep_tokens)),
+        turn_starts_(std::move(params.turn_starts)) {
     // Sized once for the whole generation: update() appends without allocating.
     token_ids_.reserve(static_cast<size_t>(max_tokens()));
   }
@@ -127,6 +132,8 @@ class Request {
   std::span<const int32_t> block_offsets() const { return block_offsets_; }
   // Leading tokens a shift keeps besides the sinks (a system prompt the server knows).
   int32_t keep_tokens() const { return keep_tokens_; }
+  // Turn starts not dropped yet, in current token positions (RequestParams::turn_starts).
+  std::span<const int32_t> turn_starts() const { return turn_starts_; }
 
   int32_t num_computed_tokens() const { return num_computed_tokens_; }
   // Prompt tokens found in the prefix cache at first admission (usage reporting); -1 before.
@@ -155,6 +162,7 @@ class Request {
   RequestId parent_id_;
   bool skip_prefix_cache_;
   int32_t keep_tokens_ = 0;
+  std::vector<int32_t> turn_starts_;  // see turn_starts()
   int32_t num_dropped_tokens_ = 0;
   int32_t num_dropped_prompt_tokens_ = 0;
   int32_t num_shifts_ = 0;

@@ -106,6 +106,12 @@ Status Scheduler::add_request(RequestId id, RequestParams params) {
   if (shifts() && num_prompt > window_tokens())
     return Status::Errorf("request {}: prompt {} is longer than the context window {}", id.value,
                           num_prompt, window_tokens());
+  for (size_t k = 0; k < params.turn_starts.size(); ++k) {
+    const int32_t t = params.turn_starts[k];
+    if (t < 0 || t > num_prompt || (k > 0 && t <= params.turn_starts[k - 1]))
+      return Status::Errorf("request {}: turn starts must increase strictly within the prompt "
+                            "[0, {}]; {} at index {}", id.value, num_prompt, t, k);
+  }
   if (shifts()) {
     const int32_t bs = config_.block_size_tokens;
     const int32_t sink_blocks = (std::max(config_.sink_tokens, params.keep_tokens) + bs - 1) / bs;
@@ -519,11 +525,26 @@ bool Scheduler::shift_context(Request& r) {
   const int32_t window = window_tokens();
   if (r.num_tokens() <= window) return false;
   const int32_t sink_blocks = (std::max(config_.sink_tokens, r.keep_tokens_) + bs - 1) / bs;
-  const int32_t drop = (r.num_tokens() - window + bs - 1) / bs;
+  int32_t drop = (r.num_tokens() - window + bs - 1) / bs;
   // Validated by the engine: a window holds the sinks and two more blocks.
   HINGE_CHECK_MSG(sink_blocks + drop < window / bs, "window {} too small for {} sink blocks",
                   window, sink_blocks);
+  // Whole turns when the server knows where they start: drop up to the block holding the
+  // first turn start at or past the fewest blocks (that turn keeps its header; the block may
+  // keep a tail of the turn before), unless that leaves less than one block of the window or
+  // reaches past what is computed.
+  int32_t drop_turns = window / bs - sink_blocks - 1;
+  if (kv_.has_request(r.id()))
+    drop_turns = std::min(drop_turns, r.num_computed_tokens_ / bs - sink_blocks);
+  for (const int32_t t : r.turn_starts_) {
+    if (t / bs < sink_blocks + drop) continue;
+    if (t / bs - sink_blocks <= drop_turns) drop = t / bs - sink_blocks;
+    break;
+  }
   const int32_t first = sink_blocks * bs, n = drop * bs;
+  // Turn starts now in the dropped blocks (or the kept ones before them) are gone.
+  std::erase_if(r.turn_starts_, [&](int32_t t) { return t < first + n; });
+  for (int32_t& t : r.turn_starts_) t -= n;
   if (kv_.has_request(r.id())) {
     HINGE_CHECK(r.num_computed_tokens_ >= first + n);
     const int32_t blocks = kv_.block_table(r.id()).num_blocks();

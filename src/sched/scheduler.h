@@ -73,7 +73,8 @@ struct SchedulerConfig {
   // The context: a sequence holds at most max_model_len tokens (0: no limit here; the caller
   // refuses longer requests). Under ContextPolicy::kShift a sequence that would exceed its
   // window (max_model_len rounded down to whole blocks) keeps its first ceil(max(sink_tokens,
-  // keep_tokens) / block) blocks, drops the fewest whole blocks after them and goes on.
+  // keep_tokens) / block) blocks, drops the fewest whole blocks after them and goes on; with
+  // RequestParams::turn_starts it drops whole turns instead when one starts within reach.
   ContextPolicy context_policy = ContextPolicy::kError;
   int32_t max_model_len = 0;
   int32_t sink_tokens = 4;

@@ -147,7 +147,7 @@ std::optional<ApiError> ApiServer::check_prompt_bytes(size_t bytes, const char* 
                          "least {} tokens ({} bytes)", ctx, at_least, bytes));
 }
 
-ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_json& messages,
+ApiResult<ApiServer::ChatPrompt> ApiServer::chat_prompt(const nlohmann::ordered_json& messages,
                                                        const nlohmann::ordered_json& tools) const {
   if (!messages.is_array() || messages.empty())
     return ApiError::invalid_request("messages", "messages must be a non-empty array");
@@ -159,7 +159,10 @@ ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_j
           "messages", "the chat template could not render these messages: " + r.status().message());
     text = std::move(r).value();
     if (auto e = check_prompt_bytes(text.size(), "messages")) return *e;
-    return encode_rendered_chat(tok_, text);
+    ChatPrompt p{.tokens = encode_rendered_chat(tok_, text), .turns = {}};
+    if (engine_.shifts_context())
+      p.turns = chat_turns(*template_, tok_, messages, tools, text, p.tokens);
+    return p;
   }
   // Plain fallback: contents joined by newlines, no roles.
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -172,7 +175,8 @@ ApiResult<std::vector<int32_t>> ApiServer::chat_prompt(const nlohmann::ordered_j
     text += c.get_ref<const std::string&>();
   }
   if (auto e = check_prompt_bytes(text.size(), "messages")) return *e;
-  return tok_.encode(text, /*add_special=*/true, /*parse_special=*/false);
+  return ChatPrompt{.tokens = tok_.encode(text, /*add_special=*/true, /*parse_special=*/false),
+                    .turns = {}};
 }
 
 void ApiServer::handle_tokenize(const HttpRequest& r, const ExchangePtr& ex) {

@@ -64,6 +64,7 @@
 #include "server/metrics.h"
 #include "server/request_workers.h"
 #include "server/tenant_registry.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -139,9 +140,14 @@ class ApiServer {
   // 400 when a text of `bytes` bytes cannot fit the context whatever it says (see
   // max_token_bytes); checked before tokenizing.
   std::optional<ApiError> check_prompt_bytes(size_t bytes, const char* param) const;
-  // Renders messages (parsed request) into prompt token ids; errors are 400s.
-  ApiResult<std::vector<int32_t>> chat_prompt(const nlohmann::ordered_json& messages,
-                                             const nlohmann::ordered_json& tools) const;
+  // Renders messages (parsed request) into prompt token ids; errors are 400s. Under
+  // --context-policy shift with a chat template, also where the turns start (chat_turns).
+  struct ChatPrompt {
+    std::vector<int32_t> tokens;
+    ChatTurns turns;
+  };
+  ApiResult<ChatPrompt> chat_prompt(const nlohmann::ordered_json& messages,
+                                    const nlohmann::ordered_json& tools) const;
 
  private:
   ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,

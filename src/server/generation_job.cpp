@@ -338,11 +338,13 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
 
   // The prompt.
   std::vector<int32_t> prompt;
+  ChatTurns turns;  // chat under --context-policy shift: the system prompt and turn starts
   const Tokenizer& tok = api.tokenizer();
   if (endpoint == Endpoint::kChatCompletions) {
     auto p = api.chat_prompt(req.messages, req.tools);
     if (!p.ok()) return fail(p.error());
-    prompt = std::move(*p);
+    prompt = std::move(p->tokens);
+    turns = std::move(p->turns);
   } else if (req.prompt_is_tokens) {
     prompt = std::move(req.prompt_token_ids);
     for (size_t i = 0; i < prompt.size(); ++i)
@@ -389,6 +391,8 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
 
   GenerateRequest g;
   g.prompt_token_ids = std::move(prompt);
+  g.keep_tokens = turns.keep_tokens;
+  g.turn_starts = std::move(turns.turn_starts);
   g.sampling = req.sampling;
   g.sampling.seed = req.seed ? *req.seed : random_seed();
   // max_tokens 0 (echo, scoring the prompt): the engine samples one token, the job drops it.

@@ -7,7 +7,9 @@
 // Thread-safety: pure functions of immutable inputs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,5 +34,24 @@ StatusOr<std::string> render_chat(const ChatTemplate& tmpl, const Tokenizer& tok
 // Tokens of a rendered chat text: special tokens parsed, BOS added unless the text starts with
 // the BOS token's text.
 std::vector<int32_t> encode_rendered_chat(const Tokenizer& tok, const std::string& text);
+
+// Where a rendered chat's messages start in its tokens, for --context-policy shift (which then
+// keeps a system prompt and drops whole turns, sched::RequestParams).
+struct ChatTurns {
+  int32_t keep_tokens = 0;           // the leading system / developer messages' tokens
+  std::vector<int32_t> turn_starts;  // token position where message i >= 1 starts, and where
+                                     // the last one ends (the reply's header), increasing
+};
+
+// From the renders of the first 1..k messages (k <= max_messages) that are prefixes of `text`
+// (the whole render, whose tokens are `tokens`), each kept when the tokens of the text up to it
+// are exactly a prefix of `tokens` (a tokenizer may merge across a boundary, e.g. "|><|" without
+// special tokens: that one is left out). A template that renders a prefix differently yields
+// fewer or no boundaries, never a wrong one. Costs k renders and about one tokenization of
+// the text.
+ChatTurns chat_turns(const ChatTemplate& tmpl, const Tokenizer& tok,
+                     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                     const std::string& text, std::span<const int32_t> tokens,
+                     size_t max_messages = 64);
 
 }  // namespace hinge
