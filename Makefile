@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 BUILD := build/release
 HINGE := $(BUILD)/hinge
 
-.PHONY: all deps test-deps build run test asan-test fuzz bench clean
+.PHONY: all deps test-deps build build-tests run check test asan-test fuzz bench clean
 
 all: build
 
@@ -32,16 +32,24 @@ run: build
 
 # Configures again with HINGE_BUILD_TESTS=ON: a build that `make run` configured before the test
 # packages were installed gets its tests (and the benchmarks) too.
-test: test-deps
+build-tests: test-deps
 	cmake --preset release -DHINGE_BUILD_TESTS=ON >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
-	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
-# ASan + UBSan over the test suite (it is fast enough to run whole: under a minute).
+# The fast tier, the inner loop: the in-process suite (ctest label "check": unit, kernel, kv/,
+# sched/, engine and server tests), no server processes. docs/development.md has the tiers.
+check: build-tests
+	scripts/ctest-run $(BUILD) -L check --output-on-failure -j$(JOBS) --timeout 600
+
+# Everything (what CI runs): the check tier plus the process-level serve / js / chat tests.
+test: build-tests
+	scripts/ctest-run $(BUILD) --output-on-failure -j$(JOBS) --timeout 600
+
+# The check tier under ASan + UBSan (clang; the same build holds the fuzz targets: make fuzz).
 asan-test: test-deps
 	cmake --preset asan -DHINGE_BUILD_TESTS=ON >/dev/null
 	cmake --build build/asan -j$(JOBS) --target hinge_tests hinge
-	cd build/asan && ctest --output-on-failure -j$(JOBS) --timeout 900
+	scripts/ctest-run build/asan -L check --output-on-failure -j$(JOBS) --timeout 900
 
 fuzz: test-deps
 	scripts/fuzz-ci 60

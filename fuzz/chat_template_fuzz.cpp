@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace {
 const nlohmann::ordered_json& context() {

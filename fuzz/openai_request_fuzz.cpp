@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/utf8.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
@@ -16,7 +17,7 @@ template <typename T>
 void check_error(const hinge::server::ApiResult<T>& r) {
   if (r.ok()) return;
   const std::string body = hinge::server::api_error_body(r.error());
-  if (body.empty() || !hinge::server::is_valid_utf8(body)) __builtin_trap();
+  if (body.empty() || !hinge::is_valid_utf8(body)) __builtin_trap();
   if (r.error().http_status != 400) __builtin_trap();
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/thread_pool.h"
-#include "engine/thread_adapter.h"
+#include "pressure/thread_adapter.h"
 #include "pressure/cpu_contention.h"
 #include "test_util.h"
 

@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "hinge/engine.h"
 #include "model_test_util.h"
 

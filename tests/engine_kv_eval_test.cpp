@@ -2,7 +2,7 @@
 // real models. The docs table (docs/kv-dtypes.md) comes from `hinge kv-eval` on the same text.
 #include <gtest/gtest.h>
 
-#include "engine/kv_eval.h"
+#include "eval/kv_eval.h"
 #include "model_test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,7 +17,7 @@ std::vector<int32_t> story_tokens(const LoadedModel& m) {
   auto tok = Tokenizer::create(m.vocab);
   EXPECT_TRUE(tok.ok());
   const std::string text =
-      testing::read_file(std::string(HINGE_SOURCE_DIR) + "/tests/data/kv_eval_story.txt");
+      testing::read_file(testing::source_dir() + "/tests/data/kv_eval_story.txt");
   return (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
 }
 

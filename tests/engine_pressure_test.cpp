@@ -6,7 +6,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
+#include "common/resident_memory.h"
 #include "engine/memory_budget.h"
 #include "model_test_util.h"
 

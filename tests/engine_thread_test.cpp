@@ -11,7 +11,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "model_test_util.h"
 
 namespace hinge {

@@ -44,7 +44,7 @@ const char* const kPresets[] = {"tiny-llama",  "tiny-qwen2",   "tiny-qwen3",
                                 "tiny-granite", "tiny-olmo2",  "tiny-mistral3"};
 
 std::string data_path(const std::string& name) {
-  return std::string(HINGE_SOURCE_DIR) + "/tests/data/parity/" + name;
+  return testing::source_dir() + "/tests/data/parity/" + name;
 }
 
 struct Reference {

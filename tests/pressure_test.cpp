@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/pressure_policy.h"
+#include "pressure/pressure_policy.h"
 #include "pressure/pressure_level.h"
 #include "pressure/pressure_signals.h"
 #include "test_util.h"

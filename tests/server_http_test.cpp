@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "http_test_client.h"
 #include "model_test_util.h"
 #include "server/api_server.h"

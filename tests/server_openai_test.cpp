@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.h"
 #include "server/api_error.h"
 #include "openai_request_test_util.h"
 #include "server/openai_request.h"

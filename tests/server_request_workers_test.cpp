@@ -14,11 +14,12 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(RequestWorkers, BulkTasksLeaveAWorkerForGeneration) {
-  RequestWorkers w(2, 16);
+  // Declared before the workers: their destructor runs the queued bulk tasks, which use these.
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();
   std::atomic<int> bulk_started{0};
   std::promise<void> first_bulk;
+  RequestWorkers w(2, 16);
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(w.submit(
         [&, gate] {

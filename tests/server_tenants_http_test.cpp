@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "http/server.h"
 #include "http_test_client.h"
 #include "model_test_util.h"

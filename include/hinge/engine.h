@@ -47,7 +47,7 @@ using sched::Priority;
 
 struct EngineConfig {
   int32_t threads = 1;
-  // Run as many of the threads as there are free cores (engine/thread_adapter.h): fewer while
+  // Run as many of the threads as there are free cores (pressure/thread_adapter.h): fewer while
   // other programs take cores, all again when they are free. The CLI turns it on (off with
   // --no-adapt-threads); off here so that a library caller's (and a test's) kernels always
   // split work the same way.
@@ -248,7 +248,7 @@ class Engine {
   // The memory budget's breakdown, one line (EngineConfig::memory_budget_bytes); empty without.
   virtual const std::string& memory_breakdown() const = 0;
 
-  // Memory pressure (engine/pressure_policy.h decides; each applies at once):
+  // Memory pressure (pressure/pressure_policy.h decides; each applies at once):
   // At most `blocks` of the KV arena usable: free blocks beyond it are withheld and their pages
   // returned to the OS, now and as requests free blocks; a block a request holds is never
   // taken. The total (or more) lifts the limit.
@@ -259,7 +259,7 @@ class Engine {
   // The scheduler's running-sequence and per-step token limits, at most the configured ones
   // (0: the configured one).
   virtual void set_step_limits(int32_t max_num_seqs, int32_t max_batched_tokens) = 0;
-  // Saved sessions (engine/kv_transfer.h), between steps:
+  // Saved sessions (kv/kv_transfer.h), between steps:
   // Appends the raw bytes of the full blocks of `tokens` cached now in scope (the longest cached
   // run from the start; per block every KV group's block) to *out; returns how many blocks.
   // Error for models with sliding-window layers.

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "tokenizer/chat_prompt.h"
+#include "chat/chat_prompt.h"
 
 namespace hinge::chat {
 

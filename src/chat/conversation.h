@@ -3,7 +3,7 @@
 // history the model has seen (the last prompt and its reply), so that each new prompt is that
 // history followed by the new turn's tokens and the prefix cache holds all of it.
 //
-// Rendering: with the model's chat template (tokenizer/chat_prompt.h: BOS only when the template
+// Rendering: with the model's chat template (chat/chat_prompt.h: BOS only when the template
 // does not write it, special tokens parsed); a template that refuses a system message gets the
 // system prompt and summary at the head of the first user message instead. Without a template,
 // the plain format: every text on its own line, the reply starting after a newline.
@@ -25,7 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::chat {

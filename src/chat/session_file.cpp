@@ -13,6 +13,9 @@
 
 #include <fmt/format.h>
 
+#include "common/little_endian.h"
+#include "common/sodium_init.h"
+
 namespace hinge::chat {
 
 namespace {
@@ -35,30 +38,14 @@ constexpr char kKdfContext[crypto_kdf_CONTEXTBYTES + 1] = "hingeses";
 constexpr char kCheckMessage[] = "hinge chat session key check v1";
 constexpr char kKeyFileLabel[] = "hinge chat session file key v1";
 
-void ensure_sodium() {
-  HINGE_CHECK_MSG(sodium_init() >= 0, "libsodium failed to initialize");
-}
-
-void put_u32(std::vector<uint8_t>& b, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
-void put_u64(std::vector<uint8_t>& b, uint64_t v) {
-  for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(v >> (8 * i)));
-}
+void put_u32(std::vector<uint8_t>& b, uint32_t v) { append_le(&b, v); }
+void put_u64(std::vector<uint8_t>& b, uint64_t v) { append_le(&b, v); }
 void put_name(std::vector<uint8_t>& b, const std::string& s) {
   for (size_t i = 0; i < kDtypeField; ++i)
     b.push_back(i < s.size() && i + 1 < kDtypeField ? static_cast<uint8_t>(s[i]) : 0);
 }
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+uint32_t get_u32(const uint8_t* p) { return load_le<uint32_t>(p); }
+uint64_t get_u64(const uint8_t* p) { return load_le<uint64_t>(p); }
 std::string get_name(const uint8_t* p) {
   size_t n = 0;
   while (n + 1 < kDtypeField && p[n] != 0) ++n;

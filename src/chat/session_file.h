@@ -127,7 +127,7 @@ enum class SessionOpenError {
 
 struct SessionContents {
   std::string conversation;  // JSON
-  std::vector<uint8_t> kv;   // exported KV blocks (engine/kv_transfer.h)
+  std::vector<uint8_t> kv;   // exported KV blocks (kv/kv_transfer.h)
 };
 
 struct SessionOpenResult {

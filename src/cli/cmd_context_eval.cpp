@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "common/thread_pool.h"
-#include "engine/context_eval.h"
+#include "eval/context_eval.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::cli {

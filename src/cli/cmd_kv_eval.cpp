@@ -8,7 +8,7 @@
 
 #include "cli/commands.h"
 #include "common/thread_pool.h"
-#include "engine/kv_eval.h"
+#include "eval/kv_eval.h"
 #include "model/loaded_model.h"
 #include "tokenizer/tokenizer.h"
 

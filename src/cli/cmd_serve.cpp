@@ -20,7 +20,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "common/units.h"
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "http/server.h"
 #include "pressure/pressure_watch.h"
 #include "server/api_server.h"

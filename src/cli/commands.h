@@ -96,7 +96,7 @@ struct KvEvalArgs {
 };
 int kv_eval_command(const KvEvalArgs& args);
 
-// `hinge context-eval`: StreamingLLM's comparison (engine/context_eval.h).
+// `hinge context-eval`: StreamingLLM's comparison (eval/context_eval.h).
 struct ContextEvalArgs {
   std::string model;
   std::string tokenizer;
@@ -145,7 +145,7 @@ struct ServeArgs {
   int64_t admin_port = -1;         // -1: none; 0: any free port
   std::string tls_cert;            // PEM certificate chain; with tls_key: HTTPS only
   std::string tls_key;             // PEM private key
-  // Memory pressure (pressure/, engine/pressure_policy.h).
+  // Memory pressure (pressure/, pressure/pressure_policy.h).
   bool no_pressure = false;        // --no-pressure: no watch, the level stays normal
   std::string pressure_root = "/"; // --pressure-root DIR: read /proc and /sys under DIR
   double pressure_interval = 1;    // seconds between readings

@@ -40,16 +40,16 @@ class [[nodiscard]] Status {
   std::optional<std::string> message_;
 };
 
-template <typename T>
-class [[nodiscard]] StatusOr {
+// A value or an error: the one result type, StatusOr<T> (error: Status) and the server's
+// ApiResult<T> (error: server::ApiError, server/api_error.h).
+template <typename T, typename E>
+class [[nodiscard]] Result {
  public:
-  StatusOr(T value) : v_(std::move(value)) {}                // NOLINT: implicit by design
-  StatusOr(Status status) : v_(std::move(status)) {          // NOLINT: implicit by design
-    if (std::get<Status>(v_).ok()) v_ = Status::Error("internal: StatusOr built from OK status");
-  }
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(E error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
-  Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
+  const E& error() const { return std::get<E>(v_); }
   T& value() & { return std::get<T>(v_); }
   const T& value() const& { return std::get<T>(v_); }
   T&& value() && { return std::get<T>(std::move(v_)); }
@@ -58,8 +58,19 @@ class [[nodiscard]] StatusOr {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
- private:
-  std::variant<T, Status> v_;
+ protected:
+  std::variant<T, E> v_;
+};
+
+template <typename T>
+class [[nodiscard]] StatusOr : public Result<T, Status> {
+ public:
+  StatusOr(T value) : Result<T, Status>(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(Status status) : Result<T, Status>(std::move(status)) {  // NOLINT: implicit by design
+    if (std::get<Status>(this->v_).ok())
+      this->v_ = Status::Error("internal: StatusOr built from OK status");
+  }
+  Status status() const { return this->ok() ? Status::Ok() : this->error(); }
 };
 
 [[noreturn]] inline void check_failed(const char* file, int line, const char* expr,

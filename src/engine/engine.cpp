@@ -17,13 +17,14 @@
 #include "engine/cache_identity.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibration.h"
-#include "engine/kv_reclaimer.h"
-#include "engine/kv_transfer.h"
+#include "kv/kv_reclaimer.h"
+#include "kv/kv_transfer.h"
 #include "engine/memory_budget.h"
 #include "engine/request_check.h"
 #include "engine/sample_state.h"
-#include "engine/thread_adapter.h"
+#include "pressure/thread_adapter.h"
 #include "kv/kv_arena.h"
+#include "model/rope_rotations.h"
 #include "model/transformer.h"
 #include "model/loaded_model.h"
 #include "sched/scheduler.h"
@@ -52,7 +53,7 @@ class EngineImpl final : public Engine {
         max_model_len_(max_model_len),
         pool_(config.threads),
         threads_(config.adapt_threads, config.threads, config.cpu_root),
-        llama_(model.config, model.weights, pool_, config.max_batched_tokens,
+        transformer_(model.config, model.weights, pool_, config.max_batched_tokens,
                model.file_mappings),
         arena_(make_arena(budget)),
         kv_calibration_(run_calibration(max_model_len)),
@@ -69,7 +70,8 @@ class EngineImpl final : public Engine {
                                       .max_model_len = max_model_len,
                                       .sink_tokens = config.sink_tokens}),
         reclaimer_(&sched_.kv_mut(), &arena_),
-        transfer_(&sched_.kv_mut(), &arena_) {
+        transfer_(&sched_.kv_mut(), &arena_),
+        rotations_(transformer_.rope_global(), config.block_size) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     scratch_.resize(static_cast<size_t>(pool_.capacity()));
@@ -90,10 +92,10 @@ class EngineImpl final : public Engine {
     out_.preempted.reserve(seqs);
     logit_rows_.reserve(seqs);
     seqs_.reserve(seqs * groups);
-    rotation_ptrs_.reserve(seqs * table);
+    rotations_.reserve(seqs * table);
     step_rows_.reserve(seqs);
     sampled_.reserve(seqs);
-    delta_sids_.reserve(seqs);
+    book_.delta_sids.reserve(seqs);
   }
 
   Status check_request(const GenerateRequest& req) const override {
@@ -154,24 +156,16 @@ class EngineImpl final : public Engine {
     HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
     next_id_ += static_cast<uint64_t>(req.n);
 
-    auto group = std::make_unique<Group>();
-    group->params = std::move(req);
-    for (int32_t i = 0; i < group->params.n; ++i) {
-      const RequestId sid(id.value + static_cast<uint64_t>(i));
-      group->ids.push_back(sid);
-      samples_.try_emplace(sid, id, i, group->params, model_.config.n_vocab, tok_,
-                           config_.detokenize);
-    }
-    groups_.emplace(id, std::move(group));
+    book_.add(id, std::move(req), model_.config.n_vocab, tok_, config_.detokenize);
     return id;
   }
 
   bool abort(RequestId id) override {
-    auto g = groups_.find(id);
-    if (g == groups_.end()) return false;
+    auto g = book_.groups.find(id);
+    if (g == book_.groups.end()) return false;
     bool any = false;
     for (RequestId sid : g->second->ids) {
-      if (!samples_.contains(sid)) continue;  // this sample already finished
+      if (!book_.samples.contains(sid)) continue;  // this sample already finished
       if (sched_.abort_request(sid)) {
         any = true;
       } else {
@@ -184,18 +178,18 @@ class EngineImpl final : public Engine {
   }
 
   bool abort_sample(RequestId id, int32_t index) override {
-    auto g = groups_.find(id);
-    if (g == groups_.end() || index < 0 || index >= static_cast<int32_t>(g->second->ids.size()))
+    auto g = book_.groups.find(id);
+    if (g == book_.groups.end() || index < 0 || index >= static_cast<int32_t>(g->second->ids.size()))
       return false;
     const RequestId sid = g->second->ids[static_cast<size_t>(index)];
-    if (!samples_.contains(sid)) return false;
+    if (!book_.samples.contains(sid)) return false;
     // Before the fork the samples are one scheduler request: only abort() can stop it.
     const sched::Request* first = sched_.find(g->second->ids[0]);
     if (first && first->fork_pending()) return false;
     return sched_.abort_request(sid);
   }
 
-  bool has_unfinished() const override { return !samples_.empty(); }
+  bool has_unfinished() const override { return !book_.samples.empty(); }
 
   Status step(std::vector<RequestDelta>* deltas) override {
     const auto t0 = std::chrono::steady_clock::now();
@@ -206,10 +200,8 @@ class EngineImpl final : public Engine {
         *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
     } timed{t0, &step_seconds_};
-    // The caller's deltas are reused in place (their buffers keep their capacity); the first
-    // num_deltas_ are this step's, the rest are dropped at the end.
-    num_deltas_ = 0;
-    delta_sids_.clear();
+    // The caller's deltas are reused in place; the rest are dropped at the end.
+    book_.begin_step(steps_ + 1);
     // The TTL clock; expired entries are reclaimed about once a second (a scan of the pool).
     const double now = seconds_since_created();
     sched_.kv_mut().set_now(now);
@@ -230,7 +222,7 @@ class EngineImpl final : public Engine {
     if (!out.empty()) {
       if (Status st = run_forward(out); !st.ok()) {
         fail_step(out, deltas);
-        deltas->resize(num_deltas_);
+        deltas->resize(book_.num_deltas);
         return st;
       }
       record_prompt_logprobs(out);
@@ -241,12 +233,12 @@ class EngineImpl final : public Engine {
     }
     sched_.update(out, sampled_);
     for (const auto& s : sampled_) {
-      auto it = samples_.find(s.id);
-      if (it != samples_.end() && it->second.stop_seen && sched_.find(s.id) != nullptr)
+      auto it = book_.samples.find(s.id);
+      if (it != book_.samples.end() && it->second.stop_seen && sched_.find(s.id) != nullptr)
         sched_.finish_request(s.id, FinishReason::kStop);
     }
     finish_step(deltas);
-    deltas->resize(num_deltas_);
+    deltas->resize(book_.num_deltas);
     return Status::Ok();
   }
 
@@ -321,7 +313,7 @@ class EngineImpl final : public Engine {
     z.threads = config_.threads;
     z.n_vocab = model_.config.n_vocab;
     z.file_mappings = model_.file_mappings;
-    z.dropped_file_bytes = llama_.dropped_file_bytes();
+    z.dropped_file_bytes = transformer_.dropped_file_bytes();
     StatusOr<int64_t> blocks = kv_arena_blocks(z, &memory_breakdown_);
     if (blocks.ok()) {
       auto a = kv::KvArena::create(in.spec, *blocks);
@@ -337,7 +329,7 @@ class EngineImpl final : public Engine {
   // before the scheduler (its cache is keyed by the result).
   uint64_t run_calibration(int32_t max_model_len) {
     if (!arena_status_.ok()) return 0;  // the engine will not start
-    auto cal = calibrate_kv(llama_, arena_, max_model_len);
+    auto cal = calibrate_kv(transformer_, arena_, max_model_len);
     if (!cal.ok()) {
       init_status_ = cal.status();
       return 0;
@@ -358,7 +350,7 @@ class EngineImpl final : public Engine {
     logit_rows_.clear();
     seqs_.clear();
     step_rows_.clear();
-    rotation_ptrs_.clear();
+    rotations_.clear();
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
       kernels::AttentionSeq seq;
@@ -368,7 +360,7 @@ class EngineImpl final : public Engine {
       seq.num_blocks = r.num_blocks;
       seq.block_table = out.block_table(r).data();  // the scheduler's copy, read in place
       if (const auto offsets = out.block_offsets(r); !offsets.empty())
-        seq.block_rotation = block_rotations(offsets);
+        seq.block_rotation = rotations_.tables(offsets);
       seqs_.push_back(seq);
       StepRows rows = prompt_logprob_rows(r, seq.query_begin);
       for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
@@ -403,7 +395,7 @@ class EngineImpl final : public Engine {
     // More rows than max_num_seqs only with prompt logprobs: grow once, keep the capacity.
     const size_t need = logit_rows_.size() * static_cast<size_t>(model_.config.n_vocab);
     if (need > logits_.size()) logits_.resize(need);
-    return llama_.forward_batch(b, arena_, logits_.data());
+    return transformer_.forward_batch(b, arena_, logits_.data());
   }
 
   // The forward pass of `out` failed (nothing was sampled): its requests finish with kError
@@ -423,13 +415,13 @@ class EngineImpl final : public Engine {
   // The end of every step: final deltas of the requests the scheduler finished, of `errored`
   // (kError) and of pending aborts; each delta's usage.
   void finish_step(std::vector<RequestDelta>* deltas, std::span<const RequestId> errored = {}) {
-    for (sched::Request& r : sched_.take_finished()) finish_sample(r.id(), r.finish_reason(), deltas);
-    for (RequestId sid : errored) finish_sample(sid, FinishReason::kError, deltas);
-    for (RequestId sid : pending_aborts_) finish_sample(sid, FinishReason::kAborted, deltas);
+    for (sched::Request& r : sched_.take_finished()) book_.finish(r.id(), r.finish_reason(), deltas);
+    for (RequestId sid : errored) book_.finish(sid, FinishReason::kError, deltas);
+    for (RequestId sid : pending_aborts_) book_.finish(sid, FinishReason::kAborted, deltas);
     pending_aborts_.clear();
-    for (size_t i = 0; i < num_deltas_; ++i) {
-      auto it = samples_.find(delta_sids_[i]);
-      if (it != samples_.end()) (*deltas)[i].usage = it->second.usage;
+    for (size_t i = 0; i < book_.num_deltas; ++i) {
+      auto it = book_.samples.find(book_.delta_sids[i]);
+      if (it != book_.samples.end()) (*deltas)[i].usage = it->second.usage;
     }
     if (config_.kv_debug)
       std::fprintf(stderr, "step %lld\n%s\n", static_cast<long long>(steps_),
@@ -439,35 +431,11 @@ class EngineImpl final : public Engine {
   // The prompt positions of r whose logits give prompt logprobs this step: those in
   // [first_position, end) not recorded yet whose next token is a prompt token. prompt_row is
   // the batch row of the first one (run_forward turns it into a logits-buffer row).
-  // The query rotations of a shifted sequence's blocks (kernels::AttentionSeq::block_rotation):
-  // one table per offset, made once (offsets are multiples of the block size up to the
-  // context), pointers in rotation_ptrs_ (reserved for every running sequence's table, so this
-  // allocates only the first time an offset is seen).
-  const float* const* block_rotations(std::span<const int32_t> offsets) {
-    const size_t begin = rotation_ptrs_.size();
-    const kernels::RopeTable& rope = llama_.rope_global();
-    for (const int32_t d : offsets) {
-      if (d == 0) {
-        rotation_ptrs_.push_back(nullptr);
-        continue;
-      }
-      const size_t k = static_cast<size_t>(d / config_.block_size);
-      if (k >= rotation_tables_.size()) rotation_tables_.resize(k + 1);
-      std::vector<float>& t = rotation_tables_[k];
-      if (t.empty()) {
-        t.resize(static_cast<size_t>(std::max<int64_t>(2, rope.n_rot)));
-        kernels::rope_rotation(rope, d, t.data());
-      }
-      rotation_ptrs_.push_back(t.data());
-    }
-    return rotation_ptrs_.data() + begin;
-  }
-
   StepRows prompt_logprob_rows(const sched::ScheduledRequest& r, int32_t query_begin) const {
     StepRows rows;
-    auto st = samples_.find(r.id);
-    if (st == samples_.end()) return rows;
-    const Group& g = *groups_.at(st->second.group);
+    auto st = book_.samples.find(r.id);
+    if (st == book_.samples.end()) return rows;
+    const Group& g = *book_.groups.at(st->second.group);
     if (g.params.prompt_logprobs < 0) return rows;
     const int32_t n_prompt = static_cast<int32_t>(g.params.prompt_token_ids.size());
     const int32_t lo = std::max(r.first_position, static_cast<int32_t>(g.prompt_logprobs.size()));
@@ -484,7 +452,7 @@ class EngineImpl final : public Engine {
     for (size_t i = 0; i < out.scheduled.size(); ++i) {
       const StepRows& rows = step_rows_[i];
       if (rows.num_prompt_rows == 0) continue;
-      Group& g = *groups_.at(samples_.at(out.scheduled[i].id).group);
+      Group& g = *book_.groups.at(book_.samples.at(out.scheduled[i].id).group);
       const std::vector<int32_t>& prompt = g.params.prompt_token_ids;
       for (int32_t k = 0; k < rows.num_prompt_rows; ++k) {
         const int32_t pos = rows.prompt_position + k;
@@ -495,26 +463,6 @@ class EngineImpl final : public Engine {
                       &g.prompt_logprobs.back());
       }
     }
-  }
-
-  // This step's delta of sample sid: the next one of the caller's vector, reset in place.
-  RequestDelta& delta_for(RequestId sid, std::vector<RequestDelta>* deltas) {
-    SampleState& st = samples_.at(sid);
-    if (st.delta_step == steps_) return (*deltas)[st.delta_slot];
-    st.delta_step = steps_;
-    st.delta_slot = num_deltas_++;
-    delta_sids_.push_back(sid);
-    if (st.delta_slot == deltas->size()) deltas->emplace_back();
-    RequestDelta& d = (*deltas)[st.delta_slot];
-    d.id = st.group;
-    d.index = st.index;
-    d.token_ids.clear();
-    d.text.clear();
-    d.finish_reason = FinishReason::kNone;
-    d.usage = {};
-    d.logprobs.clear();
-    d.prompt_logprobs.clear();
-    return d;
   }
 
   // Draws every sample's token (in parallel on the pool: each sampler and scratch is one
@@ -528,11 +476,11 @@ class EngineImpl final : public Engine {
       const sched::Request* req = sched_.find(r.id);
       if (!req) continue;  // aborted since schedule()
       const float* logits = &logits_[static_cast<size_t>(step_rows_[i].sample_row) * vocab];
-      const Group& g = *groups_.at(samples_.at(r.id).group);
+      const Group& g = *book_.groups.at(book_.samples.at(r.id).group);
       for (int32_t k = 0; k < r.num_samples; ++k) {
         const RequestId sid =
-            k == 0 ? r.id : g.ids[static_cast<size_t>(samples_.at(r.id).index + k)];
-        draws_.push_back({sid, &samples_.at(sid), req, logits, 0});
+            k == 0 ? r.id : g.ids[static_cast<size_t>(book_.samples.at(r.id).index + k)];
+        draws_.push_back({sid, &book_.samples.at(sid), req, logits, 0});
       }
     }
     const int64_t n = static_cast<int64_t>(draws_.size());
@@ -553,7 +501,7 @@ class EngineImpl final : public Engine {
     }
     for (const Draw& dr : draws_) {
       SampleState& st = *dr.st;
-      const Group& g = *groups_.at(st.group);
+      const Group& g = *book_.groups.at(st.group);
       st.usage.cached_tokens = std::max(0, dr.req->num_cached_tokens());
       st.usage.dropped_tokens = dr.req->num_dropped_tokens();
       const std::vector<int32_t>& forced = st.params->forced_tokens;
@@ -561,7 +509,7 @@ class EngineImpl final : public Engine {
           forced.empty() ? dr.token : forced[static_cast<size_t>(st.usage.completion_tokens)];
       sampled_.push_back({dr.sid, token});
       ++output_tokens_;
-      RequestDelta& d = delta_for(dr.sid, deltas);
+      RequestDelta& d = book_.delta_for(dr.sid, deltas);
       if (g.params.prompt_logprobs >= 0 && !st.prompt_logprobs_sent) {
         d.prompt_logprobs = g.prompt_logprobs;
         st.prompt_logprobs_sent = true;
@@ -584,24 +532,6 @@ class EngineImpl final : public Engine {
     }
   }
 
-  void finish_sample(RequestId sid, FinishReason reason, std::vector<RequestDelta>* deltas) {
-    auto it = samples_.find(sid);
-    if (it == samples_.end()) return;
-    SampleState& st = it->second;
-    RequestDelta& d = delta_for(sid, deltas);
-    if (st.output) d.text += st.output->finish();
-    if (reason == FinishReason::kLength && st.stop_seen) reason = FinishReason::kStop;
-    d.finish_reason = reason;
-    d.usage = st.usage;
-    const RequestId group = st.group;
-    samples_.erase(it);
-    auto g = groups_.find(group);
-    if (g != groups_.end() &&
-        std::none_of(g->second->ids.begin(), g->second->ids.end(),
-                     [&](RequestId id) { return samples_.contains(id); }))
-      groups_.erase(g);
-  }
-
  private:
   const LoadedModel& model_;
   const Tokenizer* tok_;
@@ -615,7 +545,7 @@ class EngineImpl final : public Engine {
   int32_t max_model_len_;
   ThreadPool pool_;
   ThreadAdapter threads_;  // pool_'s active threads follow the free cores
-  Transformer llama_;
+  Transformer transformer_;
   // Sizing of the arena (make_arena, in member order: after the model is packed, so the
   // memory budget sees what is resident).
   std::string memory_breakdown_;
@@ -629,8 +559,7 @@ class EngineImpl final : public Engine {
   KvTransfer transfer_;    // saved sessions: prefix blocks out of and into arena_
 
   uint64_t next_id_ = 1;
-  std::unordered_map<RequestId, std::unique_ptr<Group>> groups_;
-  std::unordered_map<RequestId, SampleState> samples_;
+  SampleBook book_;  // live samples, their groups, this step's deltas
   std::vector<RequestId> pending_aborts_;
 
   // Per-step buffers (capacity kept).
@@ -638,8 +567,7 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> logit_rows_;
   std::vector<StepRows> step_rows_;     // per out.scheduled entry
   std::vector<kernels::AttentionSeq> seqs_;
-  std::vector<const float*> rotation_ptrs_;          // block_rotations(): this step's
-  std::vector<std::vector<float>> rotation_tables_;  // [offset / block_size]: cos, sin
+  RopeRotations rotations_;  // query rotations of shifted blocks
   std::vector<float> logits_;
   // One sample to draw this step (sample()).
   struct Draw {
@@ -652,8 +580,6 @@ class EngineImpl final : public Engine {
   std::vector<Draw> draws_;
   std::vector<SamplerScratch> scratch_;  // one per pool thread
   std::vector<sched::SampledToken> sampled_;
-  size_t num_deltas_ = 0;               // deltas of this step (a prefix of the caller's vector)
-  std::vector<RequestId> delta_sids_;  // deltas[i] belongs to this sample
 
   int64_t steps_ = 0;
   double step_seconds_ = 0;

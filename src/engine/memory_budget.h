@@ -67,9 +67,4 @@ Status check_weights_fit(int64_t budget_bytes, const std::string& source,
                          std::span<const std::span<const uint8_t>> file_mappings,
                          uint64_t file_bytes, int64_t kv_block_bytes);
 
-// VmRSS of this process in bytes (0 when /proc is not there).
-int64_t process_resident_bytes();
-// Bytes of these mappings resident now (mincore), page-rounded.
-int64_t resident_bytes_of(std::span<const std::span<const uint8_t>> mappings);
-
 }  // namespace hinge

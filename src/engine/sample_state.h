@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -54,6 +56,31 @@ struct Group {
   // params.prompt_logprobs >= 0: entry i for prompt token i + 1, filled in position order as
   // the prompt is computed (a recompute after preemption skips the positions already done).
   std::vector<PositionLogprobs> prompt_logprobs;
+};
+
+// The engine's live samples, grouped per request, and this step's deltas: the caller's vector
+// is reused in place (its buffers keep their capacity), its first num_deltas are this step's.
+struct SampleBook {
+  std::unordered_map<RequestId, std::unique_ptr<Group>> groups;
+  std::unordered_map<RequestId, SampleState> samples;
+  size_t num_deltas = 0;             // deltas of this step (a prefix of the caller's vector)
+  std::vector<RequestId> delta_sids;  // deltas[i] belongs to this sample
+  int64_t step = 0;
+
+  // Request id's group: samples id, id + 1, ..., id + n - 1.
+  void add(RequestId id, GenerateRequest req, int64_t n_vocab, const Tokenizer* tok,
+           bool detokenize);
+  // The start of step `s`: no delta yet.
+  void begin_step(int64_t s) {
+    step = s;
+    num_deltas = 0;
+    delta_sids.clear();
+  }
+  // This step's delta of sample sid: the next one of the caller's vector, reset in place.
+  RequestDelta& delta_for(RequestId sid, std::vector<RequestDelta>* deltas);
+  // Sample sid's final delta (its text flushed, usage, reason); the sample (and its group once
+  // no sample is left) is forgotten.
+  void finish(RequestId sid, FinishReason reason, std::vector<RequestDelta>* deltas);
 };
 
 // Log-softmax of the raw logits (n_vocab of them) at `token`, and the k most likely tokens

@@ -424,7 +424,7 @@ HINGE_VNNI_INLINE void RunPreparedQ4K(const MatmulArgs& a, const Q4KPrepared* co
   const auto* xbase = static_cast<const uint8_t*>(a.x);
   for (int64_t b0 = 0; b0 < nb; b0 += kQ4KRangeBlocks) {
     const int64_t b1 = b0 + kQ4KRangeBlocks < nb ? b0 + kQ4KRangeBlocks : nb;
-    auto tile = [&](auto nt_tag, int64_t t) {
+    auto tile = [&](auto nt_tag, int64_t t) HINGE_VNNI_LAMBDA {
       constexpr int NT = decltype(nt_tag)::value;
       const BlockQ8_K* x[NT];
       const float* xm[NT];

@@ -25,25 +25,32 @@
 #define HINGE_SIMD_AVX2_PLUS 0
 #endif
 
-// HINGE_SIMD_VNNI is 1 on the AVX3 targets with GCC: there, functions marked HINGE_VNNI_ATTR
-// (or HINGE_VNNI_INLINE) are compiled with AVX-512 VNNI on top of the target's flags (the full
-// list: a target attribute replaces the pragma's), and may only run after cpu_has_avx512_vnni().
+// HINGE_SIMD_VNNI is 1 on the AVX3 targets: there, functions marked HINGE_VNNI_ATTR (or
+// HINGE_VNNI_INLINE) are compiled with AVX-512 VNNI on top of the target's flags (the full list:
+// a target attribute replaces the pragma's), and may only run after cpu_has_avx512_vnni().
 // GCC checks an intrinsic's target after inlining, so always-inline helpers can carry VNNI into
-// such a function; clang checks every function on its own, so clang builds (the fuzzers) keep
-// the pre-VNNI paths.
+// such a function; clang checks every function on its own, so there every function on the way
+// down carries the attribute, lambdas too (HINGE_VNNI_LAMBDA: empty for GCC, which would ignore
+// it with a warning).
 #undef HINGE_SIMD_VNNI
 #undef HINGE_VNNI_ATTR
 #undef HINGE_VNNI_INLINE
-#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && !defined(__clang__)
+#undef HINGE_VNNI_LAMBDA
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 #define HINGE_SIMD_VNNI 1
 #define HINGE_VNNI_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
 #define HINGE_VNNI_INLINE HWY_INLINE HINGE_VNNI_ATTR
+#ifdef __clang__
+#define HINGE_VNNI_LAMBDA HINGE_VNNI_ATTR
+#else
+#define HINGE_VNNI_LAMBDA
+#endif
 #else
 #define HINGE_SIMD_VNNI 0
 #endif
 
 // HINGE_SIMD_VNNI256 is 1 where the 256-bit u8 x i8 dot product vpdpbusd exists as a runtime
-// option (GCC): on the AVX3 targets as AVX-512 VNNI (EVEX, needs AVX-512 VL), on the AVX2 target
+// option (GCC; clang builds, the sanitizer build, keep the pre-VNNI 256-bit path): on the AVX3 targets as AVX-512 VNNI (EVEX, needs AVX-512 VL), on the AVX2 target
 // as AVX-VNNI (VEX: Alder Lake and later client cores, Zen 5). HINGE_VNNI256_ATTR adds the
 // feature to a function, HINGE_DPBUSD256(acc, u8, i8) is the instruction in that encoding, and
 // hinge_vnni256_available() the runtime check to pass first.
@@ -51,7 +58,7 @@
 #undef HINGE_VNNI256_ATTR
 #undef HINGE_DPBUSD256
 #undef hinge_vnni256_available
-#if HINGE_SIMD_VNNI
+#if HINGE_SIMD_VNNI && !defined(__clang__)
 #define HINGE_SIMD_VNNI256 1
 #define HINGE_VNNI256_ATTR HINGE_VNNI_ATTR
 #define HINGE_DPBUSD256(acc, a, b) _mm256_dpbusd_epi32(acc, a, b)

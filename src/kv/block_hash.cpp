@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstring>
 
+#include "common/little_endian.h"
+#include "common/sodium_init.h"
 #include "common/status.h"
 
 namespace hinge::kv {
@@ -13,29 +15,19 @@ namespace {
 
 constexpr char kRootTag[] = "hinge-kv-root-v1";
 
-void init_sodium() {
-  // Picks the fastest BLAKE2b implementation for this CPU; safe to call from any thread.
-  static const bool ok = sodium_init() >= 0;
-  HINGE_CHECK_MSG(ok, "libsodium failed to initialise");
-}
-
-void put_u64(uint8_t* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(v >> (8 * i));
-}
+void put_u64(uint8_t* out, uint64_t v) { store_le(out, v); }
 
 BlockHash from_bytes(const uint8_t* b) {
   BlockHash h;
-  for (int i = 0; i < 8; ++i) {
-    h.lo |= static_cast<uint64_t>(b[i]) << (8 * i);
-    h.hi |= static_cast<uint64_t>(b[8 + i]) << (8 * i);
-  }
+  h.lo = load_le<uint64_t>(b);
+  h.hi = load_le<uint64_t>(b + 8);
   return h;
 }
 
 }  // namespace
 
 CacheNamespace CacheNamespace::from_string(const char* data, size_t size) {
-  init_sodium();
+  ensure_sodium();
   uint8_t out[32];
   crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(data), size, nullptr, 0);
   return from_bytes(out);
@@ -53,7 +45,7 @@ namespace {
 // B(tag, fingerprint, ns[, last]): the fixed-size fields make the encoding unambiguous.
 BlockHash root_like(const char* tag, size_t tag_size, const CacheNamespace& ns,
                     uint64_t fingerprint, const BlockHash* last) {
-  init_sodium();
+  ensure_sodium();
   uint8_t in[32 + 8 + 32 + 16];
   HINGE_CHECK(tag_size <= 32);
   std::memset(in, 0, sizeof in);
@@ -93,7 +85,7 @@ BlockHash chain_parent(const CacheScope& scope, size_t i, std::span<const BlockH
 
 BlockHash hash_block_tokens(BlockHash parent, std::span<const int32_t> block_tokens) {
   static_assert(std::endian::native == std::endian::little, "token ids are hashed little-endian");
-  init_sodium();
+  ensure_sodium();
   uint8_t p[16];
   put_u64(p, parent.lo);
   put_u64(p + 8, parent.hi);

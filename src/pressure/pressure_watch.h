@@ -1,7 +1,7 @@
 // PressureWatch: a thread that reads the pressure signals every interval_s (pressure_signals.h),
 // runs them through a PressureTracker (hysteresis) and calls on_change on every level
 // transition (and once with the first reading's level when it is not normal). The server hands
-// the level to its engine thread, which applies the actions (engine/pressure_policy.h).
+// the level to its engine thread, which applies the actions (pressure/pressure_policy.h).
 //
 // Thread-safety: snapshot() is safe from any thread; on_change runs on the watch thread and must
 // not block for long. stop() (or the destructor) joins the thread.

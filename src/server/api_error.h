@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
-#include <utility>
-#include <variant>
+
+#include "common/status.h"
 
 namespace hinge::server {
 
@@ -38,24 +38,8 @@ nlohmann::ordered_json api_error_json(const ApiError& error);
 // The JSON above serialized (invalid UTF-8 in the message is replaced, never throws).
 std::string api_error_body(const ApiError& error);
 
+// A value or an ApiError (common/status.h's Result, as StatusOr is).
 template <typename T>
-class [[nodiscard]] ApiResult {
- public:
-  ApiResult(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
-  ApiResult(ApiError error) : v_(std::move(error)) {}  // NOLINT: implicit by design
-
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  const ApiError& error() const { return std::get<ApiError>(v_); }
-  T& value() & { return std::get<T>(v_); }
-  const T& value() const& { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
-  T& operator*() & { return value(); }
-  const T& operator*() const& { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
- private:
-  std::variant<T, ApiError> v_;
-};
+using ApiResult = Result<T, ApiError>;
 
 }  // namespace hinge::server

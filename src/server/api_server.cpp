@@ -10,7 +10,7 @@
 #include "server/generation_job.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
-#include "tokenizer/chat_prompt.h"
+#include "chat/chat_prompt.h"
 
 namespace hinge::server {
 

@@ -57,15 +57,15 @@
 #include <string>
 #include <thread>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "http/exchange.h"
 #include "http/server.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/request_workers.h"
 #include "server/tenant_registry.h"
-#include "tokenizer/chat_prompt.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_prompt.h"
+#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::server {

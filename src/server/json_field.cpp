@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "server/openai_request.h"  // is_valid_utf8
+#include "common/utf8.h"
 
 namespace hinge::server::json_field {
 

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "http/server.h"
 
 namespace hinge::server {

@@ -115,7 +115,4 @@ ApiResult<OpenAiRequest> parse_completion_request(std::string_view body);
 ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body);
 ApiResult<DetokenizeRequest> parse_detokenize_request(std::string_view body);
 
-// True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points > U+10FFFF).
-bool is_valid_utf8(std::string_view s);
-
 }  // namespace hinge::server

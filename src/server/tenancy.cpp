@@ -4,18 +4,14 @@
 
 #include <cstring>
 
+#include "common/little_endian.h"
+#include "common/sodium_init.h"
+
 namespace hinge::server {
 
 namespace {
 
-void init_sodium() {
-  static const bool ok = sodium_init() >= 0;
-  HINGE_CHECK_MSG(ok, "libsodium failed to initialise");
-}
-
-void put_u64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
+void put_u64(std::string* out, uint64_t v) { append_le(out, v); }
 
 void put_field(std::string* out, std::string_view s) {
   put_u64(out, s.size());
@@ -28,7 +24,7 @@ void put_optional(std::string* out, const std::optional<std::string>& s) {
 }
 
 kv::CacheNamespace keyed_namespace(const CacheSecret& secret, const std::string& message) {
-  init_sodium();
+  ensure_sodium();
   uint8_t out[32];
   crypto_generichash(out, sizeof out, reinterpret_cast<const unsigned char*>(message.data()),
                      message.size(), secret.data(), secret.size());
@@ -44,7 +40,7 @@ int hex_value(char c) {
 }  // namespace
 
 KeyDigest key_digest(std::string_view key) {
-  init_sodium();
+  ensure_sodium();
   KeyDigest d;
   crypto_hash_sha256(d.data(), reinterpret_cast<const unsigned char*>(key.data()), key.size());
   return d;
@@ -68,7 +64,7 @@ std::optional<KeyDigest> parse_digest_hex(std::string_view hex) {
 }
 
 std::string new_api_key() {
-  init_sodium();
+  ensure_sodium();
   uint8_t raw[32];
   randombytes_buf(raw, sizeof raw);
   char b64[sodium_base64_ENCODED_LEN(32, sodium_base64_VARIANT_URLSAFE_NO_PADDING)];
@@ -78,7 +74,7 @@ std::string new_api_key() {
 }
 
 CacheSecret random_cache_secret() {
-  init_sodium();
+  ensure_sodium();
   CacheSecret s;
   randombytes_buf(s.data(), s.size());
   return s;

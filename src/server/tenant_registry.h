@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/engine_thread.h"
+#include "server/engine_thread.h"
 #include "server/tenancy.h"
 
 namespace hinge {

@@ -2,30 +2,13 @@
 // back only a valid-so-far incomplete sequence at the end.
 #include "tokenizer/tokenizer.h"
 
+#include "common/utf8.h"
+
 namespace hinge {
 
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// For a lead byte: the sequence length and the allowed range of the second byte (well-formed
-// UTF-8, Unicode table 3-7: no overlongs, surrogates or values above U+10FFFF). 0: not a lead.
-struct Lead {
-  int len;
-  uint8_t lo;
-  uint8_t hi;
-};
-Lead classify(uint8_t c) {
-  if (c < 0x80) return {1, 0, 0};
-  if (c >= 0xC2 && c <= 0xDF) return {2, 0x80, 0xBF};
-  if (c == 0xE0) return {3, 0xA0, 0xBF};
-  if (c == 0xED) return {3, 0x80, 0x9F};
-  if (c >= 0xE1 && c <= 0xEF) return {3, 0x80, 0xBF};
-  if (c == 0xF0) return {4, 0x90, 0xBF};
-  if (c >= 0xF1 && c <= 0xF3) return {4, 0x80, 0xBF};
-  if (c == 0xF4) return {4, 0x80, 0x8F};
-  return {0, 0, 0};
-}
 
 }  // namespace
 
@@ -47,7 +30,7 @@ std::string StreamingDetokenizer::take_complete(bool final) {
   size_t i = 0;
   while (i < n) {
     const auto c = static_cast<uint8_t>(pending_[i]);
-    const Lead lead = classify(c);
+    const Utf8Lead lead = utf8_lead(c);
     if (lead.len == 1) {
       out.push_back(static_cast<char>(c));
       ++i;
