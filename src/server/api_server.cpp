@@ -289,36 +289,65 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
   respond(ex, std::move(r));
 }
 
-void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
-  struct Route {
-    const char* path;
-    const char* method;  // GET routes also take HEAD
-    bool prefix;
-    Access access;
+// One entry per route: its path (exact, or a prefix of a longer path), its method (GET routes
+// also take HEAD), who may call it, and its handler. POST handlers run on a request worker (the
+// body's work: parsing, templates, tokenization) from the queue `kind` names; GET handlers run
+// on the connection's thread.
+struct ApiServer::Route {
+  const char* path;
+  const char* method;
+  bool prefix;
+  Access access;
+  RequestWorkers::Kind kind;
+  void (*handler)(ApiServer& api, HttpRequest& r, const ExchangePtr& ex, Caller& caller);
+};
+
+const ApiServer::Route* ApiServer::find_route(const std::string& path) {
+  using K = RequestWorkers::Kind;
+  using R = HttpRequest;
+  using E = ExchangePtr;
+  static const Route kRoutes[] = {
+      {"/v1/chat/completions", "POST", false, Access::kApi, K::kGeneration,
+       [](ApiServer& a, R& r, const E& ex, Caller& c) {
+         handle_generation(a, Endpoint::kChatCompletions, std::move(r), ex, std::move(c));
+       }},
+      {"/v1/completions", "POST", false, Access::kApi, K::kGeneration,
+       [](ApiServer& a, R& r, const E& ex, Caller& c) {
+         handle_generation(a, Endpoint::kCompletions, std::move(r), ex, std::move(c));
+       }},
+      {"/tokenize", "POST", false, Access::kApi, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_tokenize(r, ex); }},
+      {"/detokenize", "POST", false, Access::kApi, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_detokenize(r, ex); }},
+      {"/v1/models/", "GET", true, Access::kApi, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_models(r, ex); }},
+      {"/v1/models", "GET", false, Access::kApi, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_models(r, ex); }},
+      {"/v1/usage", "GET", false, Access::kTenant, K::kBulk,
+       [](ApiServer& a, R&, const E& ex, Caller& c) { a.handle_usage(c, ex); }},
+      {"/health", "GET", false, Access::kOpen, K::kBulk,
+       [](ApiServer& a, R&, const E& ex, Caller&) { a.handle_health(ex); }},
+      {"/metrics", "GET", false, Access::kAdmin, K::kBulk,
+       [](ApiServer& a, R&, const E& ex, Caller&) { a.handle_metrics(ex); }},
+      {"/v1/stats", "GET", false, Access::kAdmin, K::kBulk,
+       [](ApiServer& a, R&, const E& ex, Caller&) { a.handle_stats(ex); }},
+      {"/", "GET", false, Access::kAdmin, K::kBulk,
+       [](ApiServer& a, R&, const E& ex, Caller&) { a.handle_dashboard(ex); }},
+      {"/admin/reload", "POST", false, Access::kAdminOnly, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_admin(r, ex); }},
+      {"/admin/tenants/", "POST", true, Access::kAdminOnly, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_admin(r, ex); }},
   };
-  static constexpr Route kRoutes[] = {
-      {"/v1/chat/completions", "POST", false, Access::kApi},
-      {"/v1/completions", "POST", false, Access::kApi},
-      {"/tokenize", "POST", false, Access::kApi},
-      {"/detokenize", "POST", false, Access::kApi},
-      {"/v1/models/", "GET", true, Access::kApi},
-      {"/v1/models", "GET", false, Access::kApi},
-      {"/v1/usage", "GET", false, Access::kTenant},
-      {"/health", "GET", false, Access::kOpen},
-      {"/metrics", "GET", false, Access::kAdmin},
-      {"/v1/stats", "GET", false, Access::kAdmin},
-      {"/", "GET", false, Access::kAdmin},
-      {"/admin/reload", "POST", false, Access::kAdminOnly},
-      {"/admin/tenants/", "POST", true, Access::kAdminOnly},
-  };
-  const Route* route = nullptr;
   for (const Route& rt : kRoutes) {
-    if (rt.prefix ? r.path.rfind(rt.path, 0) == 0 && r.path.size() > std::strlen(rt.path)
-                  : r.path == rt.path) {
-      route = &rt;
-      break;
-    }
+    if (rt.prefix ? path.rfind(rt.path, 0) == 0 && path.size() > std::strlen(rt.path)
+                  : path == rt.path)
+      return &rt;
   }
+  return nullptr;
+}
+
+void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
+  const Route* route = find_route(r.path);
   if (r.method == "OPTIONS" && r.path == "*") {
     HttpResponse resp;
     resp.status = 204;
@@ -393,20 +422,19 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
   }
   if (!get) {
     // The body's work (parsing, templates, tokenization) goes to a worker.
-    auto self_ex = ex;
-    const bool generation = r.path == "/v1/chat/completions" || r.path == "/v1/completions";
+    const bool generation = route->kind == RequestWorkers::Kind::kGeneration;
     const size_t bytes = r.body.size();
     const bool queued = workers_->submit(
-        [this, r = std::move(r), ex = std::move(self_ex), caller = std::move(caller)]() mutable {
+        [this, route, r = std::move(r), ex, caller = std::move(caller)]() mutable {
           // Handlers answer errors themselves; what still escapes (an allocation failure)
           // must not leave the client waiting.
           try {
-            handle_body(std::move(r), ex, std::move(caller));
+            route->handler(*this, r, ex, caller);
           } catch (const std::exception& e) {
             respond_error(ex, ApiError::server_error(std::string("internal error: ") + e.what()));
           }
         },
-        generation ? RequestWorkers::Kind::kGeneration : RequestWorkers::Kind::kBulk, bytes);
+        route->kind, bytes);
     if (!queued) {
       if (generation) {
         metrics_.request_received();
@@ -418,39 +446,28 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
     }
     return;
   }
-  const std::string_view p = route->path;
-  if (p == "/v1/models" || p == "/v1/models/") return handle_models(r, ex);
-  if (p == "/health") {
-    if (shutting_down_.load())
-      return respond(ex, json_response(503, R"({"status":"shutting_down"})"));
-    return respond(ex, json_response(200, R"({"status":"ok"})"));
-  }
-  if (p == "/metrics") {
-    HttpResponse resp;
-    resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    resp.body = metrics_.render_prometheus(engine_.stats());
-    if (transport_stats_) resp.body += render_transport_metrics(transport_stats_(), metrics_.labels());
-    resp.body += tenant_metrics();
-    return respond(ex, std::move(resp));
-  }
-  if (p == "/v1/stats") return handle_stats(ex);
-  if (p == "/v1/usage") return handle_usage(caller, ex);
+  route->handler(*this, r, ex, caller);
+}
+
+void ApiServer::handle_health(const ExchangePtr& ex) {
+  if (shutting_down_.load()) return respond(ex, json_response(503, R"({"status":"shutting_down"})"));
+  respond(ex, json_response(200, R"({"status":"ok"})"));
+}
+
+void ApiServer::handle_metrics(const ExchangePtr& ex) {
+  HttpResponse resp;
+  resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  resp.body = metrics_.render_prometheus(engine_.stats());
+  if (transport_stats_) resp.body += render_transport_metrics(transport_stats_(), metrics_.labels());
+  resp.body += tenant_metrics();
+  respond(ex, std::move(resp));
+}
+
+void ApiServer::handle_dashboard(const ExchangePtr& ex) {
   HttpResponse page;
   page.content_type = "text/html; charset=utf-8";
   page.body = dashboard_html();
   respond(ex, std::move(page));
-}
-
-void ApiServer::handle_body(HttpRequest r, ExchangePtr ex, Caller caller) {
-  if (r.path == "/v1/chat/completions")
-    return handle_generation(*this, Endpoint::kChatCompletions, std::move(r), std::move(ex),
-                             std::move(caller));
-  if (r.path == "/v1/completions")
-    return handle_generation(*this, Endpoint::kCompletions, std::move(r), std::move(ex),
-                             std::move(caller));
-  if (r.path.rfind("/admin/", 0) == 0) return handle_admin(r, ex);
-  if (r.path == "/tokenize") return handle_tokenize(r, ex);
-  handle_detokenize(r, ex);
 }
 
 }  // namespace hinge::server

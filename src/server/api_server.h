@@ -152,11 +152,16 @@ class ApiServer {
  private:
   ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
             std::optional<ChatTemplate> tmpl, EngineThread& engine);
-  void handle_tokenize(const HttpRequest& r, const ExchangePtr& ex);
-  void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);
+  // The route table (api_server.cpp): one entry, with its handler, per route.
+  struct Route;
+  static const Route* find_route(const std::string& path);
+  void handle_tokenize(const HttpRequest& r, const ExchangePtr& ex);    // on a worker
+  void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);  // on a worker
   void handle_models(const HttpRequest& r, const ExchangePtr& ex);
+  void handle_health(const ExchangePtr& ex);
+  void handle_metrics(const ExchangePtr& ex);
+  void handle_dashboard(const ExchangePtr& ex);
   void handle_stats(const ExchangePtr& ex);
-  void handle_body(HttpRequest r, ExchangePtr ex, Caller caller);  // on a worker
   void handle_usage(const Caller& caller, const ExchangePtr& ex);
   void handle_admin(const HttpRequest& r, const ExchangePtr& ex);  // on a worker
   nlohmann::json tenants_json() const;
