@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -156,10 +157,8 @@ SecretBytes::SecretBytes(SecretBytes&& o) noexcept : data_(o.data_), size_(o.siz
 SecretBytes& SecretBytes::operator=(SecretBytes&& o) noexcept {
   if (this != &o) {
     reset();
-    data_ = o.data_;
-    size_ = o.size_;
-    o.data_ = nullptr;
-    o.size_ = 0;
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
   }
   return *this;
 }

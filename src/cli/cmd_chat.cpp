@@ -247,13 +247,11 @@ int chat_command(ChatArgs args) {
   }
 
   const ModelConfig& cfg = loaded->config;
-  args.engine.max_num_seqs = 1;  // one person, one reply at a time
-  auto config = make_engine_config(args.engine);
+  // One person, one reply at a time; the context --ctx-size or min(model, 4096).
+  auto config = single_sequence_engine_config(args.engine, cfg);
   if (!config.ok()) return fail(config.status().message());
   EngineConfig ec = *config;
-  const int64_t ctx = resolve_ctx_size(ec.max_model_len, cfg.context_length,
-                                       std::min<int64_t>(cfg.context_length, 4096));
-  ec.max_model_len = static_cast<int32_t>(ctx);
+  const int64_t ctx = ec.max_model_len;
   auto spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size, ec.kv_groups);
   if (!spec.ok()) return fail(spec.status().message());
   // Room for the conversation twice over: what a rewrite (summary, dropped turns) leaves

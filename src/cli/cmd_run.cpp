@@ -53,16 +53,13 @@ int run_command(RunArgs args) {
 
   const ModelConfig& cfg = loaded->config;
   // `run` holds one sequence: --max-num-seqs is accepted with any value and ignored (it is a
-  // shared engine flag; see its help under `hinge run --help`).
-  args.engine.max_num_seqs = 1;
-  auto config = make_engine_config(args.engine);
+  // shared engine flag; see its help under `hinge run --help`). The context defaults to
+  // min(model, 4096), and the KV arena is sized for exactly that (unless --kv-memory says
+  // otherwise).
+  auto config = single_sequence_engine_config(args.engine, cfg);
   if (!config.ok()) return fail(config.status().message());
   EngineConfig ec = *config;
-  // Default the context to min(model, 4096) and size the KV arena for exactly that (unless
-  // --kv-memory says otherwise).
-  const int64_t ctx = resolve_ctx_size(ec.max_model_len, cfg.context_length,
-                                       std::min<int64_t>(cfg.context_length, 4096));
-  ec.max_model_len = static_cast<int32_t>(ctx);
+  const int64_t ctx = ec.max_model_len;
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(fmt::format("prompt is {} tokens but the context holds {}; {}", prompt.size(), ctx,
                             ctx_size_hint(ctx, cfg.context_length)));

@@ -172,4 +172,13 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   return c;
 }
 
+StatusOr<EngineConfig> single_sequence_engine_config(EngineOptionsArgs args,
+                                                     const ModelConfig& model) {
+  args.max_num_seqs = 1;
+  HINGE_ASSIGN_OR_RETURN(EngineConfig ec, make_engine_config(args));
+  ec.max_model_len = static_cast<int32_t>(resolve_ctx_size(
+      ec.max_model_len, model.context_length, std::min<int64_t>(model.context_length, 4096)));
+  return ec;
+}
+
 }  // namespace hinge::cli

@@ -15,6 +15,7 @@
 
 #include "common/status.h"
 #include "hinge/engine.h"
+#include "model/model_config.h"
 
 namespace CLI {
 class App;
@@ -61,5 +62,9 @@ std::string ctx_size_hint(int64_t ctx_len, int64_t model_context);
 // Checks every value and builds the config (threads 0 resolved to the hardware thread count,
 // kv_debug from HINGE_KV_DEBUG). Errors name the flag and the accepted values.
 StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args);
+// The engine config of a one-sequence command (run, chat): max_num_seqs 1 whatever
+// --max-num-seqs says, and the context (max_model_len) --ctx-size or min(model, 4096).
+StatusOr<EngineConfig> single_sequence_engine_config(EngineOptionsArgs args,
+                                                     const ModelConfig& model);
 
 }  // namespace hinge::cli

@@ -69,8 +69,8 @@ class EngineImpl final : public Engine {
                                       .context_policy = config.context_policy,
                                       .max_model_len = max_model_len,
                                       .sink_tokens = config.sink_tokens}),
-        reclaimer_(&sched_.kv_mut(), &arena_),
-        transfer_(&sched_.kv_mut(), &arena_),
+        reclaimer_(&sched_.cache_for_kv_components(), &arena_),
+        transfer_(&sched_.cache_for_kv_components(), &arena_),
         rotations_(transformer_.rope_global(), config.block_size) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
@@ -105,7 +105,7 @@ class EngineImpl final : public Engine {
 
   int32_t cached_prefix_blocks(std::span<const int32_t> prompt,
                                const CacheScope& scope) override {
-    sched_.kv_mut().set_now(seconds_since_created());  // TTLs as of now, not the last step
+    sched_.set_cache_time(seconds_since_created());  // TTLs as of now, not the last step
     const kv::ComputedBlocks hit = sched_.kv().get_computed_blocks(prompt, scope);
     // Blocks the request would adopt (local groups' entries behind their window are not).
     return static_cast<int32_t>(
@@ -116,14 +116,14 @@ class EngineImpl final : public Engine {
   void set_cache_owner_policy(int32_t owner, double cache_share, double ttl_s) override {
     HINGE_CHECK(cache_share >= 0 && cache_share <= 1 && ttl_s >= 0);
     const double blocks = cache_share * sched_.kv().pool().num_blocks();
-    sched_.kv_mut().set_owner_policy(owner, cache_share >= 1 ? INT32_MAX : static_cast<int32_t>(blocks),
+    sched_.set_cache_owner_policy(owner, cache_share >= 1 ? INT32_MAX : static_cast<int32_t>(blocks),
                                      ttl_s);
   }
-  int32_t purge_cache_owner(int32_t owner) override { return sched_.kv_mut().purge_owner(owner); }
+  int32_t purge_cache_owner(int32_t owner) override { return sched_.purge_cache_owner(owner); }
   int32_t retire_cache_epochs(int32_t owner, uint64_t current) override {
-    return sched_.kv_mut().retire_owner_epochs(owner, current);
+    return sched_.retire_cache_owner_epochs(owner, current);
   }
-  int32_t retire_cache_owner(int32_t owner) override { return sched_.kv_mut().retire_owner(owner); }
+  int32_t retire_cache_owner(int32_t owner) override { return sched_.retire_cache_owner(owner); }
 
   std::string kv_block_map() const override {
     std::string map = sched_.kv().pool().render_map(1 << 30);
@@ -204,9 +204,9 @@ class EngineImpl final : public Engine {
     book_.begin_step(steps_ + 1);
     // The TTL clock; expired entries are reclaimed about once a second (a scan of the pool).
     const double now = seconds_since_created();
-    sched_.kv_mut().set_now(now);
+    sched_.set_cache_time(now);
     if (now >= next_expiry_scan_) {
-      sched_.kv_mut().expire_entries();
+      sched_.expire_cache_entries();
       next_expiry_scan_ = now + 1.0;
     }
     if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed

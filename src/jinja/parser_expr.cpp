@@ -58,28 +58,32 @@ ExprPtr Parser::parse_condexpr() {
   return expr1;
 }
 
-ExprPtr Parser::parse_or() {
-  ExprPtr left = parse_and();
-  while (is_name("or")) {
-    auto n = make(ExprKind::kOr, cur());
+template <typename Operand>
+ExprPtr Parser::parse_left_assoc(ExprKind kind, std::initializer_list<const char*> ops,
+                                 Operand operand) {
+  auto at_operator = [&] {
+    for (const char* op : ops)
+      if (kind == ExprKind::kBinary ? is_op(op) : is_name(op)) return true;
+    return false;
+  };
+  ExprPtr left = operand();
+  while (at_operator()) {
+    auto n = make(kind, cur());
+    if (kind == ExprKind::kBinary) n->name = cur().text;
     ++pos_;
     n->children.push_back(std::move(left));
-    n->children.push_back(parse_and());
+    n->children.push_back(operand());
     left = std::move(n);
   }
   return left;
 }
 
+ExprPtr Parser::parse_or() {
+  return parse_left_assoc(ExprKind::kOr, {"or"}, [this] { return parse_and(); });
+}
+
 ExprPtr Parser::parse_and() {
-  ExprPtr left = parse_not();
-  while (is_name("and")) {
-    auto n = make(ExprKind::kAnd, cur());
-    ++pos_;
-    n->children.push_back(std::move(left));
-    n->children.push_back(parse_not());
-    left = std::move(n);
-  }
-  return left;
+  return parse_left_assoc(ExprKind::kAnd, {"and"}, [this] { return parse_not(); });
 }
 
 ExprPtr Parser::parse_not() {
@@ -124,51 +128,20 @@ ExprPtr Parser::parse_compare() {
 }
 
 ExprPtr Parser::parse_math1() {
-  ExprPtr left = parse_concat();
-  while (is_op("+") || is_op("-")) {
-    auto n = make(ExprKind::kBinary, cur());
-    n->name = toks_[pos_++].text;
-    n->children.push_back(std::move(left));
-    n->children.push_back(parse_concat());
-    left = std::move(n);
-  }
-  return left;
+  return parse_left_assoc(ExprKind::kBinary, {"+", "-"}, [this] { return parse_concat(); });
 }
 
 ExprPtr Parser::parse_concat() {
-  ExprPtr left = parse_math2();
-  while (is_op("~")) {
-    auto n = make(ExprKind::kBinary, cur());
-    n->name = toks_[pos_++].text;
-    n->children.push_back(std::move(left));
-    n->children.push_back(parse_math2());
-    left = std::move(n);
-  }
-  return left;
+  return parse_left_assoc(ExprKind::kBinary, {"~"}, [this] { return parse_math2(); });
 }
 
 ExprPtr Parser::parse_math2() {
-  ExprPtr left = parse_pow();
-  while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-    auto n = make(ExprKind::kBinary, cur());
-    n->name = toks_[pos_++].text;
-    n->children.push_back(std::move(left));
-    n->children.push_back(parse_pow());
-    left = std::move(n);
-  }
-  return left;
+  return parse_left_assoc(ExprKind::kBinary, {"*", "/", "//", "%"},
+                          [this] { return parse_pow(); });
 }
 
 ExprPtr Parser::parse_pow() {
-  ExprPtr left = parse_unary(true);
-  while (is_op("**")) {
-    auto n = make(ExprKind::kBinary, cur());
-    n->name = toks_[pos_++].text;
-    n->children.push_back(std::move(left));
-    n->children.push_back(parse_unary(true));
-    left = std::move(n);
-  }
-  return left;
+  return parse_left_assoc(ExprKind::kBinary, {"**"}, [this] { return parse_unary(true); });
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {

@@ -2,6 +2,7 @@
 // jinja/parser_expr.cpp (expressions). Not part of the public API.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,10 @@ class Parser {
   void parse_params(Stmt& s);
 
   ExprPtr make(ExprKind kind, const Token& at);
+  // A left-associative chain `operand (op operand)*`. kBinary: the operators are operator
+  // tokens and name their nodes; kOr / kAnd: they are names.
+  template <typename Operand>
+  ExprPtr parse_left_assoc(ExprKind kind, std::initializer_list<const char*> ops, Operand operand);
   ExprPtr parse_condexpr();
   ExprPtr parse_or();
   ExprPtr parse_and();

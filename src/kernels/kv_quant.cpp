@@ -68,23 +68,12 @@ HWY_INLINE void DequantT(const T* HWY_RESTRICT row, float scale, float* HWY_REST
   for (; i < n; ++i) dst[i] = scale * KvToF32(row[i]);
 }
 
-// sum q[i] * row[i] (unscaled); 4 accumulators hide the FMA latency.
+// sum q[i] * row[i] (unscaled).
 template <typename T>
 HWY_INLINE float DotT(const float* HWY_RESTRICT q, const T* HWY_RESTRICT row, int n) {
   const hn::ScalableTag<float> df;
-  const int N = static_cast<int>(hn::Lanes(df));
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-  int i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::MulAdd(LoadKv(df, row + i), hn::LoadU(df, q + i), a0);
-    a1 = hn::MulAdd(LoadKv(df, row + i + N), hn::LoadU(df, q + i + N), a1);
-    a2 = hn::MulAdd(LoadKv(df, row + i + 2 * N), hn::LoadU(df, q + i + 2 * N), a2);
-    a3 = hn::MulAdd(LoadKv(df, row + i + 3 * N), hn::LoadU(df, q + i + 3 * N), a3);
-  }
-  for (; i + N <= n; i += N) a0 = hn::MulAdd(LoadKv(df, row + i), hn::LoadU(df, q + i), a0);
-  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; i < n; ++i) sum += q[i] * KvToF32(row[i]);
-  return sum;
+  return Dot4Acc([&](int64_t i) { return LoadKv(df, row + i); },
+                 [&](int64_t i) { return KvToF32(row[i]); }, q, n);
 }
 
 // out[i] += as * row[i].

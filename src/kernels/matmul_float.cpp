@@ -52,23 +52,12 @@ HWY_INLINE float WeightToF32(hwy::bfloat16_t v) {
   return bf16_to_f32(bits);
 }
 
-// One weight row with one token: 4 independent accumulators hide the FMA latency.
+// One weight row with one token.
 template <typename WT>
 HWY_INLINE float Dot1(const WT* HWY_RESTRICT w, const float* HWY_RESTRICT x, int64_t n) {
   const hn::ScalableTag<float> df;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::MulAdd(LoadWeights(df, w + i), hn::LoadU(df, x + i), a0);
-    a1 = hn::MulAdd(LoadWeights(df, w + i + N), hn::LoadU(df, x + i + N), a1);
-    a2 = hn::MulAdd(LoadWeights(df, w + i + 2 * N), hn::LoadU(df, x + i + 2 * N), a2);
-    a3 = hn::MulAdd(LoadWeights(df, w + i + 3 * N), hn::LoadU(df, x + i + 3 * N), a3);
-  }
-  for (; i + N <= n; i += N) a0 = hn::MulAdd(LoadWeights(df, w + i), hn::LoadU(df, x + i), a0);
-  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  for (; i < n; ++i) sum += WeightToF32(w[i]) * x[i];
-  return sum;
+  return Dot4Acc([&](int64_t i) { return LoadWeights(df, w + i); },
+                 [&](int64_t i) { return WeightToF32(w[i]); }, x, n);
 }
 
 // One weight row with 4 tokens: each weight vector is loaded (and converted) once for 4 FMAs.

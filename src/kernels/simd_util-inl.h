@@ -88,6 +88,27 @@ HWY_INLINE __m256i DpbusdAvxVnni(__m256i acc, __m256i a, __m256i b) {
 }
 #endif
 
+// sum over i < n of load(i) * x[i], with 4 independent accumulators to hide the FMA latency:
+// load(i) is the other operand's f32 vector at element i, elem(i) its element i as f32 (the
+// scalar tail). The order of the operations is fixed, so every caller gets the same bits.
+template <class Load, class Elem>
+HWY_INLINE float Dot4Acc(Load load, Elem elem, const float* HWY_RESTRICT x, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::MulAdd(load(i), hn::LoadU(df, x + i), a0);
+    a1 = hn::MulAdd(load(i + N), hn::LoadU(df, x + i + N), a1);
+    a2 = hn::MulAdd(load(i + 2 * N), hn::LoadU(df, x + i + 2 * N), a2);
+    a3 = hn::MulAdd(load(i + 3 * N), hn::LoadU(df, x + i + 3 * N), a3);
+  }
+  for (; i + N <= n; i += N) a0 = hn::MulAdd(load(i), hn::LoadU(df, x + i), a0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) sum += elem(i) * x[i];
+  return sum;
+}
+
 // f16 bits -> f32, exact. F16C on AVX2+ (part of Highway's AVX2 target), bit tricks elsewhere.
 HWY_INLINE float F16ToF32(uint16_t h) {
 #if HINGE_SIMD_AVX2_PLUS

@@ -58,6 +58,7 @@
 #include "common/status.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/request.h"
+#include "sched/scheduler_output.h"
 
 namespace hinge::sched {
 
@@ -80,96 +81,6 @@ struct SchedulerConfig {
   int32_t sink_tokens = 4;
 
   Status validate() const;
-};
-
-// One request's share of a step.
-//   | computed before | first_position .. first_position + num_new_tokens | rest |
-struct ScheduledRequest {
-  RequestId id;
-  int32_t first_position = 0;        // == num_computed_tokens before this step
-  int32_t num_new_tokens = 0;        // tokens to compute this step (>= 1)
-  bool samples = false;              // reaches num_tokens: the model samples after it
-  // Tokens to sample from the last position's logits when samples == true: 1, or n when this
-  // step finishes the prompt of a request with n > 1 parallel samples (it forks in update()).
-  // The sampled tokens go, in order, to id, then SchedulerOutput::sample_ids(*this).
-  int32_t num_samples = 1;
-  // Where this request's share lies in SchedulerOutput's flat arrays (read it through the
-  // accessors there): token ids and slots [token_begin, + num_new_tokens), the block table
-  // after this step's allocation, one per KV group: group g's at [block_begin + g * num_blocks,
-  // + num_blocks), the ids of samples 1..n-1 [sample_begin, + num_samples - 1).
-  int32_t token_begin = 0;
-  int32_t block_begin = 0;
-  int32_t num_blocks = 0;
-  int32_t sample_begin = 0;
-  // A shifted request's per-block position offsets (Request::block_offsets, num_blocks of them)
-  // at [offset_begin, + num_blocks) of all_block_offsets; -1: none (never shifted).
-  int32_t offset_begin = -1;
-  int32_t end_position() const { return first_position + num_new_tokens; }
-};
-
-// One step. The per-request arrays are concatenated in flat vectors that keep their capacity
-// from step to step (schedule(SchedulerOutput*)), so a steady decode step allocates nothing
-// and each block table is copied once; a copy of the output is self-contained.
-struct SchedulerOutput {
-  std::vector<ScheduledRequest> scheduled;  // running order, then newly admitted
-  std::vector<kv::BlockCopy> block_copies;  // copy-on-write, to perform before the forward pass
-  std::vector<RequestId> preempted;         // preempted this step (their KV is gone)
-  std::vector<RequestId> finished;          // finished since the previous schedule()
-  int32_t num_scheduled_tokens = 0;
-  std::vector<int32_t> all_token_ids;       // every scheduled request's, concatenated
-  // The physical KV slot of each of those positions in each KV group, group-major:
-  // [group][num_scheduled_tokens].
-  std::vector<int64_t> all_slots;
-  // Every block table (each request's, one per group), concatenated, as the raw physical ids the
-  // attention kernels read (kernels::AttentionSeq::block_table points into it: the tables are
-  // copied once per step).
-  std::vector<int32_t> all_block_ids;
-  std::vector<RequestId> all_sample_ids;
-  std::vector<int32_t> all_block_offsets;  // shifted requests' block offsets, concatenated
-
-  bool empty() const { return scheduled.empty(); }
-  void clear();
-  // Ids at r's positions this step.
-  std::span<const int32_t> token_ids(const ScheduledRequest& r) const {
-    return std::span<const int32_t>(all_token_ids).subspan(static_cast<size_t>(r.token_begin),
-                                                           static_cast<size_t>(r.num_new_tokens));
-  }
-  // Every scheduled position's physical KV slot in KV group g (the batch's rows, in order).
-  std::span<const int64_t> group_slots(int32_t g = 0) const {
-    return std::span<const int64_t>(all_slots).subspan(
-        static_cast<size_t>(g) * static_cast<size_t>(num_scheduled_tokens),
-        static_cast<size_t>(num_scheduled_tokens));
-  }
-  // Physical KV slot of each of r's positions in group g.
-  std::span<const int64_t> slot_mapping(const ScheduledRequest& r, int32_t g = 0) const {
-    return group_slots(g).subspan(static_cast<size_t>(r.token_begin),
-                                  static_cast<size_t>(r.num_new_tokens));
-  }
-  // r's whole block table of group g after this step's allocation.
-  std::span<const int32_t> block_table(const ScheduledRequest& r, int32_t g = 0) const {
-    return std::span<const int32_t>(all_block_ids)
-        .subspan(static_cast<size_t>(r.block_begin) +
-                     static_cast<size_t>(g) * static_cast<size_t>(r.num_blocks),
-                 static_cast<size_t>(r.num_blocks));
-  }
-  // r's block offsets (one per logical block), empty when r never shifted.
-  std::span<const int32_t> block_offsets(const ScheduledRequest& r) const {
-    if (r.offset_begin < 0) return {};
-    return std::span<const int32_t>(all_block_offsets)
-        .subspan(static_cast<size_t>(r.offset_begin), static_cast<size_t>(r.num_blocks));
-  }
-  // The ids of samples 1..num_samples-1 (RequestParams::sample_ids) when num_samples > 1.
-  std::span<const RequestId> sample_ids(const ScheduledRequest& r) const {
-    return std::span<const RequestId>(all_sample_ids)
-        .subspan(static_cast<size_t>(r.sample_begin), static_cast<size_t>(r.num_samples - 1));
-  }
-};
-
-// A token sampled for one request (or one parallel sample) whose ScheduledRequest had
-// samples == true.
-struct SampledToken {
-  RequestId id;
-  int32_t token = 0;
 };
 
 struct SchedulerStats {
@@ -230,8 +141,22 @@ class Scheduler {
   const std::vector<RequestId>& running() const { return running_; }
   const std::vector<RequestId>& waiting() const { return waiting_; }
   const kv::KvCacheManager& kv() const { return kv_; }
-  // For the owner operations (purge, TTL clock, quotas): never a request's blocks.
-  kv::KvCacheManager& kv_mut() { return kv_; }
+  // The prefix cache's clock (TTLs, seconds) and its expiry scan (the entries freed).
+  void set_cache_time(double now) { kv_.set_now(now); }
+  int32_t expire_cache_entries() { return kv_.expire_entries(); }
+  // Owners (tenants) of cached blocks: quota and TTL, purges (blocks freed). Never a running
+  // request's blocks.
+  void set_cache_owner_policy(int32_t owner, int32_t max_cached_free_blocks, double ttl_s) {
+    kv_.set_owner_policy(owner, max_cached_free_blocks, ttl_s);
+  }
+  int32_t purge_cache_owner(int32_t owner) { return kv_.purge_owner(owner); }
+  int32_t retire_cache_owner_epochs(int32_t owner, uint64_t current) {
+    return kv_.retire_owner_epochs(owner, current);
+  }
+  int32_t retire_cache_owner(int32_t owner) { return kv_.retire_owner(owner); }
+  // The cache for the kv/ components that move blocks' bytes or withhold free blocks
+  // (kv/kv_transfer.h, kv/kv_reclaimer.h), bound once when the engine starts.
+  kv::KvCacheManager& cache_for_kv_components() { return kv_; }
   const SchedulerConfig& config() const { return config_; }
   // Runtime limits at or below the configured ones (memory pressure sheds load with them): at
   // most max_num_seqs running sequences when admitting, at most max_batched_tokens per step.
