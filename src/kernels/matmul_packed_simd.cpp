@@ -17,8 +17,9 @@
 // with the same three operations and ends in the same reduction, whatever its tile, so the
 // result does not depend on the other tokens in the call.
 //
-// Compiled for the AVX3 target with GCC only (see matmul_q8.cpp on clang and target attributes);
-// packed_matmul_supported() is false everywhere else and matmul never calls the kernel there.
+// Compiled for the AVX3 target (HINGE_SIMD_VNNI, with g++ and clang alike: every function here
+// carries the attribute); packed_matmul_supported() is false everywhere else and matmul never
+// calls the kernel there.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -88,8 +88,8 @@ HWY_INLINE BlockRegs LoadActRegs(const BlockQ4_0* /*tag*/, const BlockQ8_0& x) {
 // path is batch invariant on its own).
 // GCC only: GCC checks an intrinsic's target after inlining, so the always_inline tile functions
 // can carry VNNI into the one function compiled with it; clang checks each function on its own
-// (it would need the attribute on the whole template chain), so clang builds (the fuzzers) keep
-// the pmaddubsw / pmaddwd path.
+// (it would need the attribute on the whole template chain), so clang builds (the sanitizer
+// build) keep the pmaddubsw / pmaddwd path here (HINGE_SIMD_VNNI256 is 0 there).
 
 template <bool kVnni>
 HWY_INLINE BlockRegs LoadWeightRegsV(const BlockQ8_0& w) {
