@@ -221,15 +221,19 @@ ExprPtr Parser::parse_primary() {
   return node;
 }
 
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  auto call = make(ExprKind::kCall, cur());
+  call->children.push_back(std::move(callee));
+  parse_call_args(*call);
+  return call;
+}
+
 ExprPtr Parser::parse_postfix(ExprPtr node) {
   while (true) {
     if (is_op(".") || is_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (is_op("(")) {
-      auto call = make(ExprKind::kCall, cur());
-      call->children.push_back(std::move(node));
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -244,10 +248,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
     } else if (is_name("is")) {
       node = parse_test(std::move(node));
     } else if (is_op("(")) {
-      auto call = make(ExprKind::kCall, cur());
-      call->children.push_back(std::move(node));
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }

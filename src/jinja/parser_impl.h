@@ -75,6 +75,7 @@ class Parser {
   ExprPtr parse_filter_expr(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node);
   ExprPtr parse_slice_part();
+  ExprPtr parse_call(ExprPtr callee);  // at '(': callee(args)
   void parse_call_args(Expr& node);
   ExprPtr parse_test(ExprPtr node);
 
