@@ -31,6 +31,12 @@ inline std::string read_file(const std::string& path) {
 }
 
 // Path of the built `hinge` binary.
+// The hinge processes the tests start neither read nor write the user's machine profile
+// (roofline/machine_profile.h: measured under the suite's load it would be wrong, and measuring
+// costs seconds); tests of the profile set HINGE_MACHINE_PROFILE=on with their own
+// HINGE_CACHE_DIR. An explicit setting in the environment wins.
+inline const bool kMachineProfileOffInTests = ::setenv("HINGE_MACHINE_PROFILE", "off", 0) == 0;
+
 inline std::string hinge_binary() { return kHingeBinary; }
 
 struct CommandResult {

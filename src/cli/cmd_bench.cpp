@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <unordered_map>
 
@@ -30,7 +31,10 @@
 #include "common/thread_pool.h"
 #include "common/units.h"
 #include "hinge/engine.h"
+#include "kernels/cpu_features.h"
 #include "model/loaded_model.h"
+#include "roofline/machine_profile.h"
+#include "roofline/model_work.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::cli {
@@ -88,8 +92,8 @@ std::string dtype_label(KvDtype k, KvDtype v) {
 
 }  // namespace
 
-// --membw: the bandwidth line (or JSON) only.
-int membw_command(const BenchArgs& args) {
+// --membw and/or --compute: the machine's limits (no model), saved as its profile.
+int machine_command(const BenchArgs& args) {
   const auto size = parse_bytes(args.membw_size);
   if (!size) return fail("--membw-size: '" + args.membw_size + "' is not a size (e.g. 1GiB)");
   if (args.membw_reps < 1 || args.membw_reps > 1000)
@@ -97,33 +101,87 @@ int membw_command(const BenchArgs& args) {
   auto config = make_engine_config(args.engine);
   if (!config.ok()) return fail(config.status().message());
   ThreadPool pool(config->threads);
-  auto bw = measure_read_bandwidth(pool, static_cast<int64_t>(*size),
-                                   static_cast<int32_t>(args.membw_reps));
-  if (!bw.ok()) return fail(bw.status().message());
+  roofline::MachineProfile profile =
+      roofline::load_machine_profile(pool.size()).value_or(roofline::MachineProfile{});
+  std::optional<MemBandwidth> bw;
+  if (args.membw) {
+    auto m = measure_read_bandwidth(pool, static_cast<int64_t>(*size),
+                                    static_cast<int32_t>(args.membw_reps));
+    if (!m.ok()) return fail(m.status().message());
+    bw = *m;
+    profile.membw_bytes_per_s = bw->median_bytes_per_s;
+  }
+  auto measured = roofline::measure_machine_profile(pool, profile, 0, args.compute);
+  if (!measured.ok()) return fail(measured.status().message());
+  profile = *measured;
+  if (Status st = roofline::save_machine_profile(profile); !st.ok())
+    std::fprintf(stderr, "hinge: warning: machine profile not saved: %s\n", st.message().c_str());
   if (args.json) {
     nlohmann::ordered_json j;
-    j["membw_gb_per_s"] = bw->median_bytes_per_s / 1e9;
-    j["membw_gb_per_s_best"] = bw->best_bytes_per_s / 1e9;
-    j["threads"] = bw->threads;
-    j["buffer_bytes"] = bw->buffer_bytes;
-    j["reps"] = bw->reps;
+    j["cpu"] = profile.cpu;
+    j["threads"] = pool.size();
+    if (bw) {
+      j["membw_gb_per_s"] = bw->median_bytes_per_s / 1e9;
+      j["membw_gb_per_s_best"] = bw->best_bytes_per_s / 1e9;
+      j["buffer_bytes"] = bw->buffer_bytes;
+      j["reps"] = bw->reps;
+    }
+    if (args.compute) {
+      nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
+      for (const roofline::ComputePeak& c : profile.peaks)
+        for (const auto& info : roofline::all_peak_families())
+          if (info.family == c.family) peaks[info.name] = c.ops_per_s / 1e9;
+      j["peaks_gops"] = peaks;  // 2 ops per multiply-add, all threads
+    }
     std::puts(j.dump().c_str());
-  } else {
+    return 0;
+  }
+  std::printf("CPU: %s\n", profile.cpu.c_str());
+  if (bw)
     std::printf("memory read bandwidth: %.2f GB/s median, %.2f GB/s best (%d threads, %s buffer, "
                 "%d passes)\n",
                 bw->median_bytes_per_s / 1e9, bw->best_bytes_per_s / 1e9, bw->threads,
                 format_bytes(static_cast<uint64_t>(bw->buffer_bytes)).c_str(), bw->reps);
+  if (args.compute) {
+    std::printf("compute peaks (%d threads; 2 ops per multiply-add; best of 3 passes):\n",
+                pool.size());
+    if (profile.peaks.empty()) std::printf("  none of the measured instruction families runs here\n");
+    for (const roofline::ComputePeak& c : profile.peaks)
+      for (const auto& info : roofline::all_peak_families())
+        if (info.family == c.family)
+          std::printf("  %-12s %-16s %s\n", info.name, info.instruction,
+                      roofline::format_ops(c.ops_per_s, info.integer).c_str());
   }
   return 0;
 }
 
 int bench_command(const BenchArgs& args) {
-  if (args.membw) return membw_command(args);
-  if (args.model.empty()) return fail("bench: -m MODEL is required (or --membw)");
+  if (args.membw || args.compute) return machine_command(args);
+  if (args.model.empty()) return fail("bench: -m MODEL is required (or --membw / --compute)");
   if (Status st = check_args(args); !st.ok()) return fail(st.message());
   auto config_or = make_engine_config(args.engine);
   if (!config_or.ok()) return fail(config_or.status().message());
   EngineConfig config = *config_or;
+
+  // The machine's limits, for the shares below: the cached profile, or measured now (about
+  // 2 s, before the model takes memory and page cache) and saved.
+  std::optional<roofline::MachineProfile> profile;
+  if (roofline::machine_profile_enabled()) {
+    ThreadPool probe_pool(config.threads);
+    profile = roofline::load_machine_profile(probe_pool.size());
+    if (!profile || profile->membw_bytes_per_s <= 0 || profile->peaks.empty()) {
+      std::fprintf(stderr, "hinge: measuring this machine's bandwidth and compute peaks once "
+                           "(saved in %s)\n",
+                   roofline::machine_profile_path(probe_pool.size()).c_str());
+      auto measured = roofline::measure_machine_profile(
+          probe_pool, profile.value_or(roofline::MachineProfile{}), int64_t{1} << 30, true);
+      if (!measured.ok()) return fail(measured.status().message());
+      profile = *measured;
+      if (Status st = roofline::save_machine_profile(*profile); !st.ok())
+        std::fprintf(stderr, "hinge: warning: machine profile not saved: %s\n",
+                     st.message().c_str());
+    }
+  }
 
   auto m = load_model_with_progress(args.model, args.tokenizer);
   if (!m.ok()) return fail(m.status().message());
@@ -216,7 +274,7 @@ int bench_command(const BenchArgs& args) {
   double waste_per_request_max = 0;  // slots allocated but unused, per running request (tokens)
   // Steps that computed no prompt token (pure decode; llama-batched-bench's S_TG phase).
   double decode_only_s = 0, prev_t = 0;
-  int64_t decode_only_tokens = 0, prev_computed = 0;
+  int64_t decode_only_tokens = 0, prev_computed = 0, decode_only_steps = 0;
   double decode_step_s = 0, decode_sample_s = 0, prev_step_s = 0, prev_sample_s = 0;
   {
     ProgressBar bar("bench");
@@ -245,6 +303,7 @@ int bench_command(const BenchArgs& args) {
       if (s.prompt_tokens_computed == prev_computed) {
         decode_only_s += t - prev_t;
         decode_only_tokens += step_tokens;
+        ++decode_only_steps;
         decode_step_s += s.step_seconds - prev_step_s;
         decode_sample_s += s.sample_seconds - prev_sample_s;
       }
@@ -323,6 +382,18 @@ int bench_command(const BenchArgs& args) {
                         : 0.0;
   };
   const std::string dtype = dtype_label(used_config.k_dtype, used_config.v_dtype);
+  // Roofline: decode-only steps read every weight once plus each sequence's KV (estimated at
+  // the mean context of the decode phase); prefill does the prompt's multiply-adds.
+  const double mean_decode_ctx =
+      static_cast<double>(prompt_len) + static_cast<double>(args.gen_tokens) / 2.0;
+  const double decode_bytes =
+      static_cast<double>(decode_only_steps) * static_cast<double>(loaded->weights.bytes_per_token()) +
+      static_cast<double>(decode_only_tokens) * static_cast<double>(bytes_per_token) * mean_decode_ctx;
+  const double decode_bytes_per_s = ratio(decode_bytes, decode_only_s);
+  const bool integer_units = roofline::weights_run_on_integer_units(loaded->weights);
+  const double prefill_flops_per_s =
+      prefill_tps * roofline::prefill_flops_per_token(mc, loaded->weights, prompt_len);
+  const roofline::ComputePeak* peak = profile ? profile->best_peak(integer_units) : nullptr;
 
   if (args.json) {
     nlohmann::ordered_json j;
@@ -377,6 +448,19 @@ int bench_command(const BenchArgs& args) {
     j["thread_changes"] = s.thread_changes;
     j["cpu_others_cores"] = s.cpu_others_cores;
     j["seed"] = args.seed;
+    j["cpu"] = kernels::cpu_label();
+    j["decode_gb_per_s"] = decode_bytes_per_s / 1e9;
+    j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
+    if (profile && profile->membw_bytes_per_s > 0) {
+      j["membw_gb_per_s"] = profile->membw_bytes_per_s / 1e9;
+      j["decode_membw_share"] = decode_bytes_per_s / profile->membw_bytes_per_s;
+    }
+    if (peak) {
+      for (const auto& info : roofline::all_peak_families())
+        if (info.family == peak->family) j["peak_family"] = info.name;
+      j["peak_gops"] = peak->ops_per_s / 1e9;
+      j["prefill_peak_share"] = prefill_flops_per_s / peak->ops_per_s;
+    }
     std::puts(j.dump().c_str());
     return 0;
   }
@@ -404,6 +488,17 @@ int bench_command(const BenchArgs& args) {
                   decode_only_tokens));
   row("prefill throughput",
       fmt::format("{:.1f} tok/s ({} tokens computed)", prefill_tps, prefill_computed));
+  if (profile) {
+    row("CPU", profile->cpu);
+    if (decode_tps > 0)
+      row("decode-only roofline",
+          fmt::format("{:.2f} GB/s of weights and KV = {}", decode_bytes_per_s / 1e9,
+                      roofline::bandwidth_share(*profile, decode_bytes_per_s)));
+    if (prefill_tps > 0 && peak)
+      row("prefill roofline",
+          fmt::format("{} = {}", roofline::format_ops(prefill_flops_per_s, integer_units),
+                      roofline::peak_share(*profile, prefill_flops_per_s, integer_units)));
+  }
   row("TTFT p50 / p99",
       fmt::format("{:.2f} / {:.2f} ms", percentile(ttft_ms, 50), percentile(ttft_ms, 99)));
   row("inter-token p50 / p99",

@@ -14,8 +14,11 @@
 #include "common/thread_pool.h"
 #include "common/units.h"
 #include "hinge/engine.h"
+#include "kernels/cpu_features.h"
 #include "model/kv_cache.h"
 #include "model/loaded_model.h"
+#include "roofline/machine_profile.h"
+#include "roofline/model_work.h"
 
 namespace hinge::cli {
 
@@ -145,6 +148,13 @@ int run_command(RunArgs args) {
   }
   const int threads = ec.threads;
   const EngineStats es = engine.stats();
+  // Shares of this machine's measured limits (the cached profile; `hinge bench --membw
+  // --compute` writes it).
+  const std::optional<roofline::MachineProfile> profile = roofline::load_machine_profile(threads);
+  const bool integer_units = roofline::weights_run_on_integer_units(loaded->weights);
+  const double prefill_flops_per_s =
+      r.prefill_tokens_per_s *
+      roofline::prefill_flops_per_token(loaded->config, loaded->weights, r.prompt_tokens);
 
   if (args.json) {
     nlohmann::json j;
@@ -160,6 +170,18 @@ int run_command(RunArgs args) {
     j["context_shifts"] = es.context_shifts;
     j["dropped_tokens"] = es.context_dropped_tokens;
     j["seed"] = *args.seed;
+    j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
+    j["cpu"] = kernels::cpu_label();
+    if (profile && profile->membw_bytes_per_s > 0) {
+      j["membw_gb_per_s"] = profile->membw_bytes_per_s / 1e9;
+      j["decode_membw_share"] = r.achieved_gb_per_s * 1e9 / profile->membw_bytes_per_s;
+    }
+    if (const roofline::ComputePeak* peak = profile ? profile->best_peak(integer_units) : nullptr) {
+      for (const auto& info : roofline::all_peak_families())
+        if (info.family == peak->family) j["peak_family"] = info.name;
+      j["peak_gops"] = peak->ops_per_s / 1e9;
+      j["prefill_peak_share"] = prefill_flops_per_s / peak->ops_per_s;
+    }
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -173,6 +195,22 @@ int run_command(RunArgs args) {
                static_cast<long long>(r.generated_tokens), r.decode_tokens_per_s,
                r.achieved_gb_per_s, threads, static_cast<unsigned long long>(*args.seed),
                r.finish_reason.c_str());
+  if (profile) {
+    std::string line = "hinge: on " + profile->cpu + ":";
+    if (r.decode_tokens_per_s > 0 && profile->membw_bytes_per_s > 0)
+      line += fmt::format(" decode {:.2f} GB/s = {} read;", r.achieved_gb_per_s,
+                          roofline::bandwidth_share(*profile, r.achieved_gb_per_s * 1e9));
+    if (const std::string share = roofline::peak_share(*profile, prefill_flops_per_s, integer_units);
+        r.prefill_tokens_per_s > 0 && !share.empty())
+      line += fmt::format(" prefill {} = {}", roofline::format_ops(prefill_flops_per_s, integer_units),
+                          share);
+    std::fprintf(stderr, "%s\n", line.c_str());
+  } else if (roofline::machine_profile_enabled() && !args.json) {
+    std::fprintf(stderr,
+                 "hinge: run `hinge bench --membw --compute -t %d` once to see these rates as "
+                 "shares of this machine's measured limits\n",
+                 threads);
+  }
   if (es.context_shifts > 0)
     std::fprintf(stderr,
                  "hinge: context shift: %lld shifts dropped %lld tokens (kept the first %d "

@@ -82,6 +82,7 @@ struct BenchArgs {
   bool membw = false;           // --membw: measure the memory read bandwidth instead (no model)
   std::string membw_size = "1GiB";
   int64_t membw_reps = 7;
+  bool compute = false;         // --compute: measure the multiply-add peak per instruction family
   EngineOptionsArgs engine;
 };
 int bench_command(const BenchArgs& args);

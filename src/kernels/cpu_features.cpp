@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include <fmt/format.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -17,6 +20,7 @@ namespace hinge::kernels {
 namespace {
 std::atomic<bool> g_allowed{true};
 std::atomic<bool> g_amx_allowed{true};
+std::atomic<bool> g_bf16_allowed{true};
 
 bool env_off(const char* name) {
   const char* off = std::getenv(name);
@@ -48,29 +52,161 @@ bool detect_avx_vnni() {
 #endif
 }
 
-bool detect_amx() {
+// The tile unit as the OS lets this process use it: AMX-TILE, XCR0's tile state, and the
+// XTILEDATA permission (requested once; Linux 5.16+). Computed once.
+bool amx_tiles_usable() {
 #if defined(__x86_64__) && defined(__linux__)
-  if (env_off("HINGE_DISABLE_AMX") || !detect_vnni()) return false;
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 0xD) return false;
-  __cpuid_count(7, 0, a, b, c, d);
-  const bool amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1;
-  if (!amx_tile || !amx_int8) return false;
-  __cpuid(1, a, b, c, d);
-  if (!((c >> 27) & 1)) return false;  // OSXSAVE: xgetbv is allowed
-  unsigned lo = 0, hi = 0;
-  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  const unsigned kTileCfg = 1u << 17, kTileData = 1u << 18;
-  if ((lo & (kTileCfg | kTileData)) != (kTileCfg | kTileData)) return false;
-  constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023;
-  constexpr unsigned long kXfeatureXtiledata = 18;
-  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
-  unsigned long perm = 0;
-  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &perm) != 0) return false;
-  return (perm >> kXfeatureXtiledata) & 1;
+  static const bool usable = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_max(0, nullptr) < 0xD) return false;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!((d >> 24) & 1)) return false;  // AMX-TILE
+    __cpuid(1, a, b, c, d);
+    if (!((c >> 27) & 1)) return false;  // OSXSAVE: xgetbv is allowed
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    const unsigned kTileCfg = 1u << 17, kTileData = 1u << 18;
+    if ((lo & (kTileCfg | kTileData)) != (kTileCfg | kTileData)) return false;
+    constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023;
+    constexpr unsigned long kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+    unsigned long perm = 0;
+    if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &perm) != 0) return false;
+    return ((perm >> kXfeatureXtiledata) & 1) != 0;
+  }();
+  return usable;
 #else
   return false;
 #endif
+}
+
+// CPUID leaf 7 sub-leaf 0 EDX / sub-leaf 1 EAX bits (0 when the leaf is missing).
+unsigned cpuid7_edx() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return 0;
+  __cpuid_count(7, 0, a, b, c, d);
+  return d;
+#else
+  return 0;
+#endif
+}
+unsigned cpuid7_1_eax() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return 0;
+  __cpuid_count(7, 1, a, b, c, d);
+  return a;
+#else
+  return 0;
+#endif
+}
+
+bool detect_amx() {
+  if (env_off("HINGE_DISABLE_AMX") || !detect_vnni()) return false;
+  return ((cpuid7_edx() >> 25) & 1) && amx_tiles_usable();  // AMX-INT8
+}
+
+bool detect_avx512_bf16() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl")) return false;
+  return ((cpuid7_1_eax() >> 5) & 1) != 0;  // AVX512_BF16
+#else
+  return false;
+#endif
+}
+
+bool detect_amx_bf16() {
+  return detect_avx512_bf16() && ((cpuid7_edx() >> 22) & 1) && amx_tiles_usable();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && s[i] == ' ') ++i;
+  return s.substr(i);
+}
+
+std::string microarch_of(const CpuIdentity& id, bool amx) {
+  if (id.vendor == CpuVendor::kAmd) {
+    if (id.family == 0x17) return "Zen 2 or earlier";
+    if (id.family == 0x19) {
+      const int m = id.model;
+      if ((m >= 0x10 && m <= 0x1F) || (m >= 0x60 && m <= 0x7F) || (m >= 0xA0 && m <= 0xAF))
+        return "Zen 4";
+      return "Zen 3";
+    }
+    if (id.family == 0x1A) return "Zen 5";
+    return "";
+  }
+  if (id.vendor == CpuVendor::kIntel && id.family == 6) {
+    switch (id.model) {
+      case 0x8F: return "Sapphire Rapids";
+      case 0xCF: return "Emerald Rapids";
+      case 0xAD: case 0xAE: return "Granite Rapids";
+      case 0x6A: case 0x6C: return "Ice Lake";
+      case 0x55: return "Skylake/Cascade Lake";
+      default: break;
+    }
+    // Hypervisors often report another model; the instruction set still tells the class.
+    if (amx) return "Sapphire Rapids class";
+  }
+  return "";
+}
+
+CpuIdentity detect_identity() {
+  CpuIdentity id;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const unsigned max = __get_cpuid_max(0, nullptr);
+  if (max >= 1) {
+    __cpuid(0, a, b, c, d);
+    char vendor[13] = {};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    if (std::strcmp(vendor, "GenuineIntel") == 0) id.vendor = CpuVendor::kIntel;
+    if (std::strcmp(vendor, "AuthenticAMD") == 0) id.vendor = CpuVendor::kAmd;
+    __cpuid(1, a, b, c, d);
+    const int base_family = (a >> 8) & 0xF, base_model = (a >> 4) & 0xF;
+    id.family = base_family == 0xF ? base_family + static_cast<int>((a >> 20) & 0xFF) : base_family;
+    id.model = (base_family == 0x6 || base_family == 0xF)
+                   ? static_cast<int>(((a >> 16) & 0xF) << 4) + base_model
+                   : base_model;
+    id.stepping = static_cast<int>(a & 0xF);
+  }
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) >= 0x80000004u) {
+    char brand[49] = {};
+    for (unsigned leaf = 0; leaf < 3; ++leaf) {
+      __cpuid(0x80000002 + leaf, a, b, c, d);
+      std::memcpy(brand + 16 * leaf, &a, 4);
+      std::memcpy(brand + 16 * leaf + 4, &b, 4);
+      std::memcpy(brand + 16 * leaf + 8, &c, 4);
+      std::memcpy(brand + 16 * leaf + 12, &d, 4);
+    }
+    id.brand = trim(brand);
+  }
+  __builtin_cpu_init();
+  const bool amx_int8 = ((cpuid7_edx() >> 25) & 1) && amx_tiles_usable();
+  const bool amx_bf16 = ((cpuid7_edx() >> 22) & 1) && amx_tiles_usable();
+  std::string isa;
+  auto add = [&](bool has, const char* name) {
+    if (!has) return;
+    if (!isa.empty()) isa += ' ';
+    isa += name;
+  };
+  add(amx_int8, "amx-int8");
+  add(amx_bf16, "amx-bf16");
+  add(__builtin_cpu_supports("avx512vnni"), "avx512-vnni");
+  add(detect_avx512_bf16(), "avx512-bf16");
+  add(__builtin_cpu_supports("avx512f"), "avx512");
+  add(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), "avx2-fma");
+  id.isa = isa;
+  id.microarch = microarch_of(id, amx_int8);
+#endif
+  if (id.brand.empty()) id.brand = "unknown CPU";
+  return id;
 }
 }  // namespace
 
@@ -92,5 +228,32 @@ bool cpu_has_amx_int8() {
 }
 
 void set_amx_allowed_for_test(bool allowed) { g_amx_allowed.store(allowed); }
+
+bool cpu_has_avx512_bf16() {
+  static const bool has = detect_avx512_bf16() && !env_off("HINGE_DISABLE_BF16");
+  return has && g_bf16_allowed.load(std::memory_order_relaxed);
+}
+
+bool cpu_has_amx_bf16() {
+  static const bool has = detect_amx_bf16() && !env_off("HINGE_DISABLE_AMX");
+  return has && g_amx_allowed.load(std::memory_order_relaxed) && cpu_has_avx512_bf16();
+}
+
+void set_bf16_allowed_for_test(bool allowed) { g_bf16_allowed.store(allowed); }
+
+const CpuIdentity& cpu_identity() {
+  static const CpuIdentity id = detect_identity();
+  return id;
+}
+
+std::string cpu_label() {
+  const CpuIdentity& id = cpu_identity();
+  const char* vendor = id.vendor == CpuVendor::kIntel ? "Intel"
+                       : id.vendor == CpuVendor::kAmd ? "AMD"
+                                                      : "other vendor";
+  return fmt::format("{} ({} family {} model {}{}{}; {})", id.brand, vendor, id.family, id.model,
+                     id.microarch.empty() ? "" : ", ", id.microarch,
+                     id.isa.empty() ? "no AVX2" : id.isa);
+}
 
 }  // namespace hinge::kernels

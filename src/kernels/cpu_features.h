@@ -2,6 +2,8 @@
 // build machine). Thread-safe: the CPUID result is computed once.
 #pragma once
 
+#include <string>
+
 namespace hinge::kernels {
 
 // AVX-512 VNNI (vpdpbusd on 256-bit vectors with AVX-512 VL), used by the Q8_0/Q4_0 matmul on
@@ -21,5 +23,28 @@ void set_vnni_allowed_for_test(bool allowed);
 bool cpu_has_amx_int8();
 // Tests: take the VNNI path on an AMX machine (false), or restore detection (true).
 void set_amx_allowed_for_test(bool allowed);
+
+// What this CPU is, read once with CPUID (x86) or left generic: the dispatcher's per-
+// microarchitecture choices (kernel_policy.h) and every benchmark figure name it.
+enum class CpuVendor { kOther, kIntel, kAmd };
+struct CpuIdentity {
+  CpuVendor vendor = CpuVendor::kOther;
+  int family = 0;  // display family (base + extended), as /proc/cpuinfo prints it
+  int model = 0;   // display model (extended << 4 | base)
+  int stepping = 0;
+  std::string brand;       // the brand string, trimmed ("Intel(R) Xeon(R) Processor")
+  std::string microarch;   // "Zen 4", "Sapphire Rapids class", ... or "" when not known
+  // Instruction families present in the CPU (not the HINGE_DISABLE_* switches): "amx-int8
+  // amx-bf16 avx512-vnni avx512-bf16 avx512 avx2-fma" in that order, those it has.
+  std::string isa;
+};
+const CpuIdentity& cpu_identity();
+// One line for benchmark output: brand (vendor family F model M, microarch; isa).
+std::string cpu_label();
+// AVX-512 BF16 (vdpbf16ps) and AMX-BF16 (tdpbf16ps) as the CPU reports them; AMX-BF16 also
+// needs the tile permission (as AMX-INT8). Off with HINGE_DISABLE_BF16=1 / HINGE_DISABLE_AMX=1.
+bool cpu_has_avx512_bf16();
+bool cpu_has_amx_bf16();
+void set_bf16_allowed_for_test(bool allowed);
 
 }  // namespace hinge::kernels
