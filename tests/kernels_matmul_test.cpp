@@ -16,6 +16,7 @@
 #include "common/thread_pool.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/matmul_packed.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -582,9 +583,8 @@ TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
   }
 }
 
-// Without the layout's kernel (VNNI or AMX switched off), a view that carries a packed copy
-// falls back to the GGUF kernels (same results as without the copy, bit for bit), and nothing
-// new is packed in that layout.
+// Without VNNI, a view that carries a packed copy in either layout falls back to the GGUF
+// kernels (same results as without the copy, bit for bit), and nothing new is packed.
 TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
   if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
   ThreadPool pool(2);
@@ -596,25 +596,102 @@ TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
     MatrixView view = w.view();
     const auto p = pack_matrix(view, pool, layout);
     ASSERT_NE(p, nullptr);
-    if (layout == PackedLayout::kAmxTiles)
-      set_amx_allowed_for_test(false);
-    else
-      set_vnni_allowed_for_test(false);
+    set_vnni_allowed_for_test(false);
     EXPECT_FALSE(packed_layout_supported(GgmlType::Q4_0, layout));
     EXPECT_EQ(pack_matrix(view, pool, layout), nullptr);
-    if (layout == PackedLayout::kAmxTiles) {  // VNNI pairs are what pack_matrix picks now
-      EXPECT_EQ(best_packed_layout(), PackedLayout::kVnniPairs);
-    } else {  // no VNNI: no AMX either (its kernel needs both)
-      EXPECT_FALSE(packed_matmul_supported(GgmlType::Q4_0));
-    }
+    EXPECT_FALSE(packed_matmul_supported(GgmlType::Q4_0));  // AMX's kernel needs VNNI too
+    EXPECT_EQ(candidate_layouts(GgmlType::Q4_0), std::vector<WeightLayout>{WeightLayout::kGguf});
+    EXPECT_EQ(choose_weight_layout(GgmlType::Q4_0).layout, WeightLayout::kGguf);
+    EXPECT_EQ(pack_matrix(view, pool), nullptr);
     std::vector<float> plain(21 * 19), with_copy(21 * 19);
     matmul(view, x.data(), 19, plain.data(), pool, scratch);
     view.packed = p.get();
     matmul(view, x.data(), 19, with_copy.data(), pool, scratch);
-    set_amx_allowed_for_test(true);
     set_vnni_allowed_for_test(true);
     EXPECT_EQ(plain, with_copy);
   }
+}
+
+// The 16-row-group layout without the tile unit (a VNNI-only CPU such as Zen 4, forced here
+// with AMX switched off): every token count runs on VNNI in chunks of 4 and matches the
+// references; on an AMX machine it is bit-identical to the tile path.
+TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
+  if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
+    GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
+  const bool had_amx = cpu_has_amx_int8();
+  uint32_t seed = 9100;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+    const int64_t cols = t == GgmlType::Q4_K ? 768 : 576;
+    for (int64_t rows : {5, 16, 37}) {
+      for (int64_t tokens : {1, 4, 5, 7, 16, 17, 33, 70}) {
+        SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " rows=" << rows
+                                        << " tokens=" << tokens);
+        const Weights w = make_weights(t, rows, cols, seed);
+        const auto x = make_activations(tokens, cols, seed + 1);
+        ++seed;
+        ThreadPool pool(1 + static_cast<int>(tokens % 2));
+        MatmulScratch scratch;
+        MatrixView view = w.view();
+        const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+        ASSERT_NE(p, nullptr);
+        view.packed = p.get();
+        std::vector<float> tiles(static_cast<size_t>(rows * tokens));
+        matmul(view, x.data(), tokens, tiles.data(), pool, scratch);
+        set_amx_allowed_for_test(false);
+        EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
+        std::vector<float> vnni(tiles.size());
+        matmul(view, x.data(), tokens, vnni.data(), pool, scratch);
+        set_amx_allowed_for_test(true);
+        if (had_amx) {
+          ASSERT_EQ(vnni, tiles);
+        }
+        check_matmul({t, cols}, rows, tokens, 2, seed, /*packed=*/true, PackedLayout::kAmxTiles);
+        set_amx_allowed_for_test(false);
+        check_matmul({t, cols}, rows, tokens, 2, seed, /*packed=*/true, PackedLayout::kAmxTiles);
+        set_amx_allowed_for_test(true);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The layout choice (kernel_choice.h): the candidates follow the switches, AMX picks the row
+// groups, a forced layout wins where it runs, and without AMX the calibration times every
+// candidate and picks one of them.
+TEST(KernelsLayoutChoice, CandidatesSwitchesAndCalibration) {
+  EXPECT_EQ(candidate_layouts(GgmlType::F16), std::vector<WeightLayout>{WeightLayout::kGguf});
+  EXPECT_EQ(candidate_layouts(GgmlType::Q6_K), std::vector<WeightLayout>{WeightLayout::kGguf});
+  EXPECT_EQ(choose_weight_layout(GgmlType::Q6_K).layout, WeightLayout::kGguf);
+  if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
+    GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
+  if (cpu_has_amx_int8()) {
+    const LayoutChoice c = choose_weight_layout(GgmlType::Q8_0);
+    EXPECT_EQ(c.layout, WeightLayout::kRowGroups);
+    EXPECT_TRUE(c.timings.empty());
+  }
+  set_amx_allowed_for_test(false);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    SCOPED_TRACE(ggml_type_name(t));
+    const auto cands = candidate_layouts(t);
+    EXPECT_EQ(cands.front(), WeightLayout::kRowGroups);
+    EXPECT_EQ(cands.back(), WeightLayout::kGguf);
+    EXPECT_EQ(cands.size(), t == GgmlType::Q4_K ? 2u : 3u);  // Q4_K has no VNNI-pairs form
+    const LayoutChoice c = choose_weight_layout(t);
+    EXPECT_EQ(c.reason, "calibrated on this CPU");
+    ASSERT_EQ(c.timings.size(), cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      EXPECT_EQ(c.timings[i].layout, cands[i]);
+      EXPECT_GT(c.timings[i].decode_us, 0.0);
+      EXPECT_GT(c.timings[i].prefill_us, 0.0);
+    }
+    EXPECT_NE(std::find(cands.begin(), cands.end(), c.layout), cands.end());
+    EXPECT_EQ(choose_weight_layout(t).layout, c.layout);  // cached
+  }
+  bool listed = false;
+  for (const std::string& line : layout_choice_summary())
+    listed = listed || line.rfind("q8_0: ", 0) == 0;
+  EXPECT_TRUE(listed);
+  set_amx_allowed_for_test(true);
 }
 
 }  // namespace

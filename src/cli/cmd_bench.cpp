@@ -32,6 +32,7 @@
 #include "common/units.h"
 #include "hinge/engine.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_choice.h"
 #include "model/loaded_model.h"
 #include "roofline/machine_profile.h"
 #include "roofline/model_work.h"
@@ -449,6 +450,7 @@ int bench_command(const BenchArgs& args) {
     j["cpu_others_cores"] = s.cpu_others_cores;
     j["seed"] = args.seed;
     j["cpu"] = kernels::cpu_label();
+    j["weight_layouts"] = kernels::layout_choice_summary();
     j["decode_gb_per_s"] = decode_bytes_per_s / 1e9;
     j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
     if (profile && profile->membw_bytes_per_s > 0) {
@@ -488,6 +490,7 @@ int bench_command(const BenchArgs& args) {
                   decode_only_tokens));
   row("prefill throughput",
       fmt::format("{:.1f} tok/s ({} tokens computed)", prefill_tps, prefill_computed));
+  for (const std::string& line : kernels::layout_choice_summary()) row("weight layout", line);
   if (profile) {
     row("CPU", profile->cpu);
     if (decode_tps > 0)

@@ -19,7 +19,9 @@
 //
 // Token tiles of 1..4 tokens (decode) run on AVX-512 VNNI instead (GroupVnni*): the same exact
 // i32 per (row, block) in the lanes of vpdpbusd, then the same f32 operations, so their results
-// are bit-identical to the tile path's.
+// are bit-identical to the tile path's. Without AMX (a VNNI-only CPU such as AMD Zen 4, or
+// HINGE_DISABLE_AMX=1) the layout still runs: every token tile goes through VNNI in chunks of 4
+// tokens ("16-row groups on VNNI", kernels/kernel_choice.h).
 //
 // Cache blocking: tokens in blocks of ~1 MiB of activations (the L2 holds them while every row
 // group of the chunk streams its weights once per token block); inside a block, each row
@@ -38,6 +40,7 @@
 #include <cstring>
 #include <new>
 
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
 
@@ -396,12 +399,26 @@ HINGE_AMX_INLINE void StoreTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
 }
 
 HINGE_AMX_INLINE void RunGroupTileQ4K(const AmxArgs& a, int64_t g, int64_t tt, int mt,
-                                      int64_t row_end, const uint8_t* wt) {
+                                      int64_t row_end, const uint8_t* wt, bool tiles) {
   const PackedMatrix& p = *a.w;
   const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb * 8) * 512;
   const float* xs = a.x_scales + tt * p.nb * 16;
   const float* xbs = a.x_min_sums + tt * p.nb * 8 * 16;
   alignas(64) float out[16 * 16];
+  if (!tiles && mt > kVnniMaxTokens) {
+    // Without the tile unit: the tile's tokens in chunks of 4 on VNNI (same results).
+    for (int m0 = 0; m0 < mt; m0 += kVnniMaxTokens) {
+      const int n = mt - m0 < kVnniMaxTokens ? mt - m0 : kVnniMaxTokens;
+      const int8_t* xc = xq + m0 * 32;
+      float* oc = out + m0 * 16;
+      if (n == 4) GroupVnniQ4K<4>(p, g, xc, xs + m0, xbs + m0, oc);
+      else if (n == 3) GroupVnniQ4K<3>(p, g, xc, xs + m0, xbs + m0, oc);
+      else if (n == 2) GroupVnniQ4K<2>(p, g, xc, xs + m0, xbs + m0, oc);
+      else GroupVnniQ4K<1>(p, g, xc, xs + m0, xbs + m0, oc);
+    }
+    StoreTile(a, g, tt, mt, row_end, out);
+    return;
+  }
   switch (mt) {
 #define HINGE_Q4K_VNNI_CASE(n)                  \
   case n:                                       \
@@ -428,13 +445,28 @@ HINGE_AMX_INLINE void RunGroupTileQ4K(const AmxArgs& a, int64_t g, int64_t tt, i
 
 template <bool kQ4>
 HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
-                                   int64_t row_end, const int8_t* wt) {
+                                   int64_t row_end, const int8_t* wt, bool tiles) {
   const bool pipe = kQ4 && wt == nullptr;
   const PackedMatrix& p = *a.w;
   const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb) * 512;
   const float* xs = a.x_scales + tt * p.nb * 16;
   alignas(64) float out[16 * 16];
   const int32_t* sums[kVnniMaxTokens];
+  if (!tiles && mt > kVnniMaxTokens) {
+    // Without the tile unit: the tile's tokens in chunks of 4 on VNNI (same results).
+    for (int m0 = 0; m0 < mt; m0 += kVnniMaxTokens) {
+      const int n = mt - m0 < kVnniMaxTokens ? mt - m0 : kVnniMaxTokens;
+      for (int m = 0; m < n; ++m) sums[m] = a.x_sums + (tt * 16 + m0 + m) * p.nb;
+      const int8_t* xc = xq + m0 * 32;
+      float* oc = out + m0 * 16;
+      if (n == 4) GroupVnni<4, kQ4>(p, g, xc, xs + m0, sums, oc);
+      else if (n == 3) GroupVnni<3, kQ4>(p, g, xc, xs + m0, sums, oc);
+      else if (n == 2) GroupVnni<2, kQ4>(p, g, xc, xs + m0, sums, oc);
+      else GroupVnni<1, kQ4>(p, g, xc, xs + m0, sums, oc);
+    }
+    StoreTile(a, g, tt, mt, row_end, out);
+    return;
+  }
   for (int m = 0; m < kVnniMaxTokens && m < mt; ++m) sums[m] = a.x_sums + (tt * 16 + m) * p.nb;
   switch (mt) {
 #define HINGE_VNNI_CASE(n)                                \
@@ -497,7 +529,9 @@ HINGE_AMX_INLINE void UnpackGroup(const PackedMatrix& p, int64_t g, int8_t* dst)
 template <int kType>
 HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
   const PackedMatrix& p = *a.w;
-  const bool tiles_used = a.num_tokens > kVnniMaxTokens;
+  // Without AMX (a VNNI-only CPU, or HINGE_DISABLE_AMX) every token tile runs on VNNI.
+  const bool amx = cpu_has_amx_int8();
+  const bool tiles_used = amx && a.num_tokens > kVnniMaxTokens;
   if (tiles_used) Configure(a.num_tokens < 16 ? static_cast<int>(a.num_tokens) : 16);
   const int64_t tiles = (a.num_tokens + 15) / 16;
   const size_t tile_bytes = static_cast<size_t>(p.cols / 32) * 512;  // one token tile's A tiles
@@ -518,7 +552,7 @@ HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end
     const int64_t last_mt = a.num_tokens - (t1 - 1) * 16;
     const int64_t amx_tiles = (t1 - t0) - (last_mt <= kVnniMaxTokens ? 1 : 0);
     // One such tile per group (batched decode): unpack in the tile loop, pipelined (wt null).
-    const bool whole = amx_tiles >= 2;
+    const bool whole = tiles_used && amx_tiles >= 2;
     for (int64_t g = g0; g < g1; ++g) {
       if constexpr (kType != 0) {
         if (whole) UnpackGroup<kType == 2>(p, g, unpacked);
@@ -528,13 +562,14 @@ HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end
         const int mt = static_cast<int>(left < 16 ? left : 16);
         if constexpr (kType == 2) {
           RunGroupTileQ4K(a, g, tt, mt, row_end,
-                          whole ? reinterpret_cast<const uint8_t*>(unpacked) : nullptr);
+                          whole ? reinterpret_cast<const uint8_t*>(unpacked) : nullptr, amx);
         } else if constexpr (kType == 1) {
-          RunGroupTile<true>(a, g, tt, mt, row_end, whole ? unpacked : nullptr);
+          RunGroupTile<true>(a, g, tt, mt, row_end, whole ? unpacked : nullptr, amx);
         } else {
           RunGroupTile<false>(a, g, tt, mt, row_end,
                               reinterpret_cast<const int8_t*>(p.qs.get() + static_cast<size_t>(g) *
-                                                                               p.qs_row_bytes));
+                                                                               p.qs_row_bytes),
+                              amx);
         }
       }
     }

@@ -70,8 +70,9 @@ struct AmxArgs {
   int64_t y_stride = 0;
 };
 
-// Rows [row_begin, row_end) (row_begin a multiple of 16) of a kAmxTiles product. Only valid
-// when cpu_has_amx_int8() and amx_kernel_compiled().
+// Rows [row_begin, row_end) (row_begin a multiple of 16) of a kAmxTiles product: on the tile
+// unit where cpu_has_amx_int8(), else on AVX-512 VNNI. Only valid when amx_kernel_compiled()
+// and cpu_has_avx512_vnni().
 void matmul_rows_amx(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 // False where the AMX kernel is not compiled (non-x86 or non-GCC builds).
 bool amx_kernel_compiled();

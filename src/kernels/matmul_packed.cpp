@@ -2,6 +2,8 @@
 // tests. Plain scalar code: it runs once per matrix at load, bandwidth-bound.
 #include "kernels/matmul_packed.h"
 
+#include "kernels/kernel_choice.h"
+
 #include <sys/mman.h>
 
 #include <cstdlib>
@@ -171,7 +173,13 @@ void fill_qs(PackedMatrix& p, size_t b, size_t e) { std::memset(p.qs.get() + b, 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool) {
-  return pack_matrix(w, pool, best_packed_layout());
+  const LayoutChoice choice = choose_weight_layout(w.type);
+  switch (choice.layout) {
+    case WeightLayout::kRowGroups: return pack_matrix(w, pool, PackedLayout::kAmxTiles);
+    case WeightLayout::kVnniPairs: return pack_matrix(w, pool, PackedLayout::kVnniPairs);
+    case WeightLayout::kGguf: break;
+  }
+  return nullptr;
 }
 
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,

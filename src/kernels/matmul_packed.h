@@ -86,11 +86,9 @@ constexpr size_t kPackedQ4KSuperBytes = 8 * 256 + 2 * 128 + 2 * 32;
 bool packed_layout_supported(GgmlType type, PackedLayout layout);
 // True when some packed layout of `type` runs on this CPU now.
 bool packed_matmul_supported(GgmlType type);
-// The layout pack_matrix picks: AMX tiles where AMX runs, else VNNI pairs.
-PackedLayout best_packed_layout();
-
-// Packs a Q8_0 / Q4_0 / Q4_K view (multithreaded over rows) in best_packed_layout(), or in `layout`.
-// Returns null when the type has no packed form or the layout does not run on this CPU.
+// Packs a Q8_0 / Q4_0 / Q4_K view (multithreaded over rows) in the layout chosen for its type
+// on this CPU (kernels/kernel_choice.h), or in `layout`. Returns null when the choice is the
+// GGUF layout, the type has no packed form, or the layout does not run on this CPU.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool);
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
                                           PackedLayout layout);

@@ -248,7 +248,7 @@ HWY_EXPORT(PackedSupported);
 bool packed_layout_supported(GgmlType type, PackedLayout layout) {
   if (layout == PackedLayout::kAmxTiles)
     return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K) &&
-           amx_kernel_compiled() && cpu_has_amx_int8();
+           amx_kernel_compiled() && (cpu_has_amx_int8() || cpu_has_avx512_vnni());
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0) return false;
   return HWY_DYNAMIC_DISPATCH(PackedSupported)();
 }
@@ -258,11 +258,6 @@ bool packed_matmul_supported(GgmlType type) {
          packed_layout_supported(type, PackedLayout::kVnniPairs);
 }
 
-PackedLayout best_packed_layout() {
-  return packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles)
-             ? PackedLayout::kAmxTiles
-             : PackedLayout::kVnniPairs;
-}
 
 void matmul_rows_packed(const PackedArgs& a, int64_t b, int64_t e) {
   HWY_DYNAMIC_DISPATCH(MatmulRowsPacked)(a, b, e);

@@ -1,0 +1,192 @@
+#include "kernels/kernel_choice.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "common/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
+#include "kernels/quant_block.h"
+#include "kernels/quant_ref.h"
+
+namespace hinge::kernels {
+
+namespace {
+
+constexpr int64_t kRows = 1024, kCols = 4096, kPrefillTokens = 64;
+constexpr int kRuns = 7;
+
+std::mutex g_mu;
+// Key: type and the candidate set (bits), so a test that switches a path off chooses again.
+std::map<std::pair<GgmlType, unsigned>, LayoutChoice> g_choices;
+
+bool quantized_type_packs(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K;
+}
+
+// The random test matrix in GGUF form.
+std::vector<uint8_t> make_matrix(GgmlType type, MatrixView* view) {
+  const auto traits = ggml_type_traits(type);
+  const size_t row_bytes = ggml_row_bytes(*traits, static_cast<uint64_t>(kCols));
+  std::vector<uint8_t> bytes(row_bytes * kRows + 64);
+  std::mt19937 rng(36);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(kCols);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (float& v : row) v = dist(rng);
+    uint8_t* dst = bytes.data() + static_cast<size_t>(r) * row_bytes;
+    if (type == GgmlType::Q8_0)
+      quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), kCols);
+    else if (type == GgmlType::Q4_0)
+      quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), kCols);
+    else
+      quantize_row_q4_k_ref(row.data(), reinterpret_cast<BlockQ4_K*>(dst), kCols);
+  }
+  view->type = type;
+  view->data = bytes.data();
+  view->rows = kRows;
+  view->cols = kCols;
+  view->row_bytes = row_bytes;
+  return bytes;
+}
+
+std::vector<LayoutTiming> calibrate(GgmlType type, const std::vector<WeightLayout>& layouts) {
+  ThreadPool pool(1);  // the calling thread: a per-core comparison
+  MatrixView gguf;
+  const std::vector<uint8_t> storage = make_matrix(type, &gguf);
+  std::vector<MatrixView> views;
+  std::vector<std::unique_ptr<PackedMatrix>> packs;
+  for (WeightLayout l : layouts) {
+    MatrixView v = gguf;
+    if (l != WeightLayout::kGguf) {
+      packs.push_back(pack_matrix(gguf, pool, l == WeightLayout::kRowGroups
+                                                  ? PackedLayout::kAmxTiles
+                                                  : PackedLayout::kVnniPairs));
+      v.packed = packs.back().get();
+    }
+    views.push_back(v);
+  }
+  std::vector<float> x(static_cast<size_t>(kCols * kPrefillTokens));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(kRows * kPrefillTokens));
+  MatmulScratch scratch;
+  std::vector<LayoutTiming> out;
+  for (WeightLayout l : layouts) out.push_back({l, 1e30, 1e30});
+  auto time_one = [&](const MatrixView& v, int64_t tokens) {
+    const auto t0 = std::chrono::steady_clock::now();
+    matmul(v, x.data(), tokens, y.data(), pool, scratch);
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (const MatrixView& v : views) time_one(v, 1);  // warm: caches, scratch, pages
+  for (int run = 0; run < kRuns; ++run)
+    for (size_t i = 0; i < views.size(); ++i) {
+      out[i].decode_us = std::min(out[i].decode_us, time_one(views[i], 1));
+      if (run < 3) out[i].prefill_us = std::min(out[i].prefill_us, time_one(views[i], kPrefillTokens));
+    }
+  return out;
+}
+
+std::optional<WeightLayout> forced_layout() {
+  const char* v = std::getenv("HINGE_WEIGHT_LAYOUT");
+  if (!v || !*v) return std::nullopt;
+  for (WeightLayout l : {WeightLayout::kRowGroups, WeightLayout::kVnniPairs, WeightLayout::kGguf})
+    if (std::strcmp(v, weight_layout_name(l)) == 0) return l;
+  return std::nullopt;
+}
+
+LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
+  LayoutChoice c;
+  c.type = type;
+  if (const auto f = forced_layout()) {
+    if (std::find(cands.begin(), cands.end(), *f) != cands.end()) {
+      c.layout = *f;
+      c.reason = "forced by HINGE_WEIGHT_LAYOUT";
+      return c;
+    }
+  }
+  if (cands.size() == 1) {
+    c.layout = cands.front();
+    c.reason = "the only layout that runs here";
+    return c;
+  }
+  if (cpu_has_amx_int8() && cands.front() == WeightLayout::kRowGroups) {
+    c.layout = WeightLayout::kRowGroups;
+    c.reason = "AMX-INT8 tiles for prefill";
+    return c;
+  }
+  c.timings = calibrate(type, cands);
+  const LayoutTiming* best = &c.timings.front();
+  for (const LayoutTiming& t : c.timings)
+    if (t.decode_us < best->decode_us) best = &t;
+  const LayoutTiming* pick = best;
+  for (const LayoutTiming& t : c.timings)
+    if (t.decode_us <= best->decode_us * 1.03 && t.prefill_us < pick->prefill_us) pick = &t;
+  c.layout = pick->layout;
+  c.reason = "calibrated on this CPU";
+  return c;
+}
+
+}  // namespace
+
+const char* weight_layout_name(WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::kRowGroups: return "row-groups";
+    case WeightLayout::kVnniPairs: return "vnni-pairs";
+    case WeightLayout::kGguf: return "gguf";
+  }
+  return "gguf";
+}
+
+std::vector<WeightLayout> candidate_layouts(GgmlType type) {
+  std::vector<WeightLayout> out;
+  if (quantized_type_packs(type)) {
+    if (packed_layout_supported(type, PackedLayout::kAmxTiles)) out.push_back(WeightLayout::kRowGroups);
+    if (packed_layout_supported(type, PackedLayout::kVnniPairs)) out.push_back(WeightLayout::kVnniPairs);
+  }
+  out.push_back(WeightLayout::kGguf);
+  return out;
+}
+
+LayoutChoice choose_weight_layout(GgmlType type) {
+  const std::vector<WeightLayout> cands = candidate_layouts(type);
+  unsigned bits = 0;
+  for (WeightLayout l : cands) bits |= 1u << static_cast<unsigned>(l);
+  if (cpu_has_amx_int8()) bits |= 1u << 8;
+  std::lock_guard<std::mutex> lock(g_mu);
+  const auto key = std::make_pair(type, bits);
+  auto it = g_choices.find(key);
+  if (it == g_choices.end()) it = g_choices.emplace(key, choose(type, cands)).first;
+  return it->second;
+}
+
+std::vector<std::string> layout_choice_summary() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::string> out;
+  for (const auto& [key, c] : g_choices) {
+    if (c.layout == WeightLayout::kGguf && c.timings.empty() && c.reason.rfind("the only", 0) == 0)
+      continue;  // nothing was chosen: no packed layout runs for the type
+    std::string line = fmt::format("{}: {} ({}", ggml_type_name(c.type), weight_layout_name(c.layout),
+                                   c.reason);
+    if (!c.timings.empty()) {
+      line += ":";
+      for (const LayoutTiming& t : c.timings)
+        line += fmt::format(" {} {:.0f}/{:.0f} us", weight_layout_name(t.layout), t.decode_us,
+                            t.prefill_us);
+      line += fmt::format(" per 1 and {} tokens of a {}x{} product", kPrefillTokens, kRows, kCols);
+    }
+    out.push_back(line + ")");
+  }
+  return out;
+}
+
+}  // namespace hinge::kernels
