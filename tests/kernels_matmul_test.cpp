@@ -659,7 +659,8 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
 // groups, a forced layout wins where it runs, and without AMX the calibration times every
 // candidate and picks one of them.
 TEST(KernelsLayoutChoice, CandidatesSwitchesAndCalibration) {
-  EXPECT_EQ(candidate_layouts(GgmlType::F16), std::vector<WeightLayout>{WeightLayout::kGguf});
+  EXPECT_EQ(candidate_layouts(GgmlType::F32), std::vector<WeightLayout>{WeightLayout::kGguf});
+  EXPECT_EQ(candidate_layouts(GgmlType::F16).back(), WeightLayout::kGguf);
   EXPECT_EQ(candidate_layouts(GgmlType::Q6_K), std::vector<WeightLayout>{WeightLayout::kGguf});
   EXPECT_EQ(choose_weight_layout(GgmlType::Q6_K).layout, WeightLayout::kGguf);
   if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))

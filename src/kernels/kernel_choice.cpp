@@ -99,7 +99,8 @@ std::vector<LayoutTiming> calibrate(GgmlType type, const std::vector<WeightLayou
 std::optional<WeightLayout> forced_layout() {
   const char* v = std::getenv("HINGE_WEIGHT_LAYOUT");
   if (!v || !*v) return std::nullopt;
-  for (WeightLayout l : {WeightLayout::kRowGroups, WeightLayout::kVnniPairs, WeightLayout::kGguf})
+  for (WeightLayout l : {WeightLayout::kRowGroups, WeightLayout::kVnniPairs, WeightLayout::kGguf,
+                         WeightLayout::kBf16Tiles})
     if (std::strcmp(v, weight_layout_name(l)) == 0) return l;
   return std::nullopt;
 }
@@ -113,6 +114,11 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
       c.reason = "forced by HINGE_WEIGHT_LAYOUT";
       return c;
     }
+  }
+  if (cands.front() == WeightLayout::kBf16Tiles) {
+    c.layout = WeightLayout::kBf16Tiles;
+    c.reason = "AMX-BF16 tiles";
+    return c;
   }
   if (cands.size() == 1) {
     c.layout = cands.front();
@@ -143,12 +149,16 @@ const char* weight_layout_name(WeightLayout layout) {
     case WeightLayout::kRowGroups: return "row-groups";
     case WeightLayout::kVnniPairs: return "vnni-pairs";
     case WeightLayout::kGguf: return "gguf";
+    case WeightLayout::kBf16Tiles: return "bf16-tiles";
   }
   return "gguf";
 }
 
 std::vector<WeightLayout> candidate_layouts(GgmlType type) {
   std::vector<WeightLayout> out;
+  if ((type == GgmlType::F16 || type == GgmlType::BF16) &&
+      packed_layout_supported(type, PackedLayout::kBf16Tiles))
+    out.push_back(WeightLayout::kBf16Tiles);
   if (quantized_type_packs(type)) {
     if (packed_layout_supported(type, PackedLayout::kAmxTiles)) out.push_back(WeightLayout::kRowGroups);
     if (packed_layout_supported(type, PackedLayout::kVnniPairs)) out.push_back(WeightLayout::kVnniPairs);

@@ -10,6 +10,8 @@
 //               horizontal sums; the AMX tile unit for 5+ tokens where it runs, else VNNI.
 //   vnni-pairs  PackedLayout::kVnniPairs: pairs of blocks interleaved per row (Q8_0, Q4_0).
 //   gguf        no copy: the GGUF blocks as stored (VNNI or pmaddubsw kernels).
+//   bf16-tiles  PackedLayout::kBf16Tiles: F16 / BF16 weights as AMX-BF16 tiles (F16 rounded to
+//               bf16), every token count on the tile unit.
 //
 // Rules, in order:
 //   1. HINGE_WEIGHT_LAYOUT=row-groups|vnni-pairs|gguf forces one (where it runs) for A/B runs;
@@ -18,8 +20,10 @@
 //   2. AMX-INT8 usable: row-groups (its tile kernel leads prefill 2.6-4.3x; decode in the same
 //      layout on VNNI measured fastest there: 25.0 vs 23.0 (vnni-pairs) vs 18.3 (gguf) tok/s,
 //      llama-1b q8_0, 2 threads, Sapphire Rapids class, 2026-12-06).
-//   3. One candidate: it.
-//   4. Otherwise calibrated: a 1024 x 4096 matrix of the type (random weights) multiplies one
+//   3. F16 / BF16 with AMX-BF16: bf16-tiles (prefill at the tile unit's rate; numerics in
+//      docs/kernels.md). HINGE_WEIGHT_LAYOUT=gguf keeps the exact f32 FMA kernel.
+//   4. One candidate: it.
+//   5. Otherwise calibrated: a 1024 x 4096 matrix of the type (random weights) multiplies one
 //      token (decode) on the calling thread, each candidate the best of 7 interleaved runs; the
 //      fastest wins, and within 3% of it the one with the faster 64-token product. About 30 ms
 //      per type, once, at the first model load that needs it.
@@ -32,7 +36,7 @@
 
 namespace hinge::kernels {
 
-enum class WeightLayout : uint8_t { kGguf, kVnniPairs, kRowGroups };
+enum class WeightLayout : uint8_t { kGguf, kVnniPairs, kRowGroups, kBf16Tiles };
 const char* weight_layout_name(WeightLayout layout);
 
 struct LayoutTiming {

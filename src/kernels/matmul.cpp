@@ -264,6 +264,35 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
                  [&](size_t m, int64_t b, int64_t e) { matmul_rows_amx(args[m], b, e); });
 }
 
+// The AMX-BF16 path (layout kBf16Tiles): activations rounded to bf16, row-major, zero rows up to
+// a whole token tile when there is more than one tile.
+void matmul_bf16_tiles(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
+                       ThreadPool& pool, MatmulScratch& scratch) {
+  const int64_t cols = outs[0].w->cols;
+  const int64_t tiles = (num_tokens + kAmxTokenTile - 1) / kAmxTokenTile;
+  const int64_t x_rows = num_tokens < kAmxTokenTile ? num_tokens : tiles * kAmxTokenTile;
+  const size_t need = 64 + static_cast<size_t>(x_rows * cols) * 2;
+  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+  uint8_t* base = scratch.bytes.data();
+  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  auto* xb = reinterpret_cast<uint16_t*>(base);
+  auto convert = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) convert_rows_bf16(x.row(t), cols, xb + t * cols);
+    if (e == num_tokens && x_rows > num_tokens)
+      std::memset(xb + num_tokens * cols, 0, static_cast<size_t>((x_rows - num_tokens) * cols) * 2);
+  };
+  Bf16AmxArgs args[8];
+  for (size_t m = 0; m < outs.size(); ++m) {
+    args[m].w = outs[m].w->packed;
+    args[m].x = xb;
+    args[m].num_tokens = num_tokens;
+    args[m].y = outs[m].y;
+    args[m].y_stride = outs[m].w->rows;
+  }
+  run_row_chunks(outs, num_tokens, pool, convert,
+                 [&](size_t m, int64_t b, int64_t e) { matmul_rows_bf16_amx(args[m], b, e); });
+}
+
 void check_view(const MatrixView& w) {
   HINGE_CHECK_MSG(matmul_rows_kernel(w.type) != nullptr, "matmul: unsupported weight type {}",
                   ggml_type_name(w.type));
@@ -287,6 +316,8 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x_in, int64_
   if (uses_packed(w0)) {
     if (w0.packed->layout == PackedLayout::kAmxTiles)
       matmul_amx(outs, x, num_tokens, pool, scratch);
+    else if (w0.packed->layout == PackedLayout::kBf16Tiles)
+      matmul_bf16_tiles(outs, x, num_tokens, pool, scratch);
     else
       matmul_packed(outs, x, num_tokens, pool, scratch);
     return;

@@ -77,6 +77,23 @@ void matmul_rows_amx(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 // False where the AMX kernel is not compiled (non-x86 or non-GCC builds).
 bool amx_kernel_compiled();
 
+// The AMX-BF16 kernel's operands (matmul_bf16_amx.cpp, layout kBf16Tiles): the activations
+// rounded to bf16, row-major [tiles * 16 or num_tokens when below 16, cols] (the A tiles are
+// loaded straight from it with a row stride of cols * 2 bytes; rows past num_tokens are zero).
+struct Bf16AmxArgs {
+  const PackedMatrix* w = nullptr;
+  const uint16_t* x = nullptr;  // 64-byte aligned
+  int64_t num_tokens = 0;
+  float* y = nullptr;  // [num_tokens, y_stride]
+  int64_t y_stride = 0;
+};
+// Rows [row_begin, row_end) (row_begin a multiple of 16) of a kBf16Tiles product on the AMX
+// tile unit. Only valid when packed_layout_supported(w->type, PackedLayout::kBf16Tiles).
+void matmul_rows_bf16_amx(const Bf16AmxArgs& args, int64_t row_begin, int64_t row_end);
+// One activation row of `cols` floats rounded to bf16 (to nearest even; NaN stays NaN) into xb,
+// with AVX-512 BF16; only where cpu_has_avx512_bf16().
+void convert_rows_bf16(const float* x, int64_t cols, uint16_t* xb);
+
 using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 
 // The best kernel for `type` on this CPU (Highway runtime dispatch), or nullptr if unsupported.

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
+#include "common/half.h"
 #include "common/status.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_block.h"
@@ -127,7 +129,13 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
   p->cols = w.cols;
   size_t qs_bytes = 0;
   uint8_t fill = 0;
-  if (w.type == GgmlType::Q4_K) {
+  if (layout == PackedLayout::kBf16Tiles) {
+    p->rows_padded = (w.rows + 15) / 16 * 16;
+    p->nb = w.cols / 32;
+    p->qs_row_bytes = static_cast<size_t>(p->nb) * 1024;
+    qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
+    fill = 0;  // padding rows: +0.0
+  } else if (w.type == GgmlType::Q4_K) {
     p->rows_padded = (w.rows + 15) / 16 * 16;
     p->nb = w.cols / kQK_K;
     p->qs_row_bytes = static_cast<size_t>(p->nb) * kPackedQ4KSuperBytes;
@@ -159,7 +167,8 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
   if (align == kHugePage) madvise(p->qs.get(), alloc_bytes, MADV_HUGEPAGE);
 #endif
   p->fill = fill;
-  if (w.type != GgmlType::Q4_K)  // Q4_K keeps its scales inline; make_unique zeroes
+  // Q4_K keeps its scales inline, bf16 tiles have none; make_unique zeroes
+  if (w.type != GgmlType::Q4_K && layout != PackedLayout::kBf16Tiles)
     p->d = std::make_unique<uint16_t[]>(static_cast<size_t>(p->rows_padded * p->nb));
   return p;
 }
@@ -167,6 +176,24 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
 // Bytes [b, e) of qs get the padding fill (by the pack workers, each for its own rows, before
 // they write them: no single-threaded pass over the whole copy).
 void fill_qs(PackedMatrix& p, size_t b, size_t e) { std::memset(p.qs.get() + b, p.fill, e - b); }
+
+// One group of 16 rows in kBf16Tiles: each row to bf16 (F16 rounded to nearest even), then its
+// 4-byte pairs scattered to their tile rows. row: scratch of cols elements.
+void pack_group_bf16(const MatrixView& w, PackedMatrix& p, int64_t g, uint16_t* row) {
+  auto* qs = reinterpret_cast<uint32_t*>(p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes);
+  for (int64_t n = 0; n < 16 && g * 16 + n < w.rows; ++n) {
+    const auto* src = reinterpret_cast<const uint16_t*>(static_cast<const uint8_t*>(w.data) +
+                                                        static_cast<size_t>(g * 16 + n) * w.row_bytes);
+    if (w.type == GgmlType::BF16) {
+      std::memcpy(row, src, static_cast<size_t>(w.cols) * 2);
+    } else {
+      for (int64_t c = 0; c < w.cols; ++c) row[c] = f32_to_bf16(f16_to_f32(src[c]));
+    }
+    const auto* pairs = reinterpret_cast<const uint32_t*>(row);
+    for (int64_t j = 0; j < p.nb; ++j)
+      for (int r = 0; r < 16; ++r) qs[(j * 16 + r) * 16 + n] = pairs[j * 16 + r];
+  }
+}
 
 }  // namespace
 
@@ -177,6 +204,9 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool)
   switch (choice.layout) {
     case WeightLayout::kRowGroups: return pack_matrix(w, pool, PackedLayout::kAmxTiles);
     case WeightLayout::kVnniPairs: return pack_matrix(w, pool, PackedLayout::kVnniPairs);
+    case WeightLayout::kBf16Tiles:
+      if (w.cols % 32 != 0) return nullptr;
+      return pack_matrix(w, pool, PackedLayout::kBf16Tiles);
     case WeightLayout::kGguf: break;
   }
   return nullptr;
@@ -185,11 +215,18 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool)
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
                                           PackedLayout layout) {
   if (!packed_layout_supported(w.type, layout)) return nullptr;
+  if (layout == PackedLayout::kBf16Tiles && w.cols % 32 != 0) return nullptr;
   HINGE_CHECK(w.cols % ggml_type_traits(w.type)->block_elems == 0 && w.rows > 0);
   auto p = alloc_packed(w, layout);
   PackedMatrix& pm = *p;
-  const size_t unit = pm.qs_row_bytes;  // per group of 16 rows (kAmxTiles) or per row
-  if (layout == PackedLayout::kAmxTiles) {
+  const size_t unit = pm.qs_row_bytes;  // per group of 16 rows (k*Tiles) or per row
+  if (layout == PackedLayout::kBf16Tiles) {
+    pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
+      fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
+      std::vector<uint16_t> row(static_cast<size_t>(w.cols));
+      for (int64_t g = b; g < e; ++g) pack_group_bf16(w, pm, g, row.data());
+    });
+  } else if (layout == PackedLayout::kAmxTiles) {
     const bool q4k = w.type == GgmlType::Q4_K;
     pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
       fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
@@ -203,6 +240,12 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
     });
   }
   return p;
+}
+
+uint16_t packed_bf16(const PackedMatrix& p, int64_t r, int64_t c) {
+  const auto* tile = reinterpret_cast<const uint16_t*>(
+      p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes + static_cast<size_t>(c / 32) * 1024);
+  return tile[(c % 32) / 2 * 32 + (r % 16) * 2 + c % 2];
 }
 
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {

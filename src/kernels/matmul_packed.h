@@ -33,6 +33,13 @@
 // d[16] and dmin[16] (f16). Super-blocks of a group follow each other; nb is the super-block
 // count and d is unused.
 //
+// PackedLayout::kBf16Tiles (AMX-BF16; F16 and BF16 weights): rows in groups of 16; per (group,
+// block of 32 columns) one 1 KiB AMX "B" tile in the order tdpbf16ps reads: bf16 element
+// r * 32 + n * 2 + i is weight (row 16g + n, column 32j + 2r + i). BF16 weights are copied as
+// they are; F16 weights are rounded to bf16 (to nearest even): 3 fewer mantissa bits, measured
+// in docs/kernels.md. Tiles of a group follow each other (qs_row_bytes = nb * 1024 per group);
+// no scales (d is null); rows padded to 16 with zeros. Needs cols % 32 == 0.
+//
 // Used only where the CPU has the kernel (runtime check, GCC builds); elsewhere matmul keeps
 // the GGUF-layout kernels and nothing is packed.
 #pragma once
@@ -48,10 +55,10 @@ namespace hinge::kernels {
 
 struct MatrixView;
 
-enum class PackedLayout { kVnniPairs, kAmxTiles };
+enum class PackedLayout { kVnniPairs, kAmxTiles, kBf16Tiles };
 
 struct PackedMatrix {
-  GgmlType type = GgmlType::Q8_0;  // Q8_0, Q4_0 or (kAmxTiles only) Q4_K
+  GgmlType type = GgmlType::Q8_0;  // Q8_0, Q4_0, (kAmxTiles only) Q4_K, (kBf16Tiles) F16, BF16
   PackedLayout layout = PackedLayout::kVnniPairs;
   int64_t rows = 0, cols = 0;
   int64_t rows_padded = 0;  // multiple of 8 (kVnniPairs) or 16 (kAmxTiles)
@@ -67,8 +74,8 @@ struct PackedMatrix {
   uint8_t fill = 0;                     // the qs byte of padding (zero weights)
 
   size_t bytes() const {
-    const size_t units = layout == PackedLayout::kAmxTiles ? static_cast<size_t>(rows_padded / 16)
-                                                           : static_cast<size_t>(rows_padded);
+    const size_t units = layout != PackedLayout::kVnniPairs ? static_cast<size_t>(rows_padded / 16)
+                                                            : static_cast<size_t>(rows_padded);
     return units * qs_row_bytes + (d ? static_cast<size_t>(rows_padded * nb) * 2 : 0);
   }
 };
@@ -103,5 +110,7 @@ struct PackedQ4KMeta {
   uint8_t sc[8] = {}, m[8] = {};
 };
 PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t super_block);
+// kBf16Tiles: the bf16 bits of weight (r, c).
+uint16_t packed_bf16(const PackedMatrix& p, int64_t r, int64_t c);
 
 }  // namespace hinge::kernels
