@@ -614,7 +614,8 @@ TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
 
 // The 16-row-group layout without the tile unit (a VNNI-only CPU such as Zen 4, forced here
 // with AMX switched off): every token count runs on VNNI in chunks of 4 and matches the
-// references; on an AMX machine it is bit-identical to the tile path.
+// references; on an AMX machine it is bit-identical to the tile path, and Q8_0 packed without
+// AMX (q + 128 as u8) to Q8_0 packed with it.
 TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
   if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
     GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
@@ -641,7 +642,23 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
         EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
         std::vector<float> vnni(tiles.size());
         matmul(view, x.data(), tokens, vnni.data(), pool, scratch);
+        // Packed without AMX, Q8_0 stores q + 128 (the unsigned operand): the same integers.
+        const auto p8 = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
+        ASSERT_NE(p8, nullptr);
+        EXPECT_EQ(p8->u8_quants, t == GgmlType::Q8_0);
+        MatrixView view8 = w.view();
+        view8.packed = p8.get();
+        std::vector<float> vnni8(tiles.size());
+        matmul(view8, x.data(), tokens, vnni8.data(), pool, scratch);
+        ASSERT_EQ(vnni8, vnni);
+        for (int64_t r = 0; r < rows; r += 7) {
+          for (int64_t c = 0; c < cols; c += 13) {
+            ASSERT_EQ(packed_quant(*p8, r, c), packed_quant(*p, r, c));
+          }
+        }
         set_amx_allowed_for_test(true);
+        matmul(view8, x.data(), tokens, vnni8.data(), pool, scratch);  // AMX back: still VNNI
+        ASSERT_EQ(vnni8, vnni);
         if (had_amx) {
           ASSERT_EQ(vnni, tiles);
         }

@@ -131,12 +131,23 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
     return c;
   }
   c.timings = calibrate(type, cands);
-  const LayoutTiming* best = &c.timings.front();
-  for (const LayoutTiming& t : c.timings)
-    if (t.decode_us < best->decode_us) best = &t;
-  const LayoutTiming* pick = best;
-  for (const LayoutTiming& t : c.timings)
-    if (t.decode_us <= best->decode_us * 1.03 && t.prefill_us < pick->prefill_us) pick = &t;
+  // Score: the decode time over the fastest decode plus the 64-token time over the fastest
+  // 64-token product; the lowest wins. A layout has to be good at both: in-cache decode times
+  // are often within noise of each other while prefill times differ by 2x.
+  double min_decode = 1e30, min_prefill = 1e30;
+  for (const LayoutTiming& t : c.timings) {
+    min_decode = std::min(min_decode, t.decode_us);
+    min_prefill = std::min(min_prefill, t.prefill_us);
+  }
+  const LayoutTiming* pick = nullptr;
+  double best_score = 1e30;
+  for (const LayoutTiming& t : c.timings) {
+    const double score = t.decode_us / min_decode + t.prefill_us / min_prefill;
+    if (score < best_score) {
+      best_score = score;
+      pick = &t;
+    }
+  }
   c.layout = pick->layout;
   c.reason = "calibrated on this CPU";
   return c;

@@ -24,9 +24,9 @@
 //      docs/kernels.md). HINGE_WEIGHT_LAYOUT=gguf keeps the exact f32 FMA kernel.
 //   4. One candidate: it.
 //   5. Otherwise calibrated: a 1024 x 4096 matrix of the type (random weights) multiplies one
-//      token (decode) on the calling thread, each candidate the best of 7 interleaved runs; the
-//      fastest wins, and within 3% of it the one with the faster 64-token product. About 30 ms
-//      per type, once, at the first model load that needs it.
+//      token (decode, best of 7 interleaved runs) and 64 tokens (best of 3) on the calling
+//      thread; the lowest sum of (decode time / fastest decode) + (64-token time / fastest
+//      64-token time) wins. About 30 ms per type, once, at the first model load that needs it.
 #pragma once
 
 #include <string>

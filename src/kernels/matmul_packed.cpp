@@ -3,6 +3,7 @@
 #include "kernels/matmul_packed.h"
 
 #include "kernels/kernel_choice.h"
+#include "kernels/cpu_features.h"
 
 #include <sys/mman.h>
 
@@ -83,6 +84,9 @@ void pack_group_amx(const MatrixView& w, PackedMatrix& p, int64_t g) {
                                     reinterpret_cast<const BlockQ8_0*>(src)[b].qs)
                               : reinterpret_cast<const BlockQ4_0*>(src)[b].qs;
       for (int tr = 0; tr < tile_rows; ++tr) std::memcpy(tile + tr * 64 + n * 4, qs + tr * 4, 4);
+      if (p.u8_quants)
+        for (int tr = 0; tr < tile_rows; ++tr)
+          for (int i = 0; i < 4; ++i) tile[tr * 64 + n * 4 + i] ^= 0x80;
     }
   }
 }
@@ -146,8 +150,9 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
     p->nb = w.cols / kQK8_0;
     p->qs_row_bytes = (static_cast<size_t>(p->nb) * packed_tile_bytes(w.type) + 63) / 64 * 64;
     qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
-    // Padding rows: zero weights (Q8_0: 0; Q4_0: nibbles 8), zero scales.
-    fill = w.type == GgmlType::Q8_0 ? 0x00 : 0x88;
+    // Padding rows: zero weights (Q8_0: 0, or 128 as u8; Q4_0: nibbles 8), zero scales.
+    p->u8_quants = w.type == GgmlType::Q8_0 && !cpu_has_amx_int8();
+    fill = w.type == GgmlType::Q8_0 ? (p->u8_quants ? 0x80 : 0x00) : 0x88;
   } else {
     p->rows_padded = (w.rows + 7) / 8 * 8;
     p->nb = (w.cols / kQK8_0 + 1) / 2 * 2;
@@ -262,7 +267,8 @@ int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {
     const uint8_t* tile = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
                           static_cast<size_t>(b) * packed_tile_bytes(p.type);
     const int pos = tile_pos(static_cast<int>(r % 16), static_cast<int>(c % kQK8_0));
-    if (p.type == GgmlType::Q8_0) return static_cast<int8_t>(tile[pos]);
+    if (p.type == GgmlType::Q8_0)
+      return p.u8_quants ? int(tile[pos]) - 128 : static_cast<int8_t>(tile[pos]);
     const uint8_t byte = tile[pos % 256];
     return (pos < 256 ? byte & 0x0F : byte >> 4) - 8;
   }

@@ -21,7 +21,8 @@
 //
 // PackedLayout::kAmxTiles (AMX-INT8): rows in groups of 16; per (group, block) one AMX "B" tile
 // of 8 rows x 64 bytes in the VNNI order tdpbssd reads, byte r * 64 + n * 4 + i = element
-// 4r + i of the block in the group's row n. Q8_0 stores those 512 bytes as the signed quants;
+// 4r + i of the block in the group's row n. Q8_0 stores those 512 bytes as the signed quants
+// (or, packed without AMX, as q + 128: u8_quants);
 // Q4_0 stores 256 bytes of nibbles q (0..15): byte p's low nibble is tile byte p, its high
 // nibble tile byte p + 256 (the kernel unpacks to q - 8). Tiles of a group follow each other
 // (qs_group_bytes per group, 64-byte aligned), and d holds each (group, block)'s 16 f16 scales
@@ -72,6 +73,10 @@ struct PackedMatrix {
   std::unique_ptr<uint8_t[], Free> qs;  // 64-byte aligned
   std::unique_ptr<uint16_t[]> d;        // [rows_padded * nb] f16 scales, in layout order
   uint8_t fill = 0;                     // the qs byte of padding (zero weights)
+  // kAmxTiles Q8_0 packed where AMX-INT8 is not usable: the quants stored as q + 128 (u8), the
+  // unsigned operand of vpdpbusd (the VNNI kernel then subtracts 128 * sum(x) per block). Such
+  // a matrix never runs on the tile unit (tdpbssd takes signed weights).
+  bool u8_quants = false;
 
   size_t bytes() const {
     const size_t units = layout != PackedLayout::kVnniPairs ? static_cast<size_t>(rows_padded / 16)
