@@ -165,6 +165,13 @@ TEST(RooflineShares, NameTheLimitAndTheBestUnitOfTheKind) {
   EXPECT_EQ(peak_share(empty, 1e9, true), "");
   EXPECT_EQ(p.best_peak(true)->family, PeakFamily::kAmxInt8);
   EXPECT_EQ(p.best_peak(false)->family, PeakFamily::kAvx512Fma);
+  // A family the CPU has but the kernels may not use now (HINGE_DISABLE_AMX) is not the limit.
+  if (kernels::cpu_identity().isa.find("amx-int8") != std::string::npos) {
+    kernels::set_amx_allowed_for_test(false);
+    EXPECT_EQ(p.best_peak(true)->family, PeakFamily::kAvx512Vnni);
+    EXPECT_EQ(peak_share(p, 150e9, true), "10.0% of 1.50 TOP/s avx512-vnni");
+    kernels::set_amx_allowed_for_test(true);
+  }
 }
 
 TEST(RooflineWork, PrefillFlopsAreLayerMatricesPlusCausalAttention) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -102,32 +103,41 @@ std::optional<WeightLayout> forced_layout() {
   for (WeightLayout l : {WeightLayout::kRowGroups, WeightLayout::kVnniPairs, WeightLayout::kGguf,
                          WeightLayout::kBf16Tiles})
     if (std::strcmp(v, weight_layout_name(l)) == 0) return l;
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    std::fprintf(stderr,
+                 "hinge: HINGE_WEIGHT_LAYOUT is not one of row-groups, vnni-pairs, gguf, "
+                 "bf16-tiles; ignored\n");
+  });
   return std::nullopt;
 }
 
 LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
   LayoutChoice c;
   c.type = type;
+  std::string not_here;
   if (const auto f = forced_layout()) {
     if (std::find(cands.begin(), cands.end(), *f) != cands.end()) {
       c.layout = *f;
       c.reason = "forced by HINGE_WEIGHT_LAYOUT";
       return c;
     }
+    not_here = fmt::format("HINGE_WEIGHT_LAYOUT={} does not run {} here; ", weight_layout_name(*f),
+                           ggml_type_name(c.type));
   }
   if (cands.front() == WeightLayout::kBf16Tiles) {
     c.layout = WeightLayout::kBf16Tiles;
-    c.reason = "AMX-BF16 tiles";
+    c.reason = not_here + "AMX-BF16 tiles";
     return c;
   }
   if (cands.size() == 1) {
     c.layout = cands.front();
-    c.reason = "the only layout that runs here";
+    c.reason = not_here + "the only layout that runs here";
     return c;
   }
   if (cpu_has_amx_int8() && cands.front() == WeightLayout::kRowGroups) {
     c.layout = WeightLayout::kRowGroups;
-    c.reason = "AMX-INT8 tiles for prefill";
+    c.reason = not_here + "AMX-INT8 tiles for prefill";
     return c;
   }
   c.timings = calibrate(type, cands);
@@ -149,7 +159,7 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
     }
   }
   c.layout = pick->layout;
-  c.reason = "calibrated on this CPU";
+  c.reason = not_here + "calibrated on this CPU";
   return c;
 }
 

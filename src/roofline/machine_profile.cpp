@@ -37,12 +37,33 @@ const PeakFamilyInfo& info_of(PeakFamily f) {
   return all_peak_families().front();
 }
 
+bool isa_has(const char* name) {
+  std::istringstream in(kernels::cpu_identity().isa);
+  std::string word;
+  while (in >> word)
+    if (word == name) return true;
+  return false;
+}
+
+// A family this CPU has but hinge's kernels may not use now (HINGE_DISABLE_AMX / _VNNI / _BF16,
+// or a test's switch): not a limit of this run.
+bool switched_off(PeakFamily f) {
+  switch (f) {
+    case PeakFamily::kAmxInt8: return isa_has("amx-int8") && !kernels::cpu_has_amx_int8();
+    case PeakFamily::kAmxBf16: return isa_has("amx-bf16") && !kernels::cpu_has_amx_bf16();
+    case PeakFamily::kAvx512Vnni: return isa_has("avx512-vnni") && !kernels::cpu_has_avx512_vnni();
+    case PeakFamily::kAvx512Bf16: return isa_has("avx512-bf16") && !kernels::cpu_has_avx512_bf16();
+    default: return false;
+  }
+}
+
 }  // namespace
 
 const ComputePeak* MachineProfile::best_peak(bool integer) const {
   const ComputePeak* best = nullptr;
   for (const ComputePeak& p : peaks)
-    if (info_of(p.family).integer == integer && (!best || p.ops_per_s > best->ops_per_s))
+    if (info_of(p.family).integer == integer && !switched_off(p.family) &&
+        (!best || p.ops_per_s > best->ops_per_s))
       best = &p;
   return best;
 }

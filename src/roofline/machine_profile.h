@@ -30,7 +30,9 @@ struct MachineProfile {
   std::vector<ComputePeak> peaks; // empty: not measured
   int64_t measured_unix = 0;      // seconds since the epoch of the latest measurement
 
-  // The best measured peak among integer (or floating-point) families; nullptr when none.
+  // The best measured peak among integer (or floating-point) families that hinge's kernels may
+  // use now (a family switched off by HINGE_DISABLE_AMX / _VNNI / _BF16 is skipped: with AMX
+  // off, prefill is a share of the VNNI peak); nullptr when none.
   const ComputePeak* best_peak(bool integer) const;
 };
 
