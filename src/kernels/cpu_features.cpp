@@ -80,27 +80,22 @@ bool amx_tiles_usable() {
 #endif
 }
 
-// CPUID leaf 7 sub-leaf 0 EDX / sub-leaf 1 EAX bits (0 when the leaf is missing).
-unsigned cpuid7_edx() {
+// CPUID leaf 7, sub-leaf `sub`: register EAX (0), EBX (1), ECX (2) or EDX (3); 0 when the leaf
+// is missing.
+unsigned cpuid7(unsigned sub, int reg) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  unsigned a = 0, b = 0, c = 0, d = 0;
+  unsigned r[4] = {0, 0, 0, 0};
   if (__get_cpuid_max(0, nullptr) < 7) return 0;
-  __cpuid_count(7, 0, a, b, c, d);
-  return d;
+  __cpuid_count(7, sub, r[0], r[1], r[2], r[3]);
+  return r[reg];
 #else
+  (void)sub;
+  (void)reg;
   return 0;
 #endif
 }
-unsigned cpuid7_1_eax() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (__get_cpuid_max(0, nullptr) < 7) return 0;
-  __cpuid_count(7, 1, a, b, c, d);
-  return a;
-#else
-  return 0;
-#endif
-}
+unsigned cpuid7_edx() { return cpuid7(0, 3); }
+unsigned cpuid7_1_eax() { return cpuid7(1, 0); }
 
 bool detect_amx() {
   if (env_off("HINGE_DISABLE_AMX") || !detect_vnni()) return false;

@@ -40,6 +40,7 @@
 #include <cstring>
 #include <new>
 
+#include "kernels/amx_tile_config.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
@@ -63,16 +64,9 @@ namespace {
 
 // Tiles: 0, 1: C (i32 results); 2, 3: A (activations); 4, 5: B (weights). Even blocks use
 // 0/2/4, odd blocks 1/3/5.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 HINGE_AMX_INLINE void Configure(int token_rows) {
-  TileConfig cfg;
+  AmxTileConfig cfg;
   for (int c : {0, 1}) {
     cfg.rows[c] = static_cast<uint8_t>(token_rows);
     cfg.colsb[c] = 64;

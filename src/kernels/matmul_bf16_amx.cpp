@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/amx_tile_config.h"
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
@@ -48,17 +49,10 @@ constexpr int64_t kTile = 16;
 // Weight tiles are prefetched this many blocks ahead when a single token tile streams them.
 constexpr int64_t kPrefetchBlocks = 4;
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // C 0-3: rows = tokens per tile; A 4-5: tokens x 64 bytes; B 6-7: 16 x 64 bytes.
 HINGE_BF16_INLINE void Configure(int tokens) {
-  TileConfig c;
+  AmxTileConfig c;
   for (int t = 0; t < 6; ++t) {
     c.colsb[t] = 64;
     c.rows[t] = static_cast<uint8_t>(tokens);
