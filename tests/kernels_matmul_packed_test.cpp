@@ -1,0 +1,312 @@
+// The packed weight layouts (kernels/matmul_packed.h) and the layout choice
+// (kernels/kernel_choice.h): each layout holds every quant and scale, its kernels match the
+// references on odd shapes and are batch-invariant, they fall back without their instructions,
+// the 16-row groups run without AMX (bit-identical to the tiles), and the calibration picks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/cpu_features.h"
+#include "kernels/kernel_choice.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
+#include "kernels/quant.h"
+#include "kernels/quant_block.h"
+#include "kernels_matmul_test_util.h"
+
+namespace hinge::kernels {
+namespace {
+
+// Each packed layout (matmul_packed.h) holds every quant and scale of the GGUF rows, for odd
+// block counts (VNNI pairs: padded to even) and row counts (padded to a multiple of 8 / 16).
+TEST(KernelsMatmulPacked, LayoutReadsBack) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  ThreadPool pool(2);
+  for (PackedLayout layout : runnable_layouts()) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + layout_name(layout));
+      const bool amx = layout == PackedLayout::kAmxTiles;
+      const int64_t rows = amx ? 21 : 13;
+      const Weights w = make_weights(t, rows, 96, 7);
+      const auto p = pack_matrix(w.view(), pool, layout);
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(p->layout, layout);
+      EXPECT_EQ(p->nb, amx ? 3 : 4);
+      EXPECT_EQ(p->rows_padded, amx ? 32 : 16);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p->qs.get()) % 64, 0u);
+      EXPECT_EQ(p->qs_row_bytes % 64, 0u);
+      const size_t rb = w.view().row_bytes;
+      for (int64_t r = 0; r < p->rows_padded; ++r)
+        for (int64_t c = 0; c < p->nb * 32; ++c) {
+          int want = 0;
+          if (r < rows && c < 96) {
+            const uint8_t* row = w.bytes.data() + r * rb;
+            if (t == GgmlType::Q8_0) {
+              want = static_cast<int8_t>(row[(c / 32) * 34 + 2 + c % 32]);
+            } else {
+              const uint8_t byte = row[(c / 32) * 18 + 2 + c % 16];
+              want = (c % 32 < 16 ? byte & 0x0F : byte >> 4) - 8;
+            }
+          }
+          ASSERT_EQ(packed_quant(*p, r, c), want) << "r=" << r << " c=" << c;
+        }
+      for (int64_t r = 0; r < p->rows_padded; ++r)
+        for (int64_t b = 0; b < p->nb; ++b) {
+          uint16_t want = 0;
+          if (r < rows && b < 3) std::memcpy(&want, w.bytes.data() + r * rb + b * (rb / 3), 2);
+          EXPECT_EQ(packed_scale(*p, r, b), want) << "r=" << r << " b=" << b;
+        }
+    }
+  }
+}
+
+// Packed Q4_K (AMX tiles only) holds every nibble, sub-block scale and min, d and dmin.
+TEST(KernelsMatmulPacked, Q4KLayoutReadsBack) {
+  if (!packed_layout_supported(GgmlType::Q4_K, PackedLayout::kAmxTiles))
+    GTEST_SKIP() << "no AMX here";
+  ThreadPool pool(2);
+  const int64_t rows = 19, cols = 512;
+  const Weights w = make_weights(GgmlType::Q4_K, rows, cols, 5);
+  const auto p = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->nb, 2);
+  EXPECT_EQ(p->rows_padded, 32);
+  EXPECT_EQ(pack_matrix(w.view(), pool, PackedLayout::kVnniPairs), nullptr);
+  const size_t rb = w.view().row_bytes;
+  for (int64_t r = 0; r < p->rows_padded; ++r) {
+    for (int64_t sb = 0; sb < 2; ++sb) {
+      BlockQ4_K blk{};
+      if (r < rows) std::memcpy(&blk, w.bytes.data() + r * rb + sb * sizeof(BlockQ4_K), sizeof blk);
+      const PackedQ4KMeta meta = packed_q4k_meta(*p, r, sb);
+      EXPECT_EQ(meta.d, blk.d) << "r=" << r;
+      EXPECT_EQ(meta.dmin, blk.dmin) << "r=" << r;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc = 0, m = 0;
+        scale_min_k4(j, blk.scales, &sc, &m);
+        EXPECT_EQ(meta.sc[j], sc) << "r=" << r << " j=" << j;
+        EXPECT_EQ(meta.m[j], m) << "r=" << r << " j=" << j;
+        for (int e = 0; e < 32; ++e) {
+          const int want = (blk.qs[(j / 2) * 32 + e] >> (4 * (j % 2))) & 0x0F;
+          ASSERT_EQ(packed_quant(*p, r, sb * 256 + j * 32 + e), want)
+              << "r=" << r << " sb=" << sb << " j=" << j << " e=" << e;
+        }
+      }
+    }
+  }
+}
+
+// The packed kernels against the references. VNNI pairs: tiles of 4 rows x 1..4 tokens and
+// 8 rows x 1 token, rows not a multiple of 4 or 8, odd block counts, scale chunks. AMX tiles:
+// 1..16-token tiles (<= 4 on the VNNI half), a short last tile zero-padded, odd block counts
+// (the unpaired last block), rows not a multiple of 16; 1/2/3 threads.
+TEST(KernelsMatmulPacked, ParityTileShapes) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  uint32_t seed = 7000;
+  for (PackedLayout layout : runnable_layouts()) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0}) {
+      for (int64_t cols : {32, 96, 576, 4192}) {
+        for (int64_t rows : {1, 3, 5, 8, 13, 37}) {
+          for (int64_t tokens : {1, 2, 3, 4, 5, 7, 9, 16, 17, 33}) {
+            if (cols * rows * tokens > 4192 * 13 * 17) continue;
+            const int threads = 1 + static_cast<int>((rows + tokens) % 3);
+            check_matmul({t, cols}, rows, tokens, threads, seed++, /*packed=*/true, layout);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+      for (int threads : {1, 2, 3}) {
+        check_matmul({t, 576}, 301, 67, threads, seed++, /*packed=*/true, layout);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  if (!packed_layout_supported(GgmlType::Q4_K, PackedLayout::kAmxTiles)) return;
+  for (int64_t cols : {256, 768, 2304}) {
+    for (int64_t rows : {1, 5, 16, 37}) {
+      for (int64_t tokens : {1, 2, 4, 5, 16, 17, 33}) {
+        const int threads = 1 + static_cast<int>((rows + tokens) % 3);
+        check_matmul({GgmlType::Q4_K, cols}, rows, tokens, threads, seed++, /*packed=*/true,
+                     PackedLayout::kAmxTiles);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  check_matmul({GgmlType::Q4_K, 512}, 301, 67, 2, seed++, /*packed=*/true,
+               PackedLayout::kAmxTiles);
+  for (int64_t tokens : {1, 13})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{256, 256}, {512, 256}, {256, 512}}) {
+      check_matmul({GgmlType::Q4_K, cols}, rows, tokens, 2, seed++, /*packed=*/true,
+                   PackedLayout::kAmxTiles);
+      if (HasFatalFailure()) return;
+    }
+}
+
+// A token's result is bit-identical alone and inside a batch, also across the kernels' token
+// blocks (8192 columns: 32 tokens per VNNI block) and for every tile shape; on AMX tiles also
+// between the tile unit (tiles of 5..16 tokens) and the VNNI half (1..4).
+TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  for (PackedLayout layout : runnable_layouts()) {
+    for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+      if (!packed_layout_supported(t, layout)) continue;
+      SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + layout_name(layout));
+      const int64_t rows = 37, cols = 8192, tokens = 70;
+      const Weights w = make_weights(t, rows, cols, 9);
+      const auto x = make_activations(tokens, cols, 10);
+      ThreadPool pool(2);
+      MatmulScratch scratch;
+      MatrixView view = w.view();
+      const auto p = pack_matrix(view, pool, layout);
+      ASSERT_NE(p, nullptr);
+      view.packed = p.get();
+      std::vector<float> y(static_cast<size_t>(rows * tokens));
+      matmul(view, x.data(), tokens, y.data(), pool, scratch);
+      for (int64_t n : {1, 3, 6, 16}) {
+        std::vector<float> part(static_cast<size_t>(rows * n));
+        for (int64_t t0 = 0; t0 + n <= tokens; t0 += 23) {
+          matmul(view, x.data() + t0 * cols, n, part.data(), pool, scratch);
+          for (int64_t tt = 0; tt < n; ++tt)
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(part[static_cast<size_t>(tt * rows + r)],
+                        y[static_cast<size_t>((t0 + tt) * rows + r)])
+                  << "n=" << n << " t=" << t0 + tt << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// Without VNNI, a view that carries a packed copy in either layout falls back to the GGUF
+// kernels (same results as without the copy, bit for bit), and nothing new is packed.
+TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
+  if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const Weights w = make_weights(GgmlType::Q4_0, 21, 512, 11);
+  const auto x = make_activations(19, 512, 12);
+  for (PackedLayout layout : runnable_layouts()) {
+    SCOPED_TRACE(layout_name(layout));
+    MatrixView view = w.view();
+    const auto p = pack_matrix(view, pool, layout);
+    ASSERT_NE(p, nullptr);
+    set_vnni_allowed_for_test(false);
+    EXPECT_FALSE(packed_layout_supported(GgmlType::Q4_0, layout));
+    EXPECT_EQ(pack_matrix(view, pool, layout), nullptr);
+    EXPECT_FALSE(packed_matmul_supported(GgmlType::Q4_0));  // AMX's kernel needs VNNI too
+    EXPECT_EQ(candidate_layouts(GgmlType::Q4_0), std::vector<WeightLayout>{WeightLayout::kGguf});
+    EXPECT_EQ(choose_weight_layout(GgmlType::Q4_0).layout, WeightLayout::kGguf);
+    EXPECT_EQ(pack_matrix(view, pool), nullptr);
+    std::vector<float> plain(21 * 19), with_copy(21 * 19);
+    matmul(view, x.data(), 19, plain.data(), pool, scratch);
+    view.packed = p.get();
+    matmul(view, x.data(), 19, with_copy.data(), pool, scratch);
+    set_vnni_allowed_for_test(true);
+    EXPECT_EQ(plain, with_copy);
+  }
+}
+
+// The 16-row-group layout without the tile unit (a VNNI-only CPU such as Zen 4, forced here
+// with AMX switched off): every token count runs on VNNI in chunks of 4 and matches the
+// references; on an AMX machine it is bit-identical to the tile path, and Q8_0 packed without
+// AMX (q + 128 as u8) to Q8_0 packed with it.
+TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
+  if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
+    GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
+  const bool had_amx = cpu_has_amx_int8();
+  uint32_t seed = 9100;
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+    const int64_t cols = t == GgmlType::Q4_K ? 768 : 576;
+    for (int64_t rows : {5, 16, 37}) {
+      for (int64_t tokens : {1, 4, 5, 7, 16, 17, 33, 70}) {
+        SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " rows=" << rows
+                                        << " tokens=" << tokens);
+        const Weights w = make_weights(t, rows, cols, seed);
+        const auto x = make_activations(tokens, cols, seed + 1);
+        ++seed;
+        ThreadPool pool(1 + static_cast<int>(tokens % 2));
+        MatmulScratch scratch;
+        MatrixView view = w.view();
+        const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+        ASSERT_NE(p, nullptr);
+        view.packed = p.get();
+        std::vector<float> tiles(static_cast<size_t>(rows * tokens));
+        matmul(view, x.data(), tokens, tiles.data(), pool, scratch);
+        set_amx_allowed_for_test(false);
+        EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
+        std::vector<float> vnni(tiles.size());
+        matmul(view, x.data(), tokens, vnni.data(), pool, scratch);
+        // Packed without AMX, Q8_0 stores q + 128 (the unsigned operand): the same integers.
+        const auto p8 = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
+        ASSERT_NE(p8, nullptr);
+        EXPECT_EQ(p8->u8_quants, t == GgmlType::Q8_0);
+        MatrixView view8 = w.view();
+        view8.packed = p8.get();
+        std::vector<float> vnni8(tiles.size());
+        matmul(view8, x.data(), tokens, vnni8.data(), pool, scratch);
+        ASSERT_EQ(vnni8, vnni);
+        for (int64_t r = 0; r < rows; r += 7) {
+          for (int64_t c = 0; c < cols; c += 13) {
+            ASSERT_EQ(packed_quant(*p8, r, c), packed_quant(*p, r, c));
+          }
+        }
+        set_amx_allowed_for_test(true);
+        matmul(view8, x.data(), tokens, vnni8.data(), pool, scratch);  // AMX back: still VNNI
+        ASSERT_EQ(vnni8, vnni);
+        if (had_amx) {
+          ASSERT_EQ(vnni, tiles);
+        }
+        check_matmul({t, cols}, rows, tokens, 2, seed, /*packed=*/true, PackedLayout::kAmxTiles);
+        set_amx_allowed_for_test(false);
+        check_matmul({t, cols}, rows, tokens, 2, seed, /*packed=*/true, PackedLayout::kAmxTiles);
+        set_amx_allowed_for_test(true);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The layout choice (kernel_choice.h): the candidates follow the switches, AMX picks the row
+// groups, a forced layout wins where it runs, and without AMX the calibration times every
+// candidate and picks one of them.
+TEST(KernelsLayoutChoice, CandidatesSwitchesAndCalibration) {
+  EXPECT_EQ(candidate_layouts(GgmlType::F32), std::vector<WeightLayout>{WeightLayout::kGguf});
+  EXPECT_EQ(candidate_layouts(GgmlType::F16).back(), WeightLayout::kGguf);
+  EXPECT_EQ(candidate_layouts(GgmlType::Q6_K), std::vector<WeightLayout>{WeightLayout::kGguf});
+  EXPECT_EQ(choose_weight_layout(GgmlType::Q6_K).layout, WeightLayout::kGguf);
+  if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
+    GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
+  if (cpu_has_amx_int8()) {
+    const LayoutChoice c = choose_weight_layout(GgmlType::Q8_0);
+    EXPECT_EQ(c.layout, WeightLayout::kRowGroups);
+    EXPECT_TRUE(c.timings.empty());
+  }
+  set_amx_allowed_for_test(false);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+    SCOPED_TRACE(ggml_type_name(t));
+    const auto cands = candidate_layouts(t);
+    EXPECT_EQ(cands.front(), WeightLayout::kRowGroups);
+    EXPECT_EQ(cands.back(), WeightLayout::kGguf);
+    EXPECT_EQ(cands.size(), t == GgmlType::Q4_K ? 2u : 3u);  // Q4_K has no VNNI-pairs form
+    const LayoutChoice c = choose_weight_layout(t);
+    EXPECT_EQ(c.reason, "calibrated on this CPU");
+    ASSERT_EQ(c.timings.size(), cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      EXPECT_EQ(c.timings[i].layout, cands[i]);
+      EXPECT_GT(c.timings[i].decode_us, 0.0);
+      EXPECT_GT(c.timings[i].prefill_us, 0.0);
+    }
+    EXPECT_NE(std::find(cands.begin(), cands.end(), c.layout), cands.end());
+    EXPECT_EQ(choose_weight_layout(t).layout, c.layout);  // cached
+  }
+  bool listed = false;
+  for (const std::string& line : layout_choice_summary())
+    listed = listed || line.rfind("q8_0: ", 0) == 0;
+  EXPECT_TRUE(listed);
+  set_amx_allowed_for_test(true);
+}
+
+}  // namespace
+}  // namespace hinge::kernels

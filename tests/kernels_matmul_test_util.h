@@ -1,0 +1,157 @@
+// Shared by the matmul parity tests (kernels_matmul_test.cpp, kernels_matmul_packed_test.cpp):
+// random GGUF weights of any type, activations, the error bounds, check_matmul against both
+// references, and the packed layouts that run on this CPU.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "common/ggml_type.h"
+#include "common/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
+#include "kernels/quant.h"
+#include "kernels/quant_block.h"
+
+namespace hinge::kernels {
+
+struct Weights {
+  GgmlType type;
+  int64_t rows, cols;
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequant;  // [rows, cols] what the stored weights represent
+  MatrixView view() const {
+    MatrixView v;
+    v.type = type;
+    v.data = bytes.data();
+    v.rows = rows;
+    v.cols = cols;
+    v.row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+    return v;
+  }
+};
+
+inline Weights make_weights(GgmlType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Weights w{type, rows, cols, {}, {}};
+  const size_t rb = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  w.bytes.resize(rb * rows);
+  w.dequant.resize(static_cast<size_t>(rows * cols));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    row[static_cast<size_t>(r % cols)] += 0.5f;  // an outlier per row
+    EXPECT_TRUE(quantize_row_ref(type, row.data(), w.bytes.data() + r * rb, cols));
+    EXPECT_TRUE(
+        dequantize_row_ref(type, w.bytes.data() + r * rb, w.dequant.data() + r * cols, cols));
+  }
+  return w;
+}
+
+inline std::vector<float> make_activations(int64_t num_tokens, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(num_tokens * cols));
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+// sum_c |w[r, c] * x[t, c]|: the scale of an output's rounding error.
+// Integers in [-127, 127] with a 127 in every 32-block: their on-the-fly Q8_0 quantization is
+// exact (scale 1), so results compare with the f32-activation reference at a tight bound.
+inline std::vector<float> exact_q8_activations(int64_t n, int mul) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(int(i * mul % 255) - 127);
+  for (int64_t b = 0; b < n; b += 32) x[static_cast<size_t>(b)] = 127.0f;
+  return x;
+}
+
+inline double abs_dot(const Weights& w, const float* x, int64_t r) {
+  double s = 0.0;
+  for (int64_t c = 0; c < w.cols; ++c) s += std::fabs(double(w.dequant[r * w.cols + c]) * x[c]);
+  return s;
+}
+
+// Largest error the activation quantization can add to output r: sum_c |w[r, c]| * e_c, with
+// e_c the worst rounding error of x_c in its block (half a step of amax/127; Q8_0 also stores
+// its scale as f16, which moves each level by up to 127 * 2^-11 of a step).
+inline double activation_error_bound(const Weights& w, GgmlType act, const float* x, int64_t r) {
+  const int64_t block = act == GgmlType::Q8_0 ? 32 : 256;
+  const double step_factor = act == GgmlType::Q8_0 ? 0.5 + 127.0 / 2048.0 : 0.5;
+  double s = 0.0;
+  for (int64_t b = 0; b < w.cols; b += block) {
+    float amax = 0.0f;
+    for (int64_t c = b; c < b + block; ++c) amax = std::max(amax, std::fabs(x[c]));
+    double wsum = 0.0;
+    for (int64_t c = b; c < b + block; ++c) wsum += std::fabs(w.dequant[r * w.cols + c]);
+    s += wsum * amax / 127.0 * step_factor;
+  }
+  return s;
+}
+
+struct Case {
+  GgmlType type;
+  int64_t cols;
+};
+
+// packed: run the packed kernel (matmul_packed.h) on a packed copy of the weights.
+// packed: run on a packed copy in `layout` (which must run on this CPU).
+inline void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int threads, uint32_t seed,
+                  bool packed = false, PackedLayout layout = PackedLayout::kVnniPairs) {
+  SCOPED_TRACE(testing::Message() << ggml_type_name(c.type) << " rows=" << rows << " cols="
+                                  << c.cols << " tokens=" << num_tokens << " threads=" << threads
+                                  << (packed ? " packed" : "")
+                                  << (packed && layout == PackedLayout::kAmxTiles ? " amx" : ""));
+  const Weights w = make_weights(c.type, rows, c.cols, seed);
+  const auto x = make_activations(num_tokens, c.cols, seed + 1);
+  ThreadPool pool(threads);
+  MatmulScratch scratch;
+  MatrixView view = w.view();
+  std::unique_ptr<PackedMatrix> pm;
+  if (packed) {
+    pm = pack_matrix(view, pool, layout);
+    ASSERT_NE(pm, nullptr);
+    view.packed = pm.get();
+  }
+  std::vector<float> y(static_cast<size_t>(rows * num_tokens), NAN);
+  matmul(view, x.data(), num_tokens, y.data(), pool, scratch);
+  std::vector<float> yq(y.size()), yf(y.size());
+  matmul_ref_quantized(w.view(), x.data(), num_tokens, yq.data());
+  matmul_ref(w.view(), x.data(), num_tokens, yf.data());
+
+  const GgmlType act = matmul_activation_type(c.type);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* xt = x.data() + t * c.cols;
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t i = static_cast<size_t>(t * rows + r);
+      const double scale = abs_dot(w, xt, r);
+      // Same inputs, only the f32 summation order differs: 1e-5 of the magnitude.
+      ASSERT_NEAR(y[i], yq[i], 1e-5 * scale + 1e-30) << "t=" << t << " r=" << r;
+      if (act == GgmlType::F32) continue;
+      // Against the unquantized activations: the quantization error bound (+ rounding).
+      const double bound = activation_error_bound(w, act, xt, r) + 1e-5 * scale;
+      ASSERT_NEAR(y[i], yf[i], bound) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+// The packed layouts that run on this CPU (matmul_packed.h); the tests below run each.
+inline std::vector<PackedLayout> runnable_layouts() {
+  std::vector<PackedLayout> out;
+  for (PackedLayout l : {PackedLayout::kVnniPairs, PackedLayout::kAmxTiles})
+    if (packed_layout_supported(GgmlType::Q8_0, l)) out.push_back(l);
+  return out;
+}
+
+inline const char* layout_name(PackedLayout l) {
+  return l == PackedLayout::kAmxTiles ? "amx-tiles" : "vnni-pairs";
+}
+
+}  // namespace hinge::kernels
