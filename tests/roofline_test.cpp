@@ -142,6 +142,14 @@ TEST(RooflineProfile, RejectsDamagedAndForeignFiles) {
     std::ofstream(path, std::ios::trunc) << j.dump();
   }
   EXPECT_FALSE(load_machine_profile(2).has_value());
+  for (double bad : {-1.0, 0.0, 1e12}) {  // GOP/s: negative, zero, absurd
+    nlohmann::json j = {{"cpu", kernels::cpu_label()},
+                        {"threads", 2},
+                        {"membw_gb_per_s", 20.0},
+                        {"peaks", {{"avx2-fma", bad}}}};
+    std::ofstream(path, std::ios::trunc) << j.dump();
+    EXPECT_FALSE(load_machine_profile(2).has_value()) << bad;
+  }
 }
 
 TEST(RooflineProfile, OffSwitchReadsAndWritesNothing) {

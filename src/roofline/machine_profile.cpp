@@ -99,6 +99,8 @@ std::optional<MachineProfile> load_machine_profile(int32_t threads) {
       for (const auto& [name, v] : j["peaks"].items()) {
         const PeakFamilyInfo* info = peak_family_by_name(name);
         if (!info || !v.is_number()) continue;
+        const double gops = v.get<double>();
+        if (!(gops > 0 && gops < 1e7)) return std::nullopt;  // not a rate a CPU measures
         p.peaks.push_back({info->family, v.get<double>() * 1e9, p.threads});
       }
     }
