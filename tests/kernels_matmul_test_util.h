@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <vector>
@@ -152,6 +153,28 @@ inline std::vector<PackedLayout> runnable_layouts() {
 
 inline const char* layout_name(PackedLayout l) {
   return l == PackedLayout::kAmxTiles ? "amx-tiles" : "vnni-pairs";
+}
+
+// Each token's result of `view` is bit-identical whether its x row (x: [tokens, view.cols]) is
+// multiplied in one call of all tokens or in calls of n tokens (each n of `ns`, windows starting
+// every `step` tokens).
+inline void expect_batch_invariant(const MatrixView& view, const std::vector<float>& x,
+                                   int64_t tokens, std::initializer_list<int64_t> ns,
+                                   int64_t step, ThreadPool& pool, MatmulScratch& scratch) {
+  const int64_t rows = view.rows, cols = view.cols;
+  std::vector<float> y(static_cast<size_t>(rows * tokens));
+  matmul(view, x.data(), tokens, y.data(), pool, scratch);
+  for (int64_t n : ns) {
+    std::vector<float> part(static_cast<size_t>(rows * n));
+    for (int64_t t0 = 0; t0 + n <= tokens; t0 += step) {
+      matmul(view, x.data() + t0 * cols, n, part.data(), pool, scratch);
+      for (int64_t tt = 0; tt < n; ++tt)
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(part[static_cast<size_t>(tt * rows + r)],
+                    y[static_cast<size_t>((t0 + tt) * rows + r)])
+              << "n=" << n << " t=" << t0 + tt << " r=" << r;
+    }
+  }
 }
 
 }  // namespace hinge::kernels

@@ -130,8 +130,7 @@ int machine_command(const BenchArgs& args) {
     if (args.compute) {
       nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
       for (const roofline::ComputePeak& c : profile.peaks)
-        for (const auto& info : roofline::all_peak_families())
-          if (info.family == c.family) peaks[info.name] = c.ops_per_s / 1e9;
+        peaks[roofline::peak_family_info(c.family).name] = c.ops_per_s / 1e9;
       j["peaks_gops"] = peaks;  // 2 ops per multiply-add, all threads
     }
     std::puts(j.dump().c_str());
@@ -147,11 +146,11 @@ int machine_command(const BenchArgs& args) {
     std::printf("compute peaks (%d threads; 2 ops per multiply-add; best of 3 passes):\n",
                 pool.size());
     if (profile.peaks.empty()) std::printf("  none of the measured instruction families runs here\n");
-    for (const roofline::ComputePeak& c : profile.peaks)
-      for (const auto& info : roofline::all_peak_families())
-        if (info.family == c.family)
-          std::printf("  %-12s %-16s %s\n", info.name, info.instruction,
-                      roofline::format_ops(c.ops_per_s, info.integer).c_str());
+    for (const roofline::ComputePeak& c : profile.peaks) {
+      const roofline::PeakFamilyInfo& info = roofline::peak_family_info(c.family);
+      std::printf("  %-12s %-16s %s\n", info.name, info.instruction,
+                  roofline::format_ops(c.ops_per_s, info.integer).c_str());
+    }
   }
   return 0;
 }
@@ -453,16 +452,8 @@ int bench_command(const BenchArgs& args) {
     j["weight_layouts"] = kernels::layout_choice_summary();
     j["decode_gb_per_s"] = decode_bytes_per_s / 1e9;
     j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
-    if (profile && profile->membw_bytes_per_s > 0) {
-      j["membw_gb_per_s"] = profile->membw_bytes_per_s / 1e9;
-      j["decode_membw_share"] = decode_bytes_per_s / profile->membw_bytes_per_s;
-    }
-    if (peak) {
-      for (const auto& info : roofline::all_peak_families())
-        if (info.family == peak->family) j["peak_family"] = info.name;
-      j["peak_gops"] = peak->ops_per_s / 1e9;
-      j["prefill_peak_share"] = prefill_flops_per_s / peak->ops_per_s;
-    }
+    roofline::add_share_fields(j, profile ? &*profile : nullptr, decode_bytes_per_s,
+                               prefill_flops_per_s, integer_units);
     std::puts(j.dump().c_str());
     return 0;
   }

@@ -172,16 +172,8 @@ int run_command(RunArgs args) {
     j["seed"] = *args.seed;
     j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
     j["cpu"] = kernels::cpu_label();
-    if (profile && profile->membw_bytes_per_s > 0) {
-      j["membw_gb_per_s"] = profile->membw_bytes_per_s / 1e9;
-      j["decode_membw_share"] = r.achieved_gb_per_s * 1e9 / profile->membw_bytes_per_s;
-    }
-    if (const roofline::ComputePeak* peak = profile ? profile->best_peak(integer_units) : nullptr) {
-      for (const auto& info : roofline::all_peak_families())
-        if (info.family == peak->family) j["peak_family"] = info.name;
-      j["peak_gops"] = peak->ops_per_s / 1e9;
-      j["prefill_peak_share"] = prefill_flops_per_s / peak->ops_per_s;
-    }
+    roofline::add_share_fields(j, profile ? &*profile : nullptr, r.achieved_gb_per_s * 1e9,
+                               prefill_flops_per_s, integer_units);
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,23 @@ bool detect_avx_vnni() {
 #endif
 }
 
+// CPUID leaf 7, sub-leaf `sub`: register EAX (0), EBX (1), ECX (2) or EDX (3); 0 when the leaf
+// is missing.
+unsigned cpuid7(unsigned sub, int reg) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned r[4] = {0, 0, 0, 0};
+  if (__get_cpuid_max(0, nullptr) < 7) return 0;
+  __cpuid_count(7, sub, r[0], r[1], r[2], r[3]);
+  return r[reg];
+#else
+  (void)sub;
+  (void)reg;
+  return 0;
+#endif
+}
+unsigned cpuid7_edx() { return cpuid7(0, 3); }
+unsigned cpuid7_1_eax() { return cpuid7(1, 0); }
+
 // The tile unit as the OS lets this process use it: AMX-TILE, XCR0's tile state, and the
 // XTILEDATA permission (requested once; Linux 5.16+). Computed once.
 bool amx_tiles_usable() {
@@ -59,8 +77,7 @@ bool amx_tiles_usable() {
   static const bool usable = [] {
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (__get_cpuid_max(0, nullptr) < 0xD) return false;
-    __cpuid_count(7, 0, a, b, c, d);
-    if (!((d >> 24) & 1)) return false;  // AMX-TILE
+    if (!((cpuid7_edx() >> 24) & 1)) return false;  // AMX-TILE
     __cpuid(1, a, b, c, d);
     if (!((c >> 27) & 1)) return false;  // OSXSAVE: xgetbv is allowed
     unsigned lo = 0, hi = 0;
@@ -79,23 +96,6 @@ bool amx_tiles_usable() {
   return false;
 #endif
 }
-
-// CPUID leaf 7, sub-leaf `sub`: register EAX (0), EBX (1), ECX (2) or EDX (3); 0 when the leaf
-// is missing.
-unsigned cpuid7(unsigned sub, int reg) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  unsigned r[4] = {0, 0, 0, 0};
-  if (__get_cpuid_max(0, nullptr) < 7) return 0;
-  __cpuid_count(7, sub, r[0], r[1], r[2], r[3]);
-  return r[reg];
-#else
-  (void)sub;
-  (void)reg;
-  return 0;
-#endif
-}
-unsigned cpuid7_edx() { return cpuid7(0, 3); }
-unsigned cpuid7_1_eax() { return cpuid7(1, 0); }
 
 bool detect_amx() {
   if (env_off("HINGE_DISABLE_AMX") || !detect_vnni()) return false;
@@ -183,22 +183,20 @@ CpuIdentity detect_identity() {
     id.brand = trim(brand);
   }
   __builtin_cpu_init();
-  const bool amx_int8 = ((cpuid7_edx() >> 25) & 1) && amx_tiles_usable();
-  const bool amx_bf16 = ((cpuid7_edx() >> 22) & 1) && amx_tiles_usable();
-  std::string isa;
-  auto add = [&](bool has, const char* name) {
-    if (!has) return;
-    if (!isa.empty()) isa += ' ';
-    isa += name;
-  };
-  add(amx_int8, "amx-int8");
-  add(amx_bf16, "amx-bf16");
-  add(__builtin_cpu_supports("avx512vnni"), "avx512-vnni");
-  add(detect_avx512_bf16(), "avx512-bf16");
-  add(__builtin_cpu_supports("avx512f"), "avx512");
-  add(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), "avx2-fma");
-  id.isa = isa;
-  id.microarch = microarch_of(id, amx_int8);
+  id.amx_int8 = ((cpuid7_edx() >> 25) & 1) && amx_tiles_usable();
+  id.amx_bf16 = ((cpuid7_edx() >> 22) & 1) && amx_tiles_usable();
+  id.avx512_vnni = __builtin_cpu_supports("avx512vnni");
+  id.avx512_bf16 = detect_avx512_bf16();
+  id.avx512f = __builtin_cpu_supports("avx512f");
+  id.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  for (auto [has, name] : {std::pair{id.amx_int8, "amx-int8"}, {id.amx_bf16, "amx-bf16"},
+                           {id.avx512_vnni, "avx512-vnni"}, {id.avx512_bf16, "avx512-bf16"},
+                           {id.avx512f, "avx512"}, {id.avx2_fma, "avx2-fma"}}) {
+    if (!has) continue;
+    if (!id.isa.empty()) id.isa += ' ';
+    id.isa += name;
+  }
+  id.microarch = microarch_of(id, id.amx_int8);
 #endif
   if (id.brand.empty()) id.brand = "unknown CPU";
   return id;

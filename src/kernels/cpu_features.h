@@ -34,8 +34,12 @@ struct CpuIdentity {
   int stepping = 0;
   std::string brand;       // the brand string, trimmed ("Intel(R) Xeon(R) Processor")
   std::string microarch;   // "Zen 4", "Sapphire Rapids class", ... or "" when not known
-  // Instruction families present in the CPU (not the HINGE_DISABLE_* switches): "amx-int8
-  // amx-bf16 avx512-vnni avx512-bf16 avx512 avx2-fma" in that order, those it has.
+  // Instruction families the CPU and OS provide, whatever the HINGE_DISABLE_* switches say
+  // (AMX counts only with the tile permission granted).
+  bool amx_int8 = false, amx_bf16 = false, avx512_vnni = false, avx512_bf16 = false;
+  bool avx512f = false, avx2_fma = false;
+  // The same as words for output: "amx-int8 amx-bf16 avx512-vnni avx512-bf16 avx512 avx2-fma",
+  // those it has, in that order.
   std::string isa;
 };
 const CpuIdentity& cpu_identity();

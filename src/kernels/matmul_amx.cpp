@@ -180,14 +180,6 @@ HINGE_AMX_INLINE void GroupTile(const PackedMatrix& p, int64_t g, const int8_t* 
   for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
 }
 
-// Token tiles of at most this many tokens run on AVX-512 VNNI instead of the tile unit (decode:
-// memory-bound, and the tile loads there stall on every miss), with the same arithmetic: the
-// exact i32 block dot products of the 16 rows in the 16 lanes, then the same f32 operations as
-// ScaleBlock, so the results are bit-identical to the AMX path's.
-constexpr int kVnniMaxTokens = 4;
-// Weights are prefetched this many blocks ahead on the VNNI path.
-constexpr int64_t kPrefetchBlocks = 8;
-
 // The 8 tile rows of a (group, block) weight tile: Q8_0 as the signed quants, Q4_0 as the
 // nibbles q (0..15) as u8.
 template <bool kQ4>
@@ -202,59 +194,6 @@ HINGE_AMX_INLINE void LoadWeightRows(const uint8_t* t, __m512i* w) {
   } else {
     for (int r = 0; r < 8; ++r) w[r] = _mm512_load_si512(t + r * 64);
   }
-}
-
-// One token tile of MT <= kVnniMaxTokens tokens x one row group on VNNI. Lane n of a dot vector
-// accumulates row n: vpdpbusd of tile row r (4 weights per row) with the token's 4 activations
-// of that row broadcast. vpdpbusd's first operand is unsigned: Q4_0 passes the nibbles and
-// subtracts 8 * sum(x); Q8_0 passes x + 128 (x ^ 0x80) and subtracts 128 * sum(w) (one more
-// vpdpbusd per tile row with 128 broadcast, shared by the tokens). kU8: Q8_0 packed as q + 128
-// (PackedMatrix::u8_quants, CPUs without AMX) passes the weights as the unsigned operand and
-// subtracts 128 * sum(x), as Q4_0 does: a third fewer instructions per block and token.
-template <int MT, bool kQ4, bool kU8 = false>
-HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                const float* xs, const int32_t* const* x_sums, float* out) {
-  constexpr size_t kTile = kQ4 ? 256 : 512;
-  const int64_t nb = p.nb;
-  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
-  const uint16_t* wd = p.d.get() + g * nb * 16;
-  __m512 acc[MT];
-  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t j = 0; j < nb; ++j) {
-    const char* ahead = reinterpret_cast<const char*>(wq + (j + kPrefetchBlocks) * kTile);
-    for (size_t l = 0; l < kTile; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
-    __m512i w[8];
-    LoadWeightRows<kQ4>(wq + j * kTile, w);
-    __m512i wsum128 = _mm512_setzero_si512();
-    if constexpr (!kQ4 && !kU8)
-      for (int r = 0; r < 8; ++r) wsum128 = _mm512_dpbusd_epi32(wsum128, flip, w[r]);
-    alignas(64) int32_t c[MT][16];
-    for (int m = 0; m < MT; ++m) {
-      const int8_t* xm = xq + (j * 16 + m) * 32;
-      __m512i dot;
-      if constexpr (kQ4) {
-        dot = _mm512_set1_epi32(-8 * x_sums[m][j]);
-      } else if constexpr (kU8) {
-        dot = _mm512_set1_epi32(-128 * x_sums[m][j]);
-      } else {
-        dot = _mm512_sub_epi32(_mm512_setzero_si512(), wsum128);
-      }
-      for (int r = 0; r < 8; ++r) {
-        int32_t x4;
-        std::memcpy(&x4, xm + r * 4, 4);
-        __m512i xv = _mm512_set1_epi32(x4);
-        if constexpr (kQ4 || kU8) {
-          dot = _mm512_dpbusd_epi32(dot, w[r], xv);
-        } else {
-          dot = _mm512_dpbusd_epi32(dot, _mm512_xor_si512(xv, flip), w[r]);
-        }
-      }
-      _mm512_store_si512(c[m], dot);
-    }
-    ScaleBlock<MT>(&c[0][0], wd + j * 16, xs + j * 16, acc);
-  }
-  for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
 }
 
 // Q4_K: a sub-block tile's 256 bytes of nibbles to its 512 bytes q (0..15).
@@ -344,45 +283,8 @@ HINGE_AMX_INLINE void GroupTileQ4K(const PackedMatrix& p, int64_t g, const uint8
   for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
 }
 
-constexpr int64_t kQ4KPrefetchSuperBlocks = 1;
-
-// Q4_K on VNNI for MT <= kVnniMaxTokens tokens: vpdpbusd of the nibbles with the activations
-// broadcast, no correction (the mins enter through the sub-block sums); then
-// ScaleSuperBlockQ4K as on the tiles.
-template <int MT>
-HINGE_AMX_INLINE void GroupVnniQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                   const float* xs, const float* xbs, float* out) {
-  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
-  __m512 acc[MT];
-  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
-  alignas(64) int32_t c[8][256];
-  for (int64_t sb = 0; sb < p.nb; ++sb) {
-    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
-    // Prefetch kQ4KPrefetchSuperBlocks ahead, spread over the sub-blocks: 37 lines in one
-    // burst fill the line-fill buffers and stall.
-    const char* ahead =
-        reinterpret_cast<const char*>(base + kQ4KPrefetchSuperBlocks * kPackedQ4KSuperBytes);
-    for (size_t l = 8 * 256; l < kPackedQ4KSuperBytes; l += 64) _mm_prefetch(ahead + l, _MM_HINT_T0);
-    for (int j = 0; j < 8; ++j) {
-      for (int l = 0; l < 4; ++l) _mm_prefetch(ahead + j * 256 + l * 64, _MM_HINT_T0);
-      __m512i w[8];
-      LoadWeightRows<true>(base + j * 256, w);
-      const int64_t s = sb * 8 + j;
-      for (int m = 0; m < MT; ++m) {
-        const int8_t* xm = xq + (s * 16 + m) * 32;
-        __m512i dot = _mm512_setzero_si512();
-        for (int r = 0; r < 8; ++r) {
-          int32_t x4;
-          std::memcpy(&x4, xm + r * 4, 4);
-          dot = _mm512_dpbusd_epi32(dot, w[r], _mm512_set1_epi32(x4));
-        }
-        _mm512_store_si512(c[j] + m * 16, dot);
-      }
-    }
-    ScaleSuperBlockQ4K<MT>(c, base + 8 * 256, xs + sb * 16, xbs + sb * 8 * 16, acc);
-  }
-  for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
-}
+// The VNNI half: GroupVnni, GroupVnniQ4K, VnniTokens.
+#include "kernels/matmul_amx_vnni-inl.h"
 
 // Stores a finished tile's outputs: rows [g * 16, min(g * 16 + 16, row_end)) of tokens
 // [tt * 16, tt * 16 + mt).
@@ -441,23 +343,6 @@ HINGE_AMX_INLINE void RunGroupTileQ4K(const AmxArgs& a, int64_t g, int64_t tt, i
   StoreTile(a, g, tt, mt, row_end, out);
 }
 
-// n (1..4) tokens of a row group on VNNI; u8: Q8_0 packed as q + 128.
-template <bool kQ4>
-HINGE_AMX_INLINE void VnniTokens(const PackedMatrix& p, int64_t g, int n, bool u8,
-                                 const int8_t* xq, const float* xs, const int32_t* const* sums,
-                                 float* out) {
-#define HINGE_VNNI_N(k)                                  \
-  if (n == k) {                                          \
-    if (!kQ4 && u8)                                      \
-      GroupVnni<k, false, true>(p, g, xq, xs, sums, out); \
-    else                                                 \
-      GroupVnni<k, kQ4>(p, g, xq, xs, sums, out);         \
-    return;                                              \
-  }
-  HINGE_VNNI_N(1) HINGE_VNNI_N(2) HINGE_VNNI_N(3) HINGE_VNNI_N(4)
-#undef HINGE_VNNI_N
-}
-
 template <bool kQ4>
 HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int mt,
                                    int64_t row_end, const int8_t* wt, bool tiles) {
@@ -467,8 +352,8 @@ HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int 
   const float* xs = a.x_scales + tt * p.nb * 16;
   alignas(64) float out[16 * 16];
   const int32_t* sums[kVnniMaxTokens];
-  const bool u8 = !kQ4 && p.u8_quants;  // never on the tiles (they take signed weights)
-  if ((!tiles || u8) && mt > kVnniMaxTokens) {
+  const bool u8 = !kQ4 && p.u8_quants;  // never on the tiles: AmxRows passes tiles = false
+  if (!tiles && mt > kVnniMaxTokens) {
     // Without the tile unit: the tile's tokens in chunks of 4 on VNNI (same results).
     for (int m0 = 0; m0 < mt; m0 += kVnniMaxTokens) {
       const int n = mt - m0 < kVnniMaxTokens ? mt - m0 : kVnniMaxTokens;

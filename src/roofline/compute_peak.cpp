@@ -4,7 +4,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <sstream>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -166,14 +165,6 @@ uint64_t loop_amx(int64_t iters, bool bf16) {
 }
 #endif
 
-bool has_isa(const std::string& isa, const char* name) {
-  std::istringstream in(isa);
-  std::string word;
-  while (in >> word)
-    if (word == name) return true;
-  return false;
-}
-
 // Runs `iters` steps of the family's loop; returns a value that depends on the results.
 uint64_t run_loop(PeakFamily f, int64_t iters) {
 #ifdef HINGE_PEAK_X86
@@ -194,11 +185,8 @@ uint64_t run_loop(PeakFamily f, int64_t iters) {
 
 // Multiply-adds of one loop step: 12 vector instructions, or 4 tile products.
 double macs_per_step(PeakFamily f) {
-  const PeakFamilyInfo* info = nullptr;
-  for (const auto& i : all_peak_families())
-    if (i.family == f) info = &i;
   const bool tiles = f == PeakFamily::kAmxInt8 || f == PeakFamily::kAmxBf16;
-  return static_cast<double>(info->macs_per_op) * (tiles ? 4 : 12);
+  return static_cast<double>(peak_family_info(f).macs_per_op) * (tiles ? 4 : 12);
 }
 
 double time_pass(ThreadPool& pool, PeakFamily f, int64_t iters) {
@@ -227,13 +215,30 @@ const PeakFamilyInfo* peak_family_by_name(const std::string& name) {
   return nullptr;
 }
 
+const PeakFamilyInfo& peak_family_info(PeakFamily family) {
+  for (const auto& i : all_peak_families())
+    if (i.family == family) return i;
+  return all_peak_families().front();
+}
+
+bool cpu_has_family(PeakFamily family) {
+  const kernels::CpuIdentity& id = kernels::cpu_identity();
+  switch (family) {
+    case PeakFamily::kAmxInt8: return id.amx_int8;
+    case PeakFamily::kAmxBf16: return id.amx_bf16;
+    case PeakFamily::kAvx512Vnni: return id.avx512_vnni;
+    case PeakFamily::kAvx512Bf16: return id.avx512_bf16;
+    case PeakFamily::kAvx512Fma: return id.avx512f;
+    case PeakFamily::kAvx2Fma: return id.avx2_fma;
+  }
+  return false;
+}
+
 std::vector<PeakFamily> available_peak_families() {
   std::vector<PeakFamily> out;
 #ifdef HINGE_PEAK_X86
-  const std::string& isa = kernels::cpu_identity().isa;
-  const char* names[] = {"amx-int8", "amx-bf16", "avx512-vnni", "avx512-bf16", "avx512", "avx2-fma"};
-  for (size_t i = 0; i < all_peak_families().size(); ++i)
-    if (has_isa(isa, names[i])) out.push_back(all_peak_families()[i].family);
+  for (const auto& i : all_peak_families())
+    if (cpu_has_family(i.family)) out.push_back(i.family);
 #endif
   return out;
 }

@@ -29,9 +29,12 @@ struct PeakFamilyInfo {
 };
 const std::vector<PeakFamilyInfo>& all_peak_families();
 const PeakFamilyInfo* peak_family_by_name(const std::string& name);
+const PeakFamilyInfo& peak_family_info(PeakFamily family);
 
-// The families this CPU and OS can run (CPUID, XCR0, the AMX tile permission), regardless of
-// the HINGE_DISABLE_* switches, in all_peak_families() order.
+// Whether this CPU and OS can run the family (CPUID, XCR0, the AMX tile permission), regardless
+// of the HINGE_DISABLE_* switches.
+bool cpu_has_family(PeakFamily family);
+// The families cpu_has_family() accepts, in all_peak_families() order.
 std::vector<PeakFamily> available_peak_families();
 
 struct ComputePeak {

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <xxhash.h>
 
 #include "common/membw.h"
@@ -31,28 +30,15 @@ std::string cache_dir() {
   return "";
 }
 
-const PeakFamilyInfo& info_of(PeakFamily f) {
-  for (const auto& i : all_peak_families())
-    if (i.family == f) return i;
-  return all_peak_families().front();
-}
-
-bool isa_has(const char* name) {
-  std::istringstream in(kernels::cpu_identity().isa);
-  std::string word;
-  while (in >> word)
-    if (word == name) return true;
-  return false;
-}
-
 // A family this CPU has but hinge's kernels may not use now (HINGE_DISABLE_AMX / _VNNI / _BF16,
 // or a test's switch): not a limit of this run.
 bool switched_off(PeakFamily f) {
+  if (!cpu_has_family(f)) return false;  // a profile's entry for what this CPU lacks stays
   switch (f) {
-    case PeakFamily::kAmxInt8: return isa_has("amx-int8") && !kernels::cpu_has_amx_int8();
-    case PeakFamily::kAmxBf16: return isa_has("amx-bf16") && !kernels::cpu_has_amx_bf16();
-    case PeakFamily::kAvx512Vnni: return isa_has("avx512-vnni") && !kernels::cpu_has_avx512_vnni();
-    case PeakFamily::kAvx512Bf16: return isa_has("avx512-bf16") && !kernels::cpu_has_avx512_bf16();
+    case PeakFamily::kAmxInt8: return !kernels::cpu_has_amx_int8();
+    case PeakFamily::kAmxBf16: return !kernels::cpu_has_amx_bf16();
+    case PeakFamily::kAvx512Vnni: return !kernels::cpu_has_avx512_vnni();
+    case PeakFamily::kAvx512Bf16: return !kernels::cpu_has_avx512_bf16();
     default: return false;
   }
 }
@@ -62,7 +48,7 @@ bool switched_off(PeakFamily f) {
 const ComputePeak* MachineProfile::best_peak(bool integer) const {
   const ComputePeak* best = nullptr;
   for (const ComputePeak& p : peaks)
-    if (info_of(p.family).integer == integer && !switched_off(p.family) &&
+    if (peak_family_info(p.family).integer == integer && !switched_off(p.family) &&
         (!best || p.ops_per_s > best->ops_per_s))
       best = &p;
   return best;
@@ -133,7 +119,7 @@ Status save_machine_profile(const MachineProfile& p) {
   j["threads"] = p.threads;
   j["membw_gb_per_s"] = p.membw_bytes_per_s / 1e9;
   nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
-  for (const ComputePeak& c : p.peaks) peaks[info_of(c.family).name] = c.ops_per_s / 1e9;
+  for (const ComputePeak& c : p.peaks) peaks[peak_family_info(c.family).name] = c.ops_per_s / 1e9;
   j["peaks"] = peaks;  // giga-ops per second, 2 per multiply-add
   j["measured_unix"] = p.measured_unix;
   const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
@@ -182,7 +168,7 @@ std::string peak_share(const MachineProfile& p, double ops_per_s, bool integer) 
   const ComputePeak* best = p.best_peak(integer);
   if (!best || best->ops_per_s <= 0) return "";
   return fmt::format("{:.1f}% of {} {}", 100.0 * ops_per_s / best->ops_per_s,
-                     format_ops(best->ops_per_s, integer), info_of(best->family).name);
+                     format_ops(best->ops_per_s, integer), peak_family_info(best->family).name);
 }
 
 }  // namespace hinge::roofline

@@ -54,4 +54,21 @@ std::string peak_share(const MachineProfile& p, double ops_per_s, bool integer);
 // "10.6 TOP/s", "666 GOP/s" (integer) or "FLOP/s" for floating point.
 std::string format_ops(double ops_per_s, bool integer);
 
+// The shares as JSON fields (for `hinge run --json` and `hinge bench --json`), those the profile
+// has: membw_gb_per_s and decode_membw_share; peak_family, peak_gops and prefill_peak_share.
+template <class Json>
+void add_share_fields(Json& j, const MachineProfile* p, double decode_bytes_per_s,
+                      double prefill_ops_per_s, bool integer) {
+  if (p == nullptr) return;
+  if (p->membw_bytes_per_s > 0) {
+    j["membw_gb_per_s"] = p->membw_bytes_per_s / 1e9;
+    j["decode_membw_share"] = decode_bytes_per_s / p->membw_bytes_per_s;
+  }
+  if (const ComputePeak* peak = p->best_peak(integer)) {
+    j["peak_family"] = peak_family_info(peak->family).name;
+    j["peak_gops"] = peak->ops_per_s / 1e9;
+    j["prefill_peak_share"] = prefill_ops_per_s / peak->ops_per_s;
+  }
+}
+
 }  // namespace hinge::roofline
