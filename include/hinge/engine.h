@@ -72,6 +72,12 @@ struct EngineConfig {
   // kv_memory_bytes when that is set too). 0: none. memory_budget_source names it in messages.
   int64_t memory_budget_bytes = 0;
   std::string memory_budget_source = "--memory-budget";
+  // With a memory budget, the budget is also held while running (kv/kv_memory_guard.h): RSS is
+  // read between steps, the KV blocks usable shrink when the rest of the process grew, and the
+  // pages of free KV blocks beyond those in use plus this low watermark go back to the OS
+  // (cached ones once no request is left), so RSS follows use. -1: 1/8 of the KV arena.
+  // The context (max_model_len) is lowered to what the budget's arena holds for one sequence.
+  int64_t kv_low_watermark_bytes = -1;
   // A sequence that reaches max_model_len: kError finishes it with kLength (a longer request is
   // refused); kShift keeps its first ceil(sink_tokens / block) blocks and the most recent ones
   // and drops whole blocks in between, positions re-assigned within the cache (StreamingLLM),
@@ -178,6 +184,18 @@ struct EngineStats {
   int32_t kv_blocks_withheld = 0;
   int32_t kv_blocks_limit = 0;
   int64_t kv_bytes_released = 0;
+  // The memory budget held while running (EngineConfig::kv_low_watermark_bytes): the budget
+  // (0: none), RSS and the KV arena's resident bytes at the last reading, the highest RSS
+  // read, the blocks the budget leaves (the total: no limit), readings with a limit below the
+  // total, and the bytes of free KV blocks returned to the OS beyond the low watermark.
+  int64_t memory_budget_bytes = 0;
+  int64_t rss_bytes = 0;
+  int64_t rss_peak_bytes = 0;
+  int64_t kv_resident_bytes = 0;
+  int32_t memory_budget_kv_limit_blocks = 0;
+  int64_t memory_budget_limited = 0;
+  int64_t kv_trimmed_bytes = 0;
+  int64_t kv_low_watermark_bytes = 0;
   int32_t max_num_seqs_now = 0;
   int32_t max_batched_tokens_now = 0;
   // CPU contention (adapt_threads): compute threads in use now, other programs' use of our

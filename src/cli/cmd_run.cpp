@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/memory_report.h"
 #include "cli/progress_bar.h"
 #include "common/thread_pool.h"
 #include "common/units.h"
@@ -83,6 +84,12 @@ int run_command(RunArgs args) {
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;
   print_memory_breakdown(engine);
+  // A memory budget may leave KV for fewer tokens than --ctx-size: the context is that.
+  const int64_t ctx_now = engine.max_model_len();
+  if (static_cast<int64_t>(prompt.size()) >= ctx_now)
+    return fail(fmt::format("prompt is {} tokens but the KV cache the memory budget leaves holds "
+                            "{}; raise --memory-budget or shorten the prompt",
+                            prompt.size(), ctx_now));
 
   GenerateRequest req;
   req.prompt_token_ids = prompt;
@@ -92,7 +99,7 @@ int run_command(RunArgs args) {
   req.max_new_tokens = static_cast<int32_t>(std::max<int64_t>(
       1, ec.context_policy == ContextPolicy::kShift
              ? std::min<int64_t>(args.n_predict, INT32_MAX)
-             : std::min<int64_t>(args.n_predict, ctx - static_cast<int64_t>(prompt.size()))));
+             : std::min<int64_t>(args.n_predict, ctx_now - static_cast<int64_t>(prompt.size()))));
   if (args.n_predict <= 0) return fail("--n-predict must be >= 1");
   if (auto id = engine.add_request(std::move(req)); !id.ok()) return fail(id.status().message());
 
@@ -174,6 +181,7 @@ int run_command(RunArgs args) {
     j["cpu"] = kernels::cpu_label();
     roofline::add_share_fields(j, profile ? &*profile : nullptr, r.achieved_gb_per_s * 1e9,
                                prefill_flops_per_s, integer_units);
+    add_memory_budget_fields(j, es);
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -203,6 +211,8 @@ int run_command(RunArgs args) {
                  "shares of this machine's measured limits\n",
                  threads);
   }
+  if (const std::string m = memory_budget_summary(es); !m.empty())
+    std::fprintf(stderr, "hinge: %s\n", m.c_str());
   if (es.context_shifts > 0)
     std::fprintf(stderr,
                  "hinge: context shift: %lld shifts dropped %lld tokens (kept the first %d "

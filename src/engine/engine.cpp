@@ -11,12 +11,14 @@
 #include <optional>
 #include <unordered_map>
 
+#include <fmt/format.h>
 #include <xxhash.h>
 
 #include "common/thread_pool.h"
 #include "engine/cache_identity.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibration.h"
+#include "kv/kv_memory_guard.h"
 #include "kv/kv_reclaimer.h"
 #include "kv/kv_transfer.h"
 #include "engine/memory_budget.h"
@@ -27,6 +29,7 @@
 #include "model/rope_rotations.h"
 #include "model/transformer.h"
 #include "model/loaded_model.h"
+#include "sched/kv_demand.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,7 +59,7 @@ class EngineImpl final : public Engine {
         transformer_(model.config, model.weights, pool_, config.max_batched_tokens,
                model.file_mappings),
         arena_(make_arena(budget)),
-        kv_calibration_(run_calibration(max_model_len)),
+        kv_calibration_(run_calibration(max_model_len_)),
         kv_fingerprint_(with_calibration(kv_cache_fingerprint(model, spec), kv_calibration_)),
         sched_(sched::SchedulerConfig{.max_num_batched_tokens = config.max_batched_tokens,
                                       .max_num_seqs = config.max_num_seqs,
@@ -67,9 +70,10 @@ class EngineImpl final : public Engine {
                                       .enable_prefix_cache = config.enable_prefix_cache,
                                       .cache_fingerprint = kv_fingerprint_,
                                       .context_policy = config.context_policy,
-                                      .max_model_len = max_model_len,
+                                      .max_model_len = max_model_len_,
                                       .sink_tokens = config.sink_tokens}),
         reclaimer_(&sched_.cache_for_kv_components(), &arena_),
+        guard_(&sched_.cache_for_kv_components(), &arena_, &reclaimer_, guard_config()),
         transfer_(&sched_.cache_for_kv_components(), &arena_),
         rotations_(transformer_.rope_global(), config.block_size) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
@@ -81,7 +85,7 @@ class EngineImpl final : public Engine {
     const size_t t = static_cast<size_t>(config.max_batched_tokens);
     const size_t seqs = static_cast<size_t>(config.max_num_seqs);
     const size_t groups = static_cast<size_t>(spec.num_groups());
-    const size_t table = static_cast<size_t>((max_model_len + config.block_size - 1) /
+    const size_t table = static_cast<size_t>((max_model_len_ + config.block_size - 1) /
                                              config.block_size);
     out_.scheduled.reserve(seqs);
     out_.all_token_ids.reserve(t);
@@ -209,6 +213,9 @@ class EngineImpl final : public Engine {
       sched_.expire_cache_entries();
       next_expiry_scan_ = now + 1.0;
     }
+    guard_.tick(now, false);
+    // Requests holding more than the budget leaves give way (recompute) rather than grow.
+    if (reclaimer_.budget_limit() < arena_.num_blocks()) sched_.preempt_to_fit(reclaimer_.budget_limit());
     if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed
     threads_.tick(pool_);
     sched_.schedule(&out_);
@@ -239,6 +246,7 @@ class EngineImpl final : public Engine {
     }
     finish_step(deltas);
     deltas->resize(book_.num_deltas);
+    if (book_.samples.empty()) guard_.tick(seconds_since_created(), true);
     return Status::Ok();
   }
 
@@ -261,6 +269,15 @@ class EngineImpl final : public Engine {
     s.kv_blocks_used = s.kv.pool.num_used_blocks - s.kv_blocks_withheld;
     s.kv_blocks_limit = std::min(reclaimer_.limit(), s.kv_blocks_total);
     s.kv_bytes_released = reclaimer_.bytes_released();
+    const KvMemoryGuardStats& g = guard_.stats();
+    s.memory_budget_bytes = guard_.config().budget_bytes;
+    s.rss_bytes = g.rss_bytes;
+    s.rss_peak_bytes = g.rss_peak_bytes;
+    s.kv_resident_bytes = g.kv_resident_bytes;
+    s.memory_budget_kv_limit_blocks = g.limit_blocks;
+    s.memory_budget_limited = g.limited_readings;
+    s.kv_trimmed_bytes = g.trimmed_bytes;
+    s.kv_low_watermark_bytes = guard_.config().low_watermark_bytes;
     s.max_num_seqs_now = sched_.max_num_seqs_now();
     s.max_batched_tokens_now = sched_.max_batched_tokens_now();
     const ThreadAdapterStats ts = threads_.stats(pool_);
@@ -314,7 +331,22 @@ class EngineImpl final : public Engine {
     z.n_vocab = model_.config.n_vocab;
     z.file_mappings = model_.file_mappings;
     z.dropped_file_bytes = transformer_.dropped_file_bytes();
+    z.packed_bytes = transformer_.packed_bytes();
     StatusOr<int64_t> blocks = kv_arena_blocks(z, &memory_breakdown_);
+    if (blocks.ok() && config_.memory_budget_bytes > 0) {
+      // The context is what the budget's arena holds for one sequence.
+      const sched::KvDemandShape shape = sched::KvDemandShape::of(
+          config_.block_size, in.spec.num_groups(), in.spec.group_windows(),
+          config_.max_batched_tokens);
+      const int64_t fit =
+          1 + sched::max_new_tokens_within(*blocks, 1, 1, shape, int64_t{max_model_len_} - 1);
+      if (fit < max_model_len_) {
+        memory_breakdown_ += fmt::format(
+            "; context lowered from {} to {} tokens (what this KV arena holds)", max_model_len_,
+            fit);
+        max_model_len_ = static_cast<int32_t>(fit);
+      }
+    }
     if (blocks.ok()) {
       auto a = kv::KvArena::create(in.spec, *blocks);
       if (a.ok()) return std::move(*a);
@@ -323,6 +355,15 @@ class EngineImpl final : public Engine {
       arena_status_ = blocks.status();
     }
     return std::move(kv::KvArena::create(in.spec, in.spec.num_groups()).value());
+  }
+
+  KvMemoryGuardConfig guard_config() const {
+    KvMemoryGuardConfig g;
+    if (config_.memory_budget_bytes <= 0 || !arena_status_.ok()) return g;
+    g.budget_bytes = config_.memory_budget_bytes;
+    g.low_watermark_bytes =
+        config_.kv_low_watermark_bytes >= 0 ? config_.kv_low_watermark_bytes : arena_.bytes() / 8;
+    return g;
   }
 
   // The calibration step, in the constructor's member order: after the model and the arena,
@@ -556,6 +597,7 @@ class EngineImpl final : public Engine {
   uint64_t kv_fingerprint_ = 0;
   sched::Scheduler sched_;
   KvReclaimer reclaimer_;  // memory pressure: withholds blocks of sched_'s pool, pages of arena_
+  KvMemoryGuard guard_;    // the memory budget held while running (through reclaimer_)
   KvTransfer transfer_;    // saved sessions: prefix blocks out of and into arena_
 
   uint64_t next_id_ = 1;

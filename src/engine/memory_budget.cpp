@@ -23,12 +23,15 @@ int64_t memory_reserve_bytes(int64_t budget_bytes) {
 StatusOr<MemoryPlan> plan_memory(const MemoryBudgetInput& in) {
   MemoryPlan p;
   p.reserve_bytes = memory_reserve_bytes(in.budget_bytes);
-  const int64_t runtime = std::max<int64_t>(0, in.resident_bytes - in.model_resident_bytes);
-  p.fixed_bytes = runtime + in.model_kept_bytes + in.scratch_bytes + p.reserve_bytes;
+  const int64_t resident = std::max<int64_t>(0, in.resident_bytes - in.model_resident_bytes);
+  const int64_t packed = std::clamp<int64_t>(in.packed_bytes, 0, resident);
+  const int64_t runtime = resident - packed;
+  p.fixed_bytes = resident + in.model_kept_bytes + in.scratch_bytes + p.reserve_bytes;
   const std::string parts = fmt::format(
-      "weights {} (mapped, not packed) + runtime {} (resident: packed weights, libraries, heap) "
-      "+ scratch {} + reserve {}",
-      mib(in.model_kept_bytes), mib(runtime), mib(in.scratch_bytes), mib(p.reserve_bytes));
+      "weights {} mapped + {} packed + runtime {} (libraries, heap, threads) + scratch {} + "
+      "reserve {}",
+      mib(in.model_kept_bytes), mib(packed), mib(runtime), mib(in.scratch_bytes),
+      mib(p.reserve_bytes));
   const int64_t left = in.budget_bytes - p.fixed_bytes;
   if (left < in.kv_block_bytes) {
     const int64_t need = p.fixed_bytes + in.kv_block_bytes;
@@ -59,6 +62,7 @@ StatusOr<int64_t> kv_arena_blocks(const ArenaSizing& z, std::string* breakdown) 
   int64_t mapped = 0;
   for (const auto& f : z.file_mappings) mapped += static_cast<int64_t>(f.size());
   m.model_kept_bytes = std::max<int64_t>(0, mapped - z.dropped_file_bytes);
+  m.packed_bytes = z.packed_bytes;
   // Buffers allocated after the arena: logits rows, per-thread sampler scratch (about 32 bytes
   // per vocabulary entry), per-step arrays.
   m.scratch_bytes = int64_t{z.max_num_seqs} * z.n_vocab * 4 + int64_t{z.threads} * z.n_vocab * 32 +

@@ -28,6 +28,7 @@ struct MemoryBudgetInput {
   int64_t resident_bytes = 0;    // the process's RSS now
   int64_t model_resident_bytes = 0;  // of which pages of the model's file mappings
   int64_t model_kept_bytes = 0;  // mapped weight bytes the engine may still read (not packed)
+  int64_t packed_bytes = 0;      // packed weight copies (part of resident_bytes)
   int64_t scratch_bytes = 0;     // buffers the engine allocates after the arena
   int64_t kv_block_bytes = 1;
   int64_t kv_cap_bytes = 0;      // > 0: at most this much KV (--kv-memory, or what is useful)
@@ -59,6 +60,7 @@ struct ArenaSizing {
   int64_t n_vocab = 0;
   std::span<const std::span<const uint8_t>> file_mappings;
   int64_t dropped_file_bytes = 0;  // Transformer::dropped_file_bytes
+  int64_t packed_bytes = 0;        // Transformer::packed_bytes
 };
 StatusOr<int64_t> kv_arena_blocks(const ArenaSizing& z, std::string* breakdown);
 

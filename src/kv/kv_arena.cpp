@@ -84,6 +84,27 @@ int64_t KvArena::release_pages(std::span<const BlockId> blocks) {
   return released;
 }
 
+int64_t KvArena::resident_bytes(std::vector<uint8_t>* per_block) const {
+  if (per_block) per_block->assign(static_cast<size_t>(num_blocks_), 0);
+  if (base_ == nullptr || mapped_bytes_ == 0) return 0;
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const size_t pages = (mapped_bytes_ + static_cast<size_t>(page) - 1) / static_cast<size_t>(page);
+  std::vector<unsigned char> vec(pages);
+  if (mincore(base_, mapped_bytes_, vec.data()) != 0) return 0;
+  int64_t resident = 0;
+  for (size_t i = 0; i < pages; ++i) {
+    if (!(vec[i] & 1)) continue;
+    resident += page;
+    if (!per_block) continue;
+    // Every block this page overlaps.
+    const int64_t lo = static_cast<int64_t>(i) * page;
+    const int64_t hi = std::min<int64_t>(lo + page, bytes()) - 1;
+    for (int64_t b = lo / bytes_per_block_; b <= hi / bytes_per_block_ && b < num_blocks_; ++b)
+      (*per_block)[static_cast<size_t>(b)] = 1;
+  }
+  return resident;
+}
+
 KvArena::KvArena(KvArena&& o) noexcept { *this = std::move(o); }
 
 KvArena& KvArena::operator=(KvArena&& o) noexcept {

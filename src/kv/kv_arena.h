@@ -68,6 +68,9 @@ class KvArena {
   // are merged, so blocks smaller than a page release the pages they cover together.
   // Returns the bytes advised (page-rounded).
   int64_t release_pages(std::span<const BlockId> blocks);
+  // Bytes of the arena resident now (mincore over the mapping: pages written and not returned
+  // since). With `per_block`, also one flag per block: 1 when any of its pages is resident.
+  int64_t resident_bytes(std::vector<uint8_t>* per_block = nullptr) const;
 
   // fp8 per-tensor scales (0 = not yet calibrated).
   float k_scale(int32_t layer) const { return k_scale_[static_cast<size_t>(layer)]; }

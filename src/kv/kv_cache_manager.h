@@ -179,6 +179,9 @@ class KvCacheManager {
   int32_t num_withheld() const { return static_cast<int32_t>(withheld_.size()); }
   // Evicts every cached block no request uses (BlockPool::uncache_free). Returns how many.
   int32_t drop_cached_free() { return pool_.uncache_free(); }
+  // Drops the prefix-cache entry of one free block (its pages are about to be returned to the
+  // OS); it moves to the head of the free list.
+  void uncache_free_block(BlockId b) { pool_.uncache(b); }
 
   // New request `child` sharing all of parent's blocks (refcount + 1 each), same token count.
   void fork(RequestId parent, RequestId child);

@@ -46,11 +46,12 @@ void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_ma
   const char* off = std::getenv("HINGE_DISABLE_PACKING");
   if (off && std::string_view(off) == "1") return;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  auto pack = [&](kernels::MatrixView& m) {
+  auto pack = [&](kernels::MatrixView& m, bool still_read) {
     auto p = kernels::pack_matrix(m, pool_);
     if (!p) return;
     m.packed = p.get();
     packed_.push_back(std::move(p));
+    if (still_read) return;
     // The GGUF copy is no longer read by the matmul: drop its whole pages when it lives in a
     // file mapping (never for heap buffers, whose pages would come back as zeros).
     const auto* b = static_cast<const uint8_t*>(m.data);
@@ -66,8 +67,10 @@ void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_ma
   };
   for (auto& l : weights_.layers)
     for (kernels::MatrixView* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      pack(*m);
-  pack(weights_.output);  // the embedding lookups keep reading token_embd's GGUF rows
+      pack(*m, false);
+  // A tied output is token_embd, whose GGUF rows the embedding lookups keep reading: its pages
+  // stay mapped (and counted by the memory budget as weights kept).
+  pack(weights_.output, weights_.output.data == weights_.token_embd.data);
 }
 
 kernels::RopeTable Transformer::make_rope(const RopeConfig& r) {

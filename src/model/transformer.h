@@ -61,6 +61,12 @@ class Transformer {
   // Bytes of file-mapped weights whose pages were dropped because a packed copy replaced them
   // (never read again): the memory budget does not count them.
   int64_t dropped_file_bytes() const { return dropped_file_bytes_; }
+  // Bytes of the packed weight copies (anonymous memory, in RSS).
+  int64_t packed_bytes() const {
+    int64_t n = 0;
+    for (const auto& p : packed_) n += static_cast<int64_t>(p->bytes());
+    return n;
+  }
   // RoPE of the full-attention layers (what the shift context policy's query rotations use).
   const kernels::RopeTable& rope_global() const { return rope_global_; }
 

@@ -439,6 +439,16 @@ void Scheduler::insert_sorted(std::vector<RequestId>* queue, RequestId id) {
   queue->insert(pos, id);
 }
 
+int32_t Scheduler::preempt_to_fit(int32_t max_used_blocks) {
+  int32_t n = 0;
+  auto used = [this] { return kv_.pool().counters().num_used_blocks - kv_.num_withheld(); };
+  while (running_.size() > 1 && used() > max_used_blocks) {
+    preempt(running_.back());
+    ++n;
+  }
+  return n;
+}
+
 void Scheduler::preempt(RequestId id) {
   Request& r = get(id);
   HINGE_CHECK(r.status_ == RequestStatus::kRunning);

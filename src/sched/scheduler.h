@@ -133,6 +133,11 @@ class Scheduler {
   // keeps the entries it registered (its KV state is gone): the engine never aborts there.
   void abort_step(const SchedulerOutput& output);
 
+  // The memory budget (kv/kv_memory_guard.h), between steps: preempts by recompute the last
+  // running requests (lowest priority, latest arrival first) while the blocks requests hold
+  // exceed max_used_blocks, keeping at least one running. Returns how many were preempted.
+  int32_t preempt_to_fit(int32_t max_used_blocks);
+
   // Finished requests (with output tokens and finish reason), handed over once.
   std::vector<Request> take_finished();
 

@@ -273,6 +273,14 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
         {"max_batched_tokens", e.max_batched_tokens_now},
         {"reclaimed_bytes", e.kv_bytes_released}};
   }
+  j["memory_budget"] = {{"budget_bytes", e.memory_budget_bytes},
+                        {"rss_bytes", e.rss_bytes},
+                        {"rss_peak_bytes", e.rss_peak_bytes},
+                        {"kv_resident_bytes", e.kv_resident_bytes},
+                        {"kv_limit_blocks", e.memory_budget_kv_limit_blocks},
+                        {"limited", e.memory_budget_limited},
+                        {"kv_trimmed_bytes", e.kv_trimmed_bytes},
+                        {"kv_low_watermark_bytes", e.kv_low_watermark_bytes}};
   const double q = static_cast<double>(e.kv.num_prefix_query_tokens);
   j["prefix_cache"] = {{"query_tokens", e.kv.num_prefix_query_tokens},
                        {"hit_tokens", e.kv.num_prefix_hit_tokens},

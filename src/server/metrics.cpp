@@ -217,6 +217,23 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           e.max_num_seqs_now);
     gauge("max_batched_tokens_now", "Step token budget now (lowered under memory pressure).",
           e.max_batched_tokens_now);
+    gauge("memory_budget_bytes", "The memory budget held while running (0: none).",
+          static_cast<double>(e.memory_budget_bytes));
+    gauge("process_resident_bytes", "RSS at the memory budget's last reading (0: no budget).",
+          static_cast<double>(e.rss_bytes));
+    gauge("process_resident_peak_bytes", "The highest RSS the memory budget's readings saw.",
+          static_cast<double>(e.rss_peak_bytes));
+    gauge("kv_resident_bytes", "KV arena bytes resident at the memory budget's last reading.",
+          static_cast<double>(e.kv_resident_bytes));
+    gauge("memory_budget_kv_limit_blocks",
+          "KV blocks the memory budget leaves beside the rest of the process (the total: no limit).",
+          e.memory_budget_kv_limit_blocks);
+    counter("memory_budget_limited_total",
+            "Memory budget readings that held the KV cache below its total.",
+            static_cast<double>(e.memory_budget_limited));
+    counter("kv_trimmed_bytes_total",
+            "Bytes of free KV blocks returned to the OS beyond the low watermark.",
+            static_cast<double>(e.kv_trimmed_bytes));
     gauge("threads_active", "Compute threads in use now (fewer while other programs take cores).",
           e.threads_active);
     gauge("cpu_others_cores",
