@@ -59,6 +59,31 @@ TEST_F(ChatConversation, EachPromptExtendsTheHistoryWithATemplate) {
   EXPECT_EQ(c.num_turns(), 3);
 }
 
+TEST_F(ChatConversation, TurnStartsOfAPromptAreExactTokenBoundaries) {
+  const ChatTemplate t = parse("Qwen-Qwen2.5-7B-Instruct.jinja");
+  Conversation c(tok_, &t, "You tell stories.");
+  add(c, "Tell me about a cat", "The cat was big.");
+  add(c, "What did it eat?", "It ate fish.");
+  const TurnPrompt p = c.prompt_with("Where did it sleep?").value();
+  const std::vector<int32_t> starts = c.turn_starts("Where did it sleep?", p);
+  // system, 2 x (user, assistant), user: up to 5 boundaries after the first message.
+  ASSERT_FALSE(starts.empty());
+  EXPECT_LE(starts.size(), 5u);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    EXPECT_GT(starts[i], i == 0 ? 0 : starts[i - 1]);
+    EXPECT_LE(starts[i], static_cast<int32_t>(p.tokens.size()));
+    // Each is where a message's header starts in the text the tokens up to it decode to.
+    const std::string before = tok_->decode(std::vector<int32_t>(p.tokens.begin(), p.tokens.begin() + starts[i]));
+    ASSERT_GE(before.size(), 11u);
+    EXPECT_NE(before.find("<|im_end|>", before.size() - 12), std::string::npos)
+        << before;
+  }
+  // The plain format has no messages to find.
+  Conversation plain(tok_, nullptr);
+  const TurnPrompt q = plain.prompt_with("Once upon a time").value();
+  EXPECT_TRUE(plain.turn_starts("Once upon a time", q).empty());
+}
+
 TEST_F(ChatConversation, PlainFormatIsLinesAndReuses) {
   Conversation c(tok_, nullptr);
   TurnPrompt p = c.prompt_with("Once upon a time").value();

@@ -74,6 +74,18 @@ StatusOr<std::string> Conversation::render(int32_t first_turn, int32_t end_turn,
   return r;
 }
 
+std::vector<int32_t> Conversation::turn_starts(const std::string& user,
+                                               const TurnPrompt& prompt) const {
+  if (tmpl_ == nullptr) return {};
+  // The same messages render() used: the head as a system message unless the template refuses.
+  const bool head_in_user =
+      !head_text().empty() &&
+      !render_chat(*tmpl_, *tok_, messages(0, num_turns(), {user}, false), nullptr, true).ok();
+  return chat_turns(*tmpl_, *tok_, messages(0, num_turns(), {user}, head_in_user),
+                    OJson::array(), prompt.text, prompt.tokens)
+      .turn_starts;
+}
+
 std::vector<int32_t> Conversation::encode_full(const std::string& text) const {
   if (tmpl_ != nullptr) return encode_rendered_chat(*tok_, text);
   std::vector<int32_t> ids = tok_->encode(text, /*add_special=*/true, /*parse_special=*/false);

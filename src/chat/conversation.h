@@ -62,6 +62,10 @@ class Conversation {
   // Tokens of the conversation's fixed head (system prompt and summary, without any turn),
   // what a context shift keeps. 0 when there is neither.
   StatusOr<int32_t> head_tokens() const;
+  // Where each message of `prompt` (prompt_with(user)'s) starts in its tokens, increasing, for
+  // a context shift inside the reply that drops whole turns (chat_turns in chat_prompt.h: only
+  // exact boundaries). Empty in the plain format or when the template gives none.
+  std::vector<int32_t> turn_starts(const std::string& user, const TurnPrompt& prompt) const;
   void reset();  // no turns, no summary, no history (the system prompt stays)
 
   int32_t num_turns() const { return static_cast<int32_t>(turns_.size()); }

@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
+#include "cli/memory_report.h"
 #include "cli/progress_bar.h"
 #include "common/membw.h"
 #include "common/thread_pool.h"
@@ -452,6 +453,7 @@ int bench_command(const BenchArgs& args) {
     j["weight_layouts"] = kernels::layout_choice_summary();
     j["decode_gb_per_s"] = decode_bytes_per_s / 1e9;
     j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
+    add_memory_budget_fields(j, s);
     roofline::add_share_fields(j, profile ? &*profile : nullptr, decode_bytes_per_s,
                                prefill_flops_per_s, integer_units);
     std::puts(j.dump().c_str());
@@ -538,6 +540,7 @@ int bench_command(const BenchArgs& args) {
     }
   }
   row("preemptions", fmt::format("{}", s.preemptions));
+  if (const std::string m = memory_budget_summary(s); !m.empty()) row("memory budget", m);
   row("sampling", fmt::format("{} of step time ({:.1f} of {:.1f} ms), {} of decode-only steps'",
                               pct(ratio(s.sample_seconds, s.step_seconds)),
                               s.sample_seconds * 1e3, s.step_seconds * 1e3,

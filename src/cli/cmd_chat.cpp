@@ -53,12 +53,14 @@ struct Reply {
 };
 
 StatusOr<Reply> generate(ChatApp& app, const std::vector<int32_t>& prompt, int32_t max_tokens,
-                         int32_t keep_tokens, bool stream) {
+                         int32_t keep_tokens, bool stream,
+                         std::vector<int32_t> turn_starts = {}) {
   GenerateRequest req;
   req.prompt_token_ids = prompt;
   req.sampling = app.args.sampling;
   req.max_new_tokens = std::max(1, max_tokens);
   req.keep_tokens = keep_tokens;
+  req.turn_starts = std::move(turn_starts);
   HINGE_ASSIGN_OR_RETURN(RequestId id, app.engine.add_request(std::move(req)));
   InterruptScope interrupts;
   Reply r;
@@ -135,11 +137,15 @@ void chat_turn(ChatApp& app, const std::string& line) {
   const int32_t max_tokens = static_cast<int32_t>(
       shift ? app.args.n_predict : std::min<int64_t>(app.args.n_predict, room));
   int32_t keep = 0;
+  std::vector<int32_t> turn_starts;
   if (shift) {
     auto head = app.conv.head_tokens();
     keep = head.ok() ? *head : 0;
+    // A reply that outgrows the window drops the history's oldest whole turns first.
+    turn_starts = app.conv.turn_starts(line, *prompt);
   }
-  auto reply = generate(app, prompt->tokens, max_tokens, keep, /*stream=*/true);
+  auto reply = generate(app, prompt->tokens, max_tokens, keep, /*stream=*/true,
+                        std::move(turn_starts));
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!reply.ok()) return chat_error(reply.status().message());
@@ -251,16 +257,17 @@ int chat_command(ChatArgs args) {
   auto config = single_sequence_engine_config(args.engine, cfg);
   if (!config.ok()) return fail(config.status().message());
   EngineConfig ec = *config;
-  const int64_t ctx = ec.max_model_len;
+  const int64_t ctx_asked = ec.max_model_len;
   auto spec = kv_spec_for(cfg, ec.k_dtype, ec.v_dtype, ec.block_size, ec.kv_groups);
   if (!spec.ok()) return fail(spec.status().message());
   // Room for the conversation twice over: what a rewrite (summary, dropped turns) leaves
   // cached stays until it is needed.
-  if (ec.kv_memory_bytes == 0) ec.kv_memory_bytes = spec->bytes_for_tokens(2 * ctx);
+  if (ec.kv_memory_bytes == 0) ec.kv_memory_bytes = spec->bytes_for_tokens(2 * ctx_asked);
   auto engine_or = Engine::create(*loaded, &**tok, ec);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;
   print_memory_breakdown(engine);
+  const int64_t ctx = engine.max_model_len();  // a memory budget may have lowered it
 
   ChatApp app{.args = args,
               .model = *loaded,

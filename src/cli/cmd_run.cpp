@@ -212,7 +212,7 @@ int run_command(RunArgs args) {
                  threads);
   }
   if (const std::string m = memory_budget_summary(es); !m.empty())
-    std::fprintf(stderr, "hinge: %s\n", m.c_str());
+    std::fprintf(stderr, "hinge: memory budget %s\n", m.c_str());
   if (es.context_shifts > 0)
     std::fprintf(stderr,
                  "hinge: context shift: %lld shifts dropped %lld tokens (kept the first %d "

@@ -16,7 +16,7 @@ std::string bytes(int64_t n) { return format_bytes(static_cast<uint64_t>(n < 0 ?
 std::string memory_budget_summary(const EngineStats& s) {
   if (s.memory_budget_bytes <= 0) return {};
   std::string line = fmt::format(
-      "memory budget {} held: RSS peak {} at the guard's readings, KV resident {} now; {} KV "
+      "{} held: RSS peak {} at the guard's readings, KV resident {} now; {} KV "
       "evictions, {} preemptions; {} of free KV pages returned beyond the {} low watermark",
       bytes(s.memory_budget_bytes), bytes(s.rss_peak_bytes), bytes(s.kv_resident_bytes),
       s.kv.pool.num_evictions, s.preemptions, bytes(s.kv_trimmed_bytes),
@@ -27,19 +27,6 @@ std::string memory_budget_summary(const EngineStats& s) {
                         s.memory_budget_kv_limit_blocks, s.kv_blocks_total,
                         s.memory_budget_limited);
   return line;
-}
-
-void add_memory_budget_fields(nlohmann::json& j, const EngineStats& s) {
-  if (s.memory_budget_bytes <= 0) return;
-  j["memory_budget_bytes"] = s.memory_budget_bytes;
-  j["rss_peak_bytes"] = s.rss_peak_bytes;
-  j["kv_resident_bytes"] = s.kv_resident_bytes;
-  j["memory_budget_kv_limit_blocks"] = s.memory_budget_kv_limit_blocks;
-  j["memory_budget_limited"] = s.memory_budget_limited;
-  j["kv_trimmed_bytes"] = s.kv_trimmed_bytes;
-  j["kv_low_watermark_bytes"] = s.kv_low_watermark_bytes;
-  j["kv_evictions"] = s.kv.pool.num_evictions;
-  j["preemptions"] = s.preemptions;
 }
 
 }  // namespace hinge::cli
