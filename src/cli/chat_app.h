@@ -13,6 +13,7 @@
 #include "chat/session_store.h"
 #include "cli/commands.h"
 #include "hinge/engine.h"
+#include "pressure/reply_shedder.h"
 #include "model/loaded_model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,6 +31,7 @@ struct ChatApp {
   chat::KdfLimits kdf;          // Argon2id cost of new files
   std::optional<chat::SessionKeyring> keys;  // once a passphrase or key file is known
   std::set<std::string> files;  // session files saved or loaded by this process
+  ReplyShedder* shedder = nullptr;  // memory pressure: caps or ends the reply in flight
 };
 
 // Prints "hinge: message" on stderr (a failed command; the chat goes on).

@@ -50,6 +50,7 @@ struct Reply {
   FinishReason finish = FinishReason::kNone;
   double seconds = 0;        // first token to the end
   bool interrupted = false;
+  std::optional<pressure::PressureLevel> shed;  // memory pressure ended it at this level
 };
 
 StatusOr<Reply> generate(ChatApp& app, const std::vector<int32_t>& prompt, int32_t max_tokens,
@@ -68,10 +69,19 @@ StatusOr<Reply> generate(ChatApp& app, const std::vector<int32_t>& prompt, int32
   std::optional<Clock::time_point> first;
   std::vector<RequestDelta> deltas;
   bool aborted = false;
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
   while (app.engine.has_unfinished()) {
     if (g_interrupted.load() && !aborted) {
       aborted = app.engine.abort(id);
       r.interrupted = true;
+    }
+    if (app.shedder) {
+      app.shedder->poll();
+      if (!aborted && app.shedder->should_end(prompt_tokens, static_cast<int64_t>(r.tokens.size()),
+                                              max_tokens)) {
+        aborted = app.engine.abort(id);
+        r.shed = app.shedder->level();
+      }
     }
     HINGE_RETURN_IF_ERROR(app.engine.step(&deltas));
     for (const RequestDelta& d : deltas) {
@@ -152,6 +162,13 @@ void chat_turn(ChatApp& app, const std::string& line) {
   const size_t prompt_tokens = prompt->tokens.size();
   app.conv.add_turn(line, std::move(prompt).value(), reply->tokens, reply->text);
   if (reply->interrupted) std::fprintf(stderr, "(reply stopped)\n");
+  if (reply->shed) {
+    app.shedder->count_shed();
+    std::fprintf(stderr, "(memory pressure %s: the reply %s after %zu tokens to free memory; the "
+                 "conversation goes on)\n", pressure::pressure_level_name(*reply->shed),
+                 *reply->shed == pressure::PressureLevel::kCritical ? "ended early" : "was capped",
+                 reply->tokens.size());
+  }
   if (app.args.no_stats) return;
   const size_t n = reply->tokens.size();
   const double rate = n > 1 && reply->seconds > 0 ? static_cast<double>(n - 1) / reply->seconds : 0;
@@ -159,6 +176,8 @@ void chat_turn(ChatApp& app, const std::string& line) {
   if (reply->usage.dropped_tokens > 0)
     extra = fmt::format(" | shifted: {} tokens dropped", reply->usage.dropped_tokens);
   if (reply->finish == FinishReason::kLength) extra += " | reply cut at its length limit";
+  if (app.shedder && app.shedder->level() != pressure::PressureLevel::kNormal)
+    extra += fmt::format(" | memory pressure: {}", pressure::pressure_level_name(app.shedder->level()));
   std::fprintf(stderr, "[prompt %zu tokens, %d cached | reply %zu tokens, %.1f tok/s | context %zu of %d%s]\n",
                prompt_tokens, reply->usage.cached_tokens, n, rate,
                std::min<size_t>(app.conv.history().size(), static_cast<size_t>(ctx)), ctx,
@@ -211,6 +230,8 @@ int chat_command(ChatArgs args) {
   args.sampling.seed = *args.seed;
   if (Status st = args.sampling.validate(); !st.ok()) return fail(st.message());
   if (args.n_predict < 1) return fail("--n-predict must be >= 1");
+  if (Status st = check_pressure_args(args.pressure); !st.ok()) return fail(st.message());
+  args.engine.memory_root = args.pressure.root;  // the cgroup limit, as the pressure watch sees it
   if (args.summary_tokens < 8 || args.summary_tokens > 4096)
     return fail("--summary-tokens: expected 8 to 4096");
   std::string session_dir = args.session_dir;
@@ -280,6 +301,10 @@ int chat_command(ChatArgs args) {
               .kdf = {},
               .keys = std::nullopt,
               .files = {}};
+  ReplyShedder shedder(&engine, {.enabled = !args.pressure.no_pressure,
+                                 .watch = pressure_watch_config(args.pressure),
+                                 .max_tokens = static_cast<int32_t>(args.pressure.max_tokens)});
+  app.shedder = &shedder;
   app.fit.policy = policy;
   app.fit.context = static_cast<int32_t>(ctx);
   app.fit.reply_reserve = static_cast<int32_t>(

@@ -18,6 +18,7 @@
 #include "kernels/cpu_features.h"
 #include "model/kv_cache.h"
 #include "model/loaded_model.h"
+#include "pressure/reply_shedder.h"
 #include "roofline/machine_profile.h"
 #include "roofline/model_work.h"
 
@@ -32,6 +33,8 @@ int run_command(RunArgs args) {
   if (!args.seed) args.seed = std::random_device{}();
   args.sampling.seed = *args.seed;
   if (Status st = args.sampling.validate(); !st.ok()) return fail(st.message());
+  if (Status st = check_pressure_args(args.pressure); !st.ok()) return fail(st.message());
+  args.engine.memory_root = args.pressure.root;  // the cgroup limit, as the pressure watch sees it
 
   auto m = load_model_with_progress(args.model, args.tokenizer);
   if (!m.ok()) return fail(m.status().message());
@@ -101,7 +104,16 @@ int run_command(RunArgs args) {
              ? std::min<int64_t>(args.n_predict, INT32_MAX)
              : std::min<int64_t>(args.n_predict, ctx_now - static_cast<int64_t>(prompt.size()))));
   if (args.n_predict <= 0) return fail("--n-predict must be >= 1");
-  if (auto id = engine.add_request(std::move(req)); !id.ok()) return fail(id.status().message());
+  const int32_t max_new = req.max_new_tokens;
+  auto added = engine.add_request(std::move(req));
+  if (!added.ok()) return fail(added.status().message());
+  const RequestId request_id = *added;
+  // Memory pressure and temperature end or cap the reply instead of letting the system kill
+  // the process (pressure/reply_shedder.h).
+  ReplyShedder shedder(&engine, {.enabled = !args.pressure.no_pressure,
+                                 .watch = pressure_watch_config(args.pressure),
+                                 .max_tokens = static_cast<int32_t>(args.pressure.max_tokens)});
+  std::optional<pressure::PressureLevel> shed;  // the level that ended the reply
 
   using Clock = std::chrono::steady_clock;
   struct {
@@ -124,7 +136,13 @@ int run_command(RunArgs args) {
   const auto t0 = Clock::now();
   std::optional<Clock::time_point> t_first;
   std::vector<RequestDelta> deltas;
+  int64_t generated = 0;
   while (engine.has_unfinished()) {
+    shedder.poll();
+    if (!shed && shedder.should_end(r.prompt_tokens, generated, max_new)) {
+      shed = shedder.level();
+      engine.abort(request_id);
+    }
     if (Status st = engine.step(&deltas); !st.ok()) return fail(st.message());
     for (const RequestDelta& d : deltas) {
       if (!t_first && (!d.token_ids.empty() || d.finished())) t_first = Clock::now();
@@ -136,6 +154,14 @@ int run_command(RunArgs args) {
       }
       if (d.finished()) r.finish_reason = sched::finish_reason_name(d.finish_reason);
     }
+    generated = static_cast<int64_t>(r.token_ids.size());
+  }
+  if (shed) {
+    r.finish_reason = "memory_pressure";
+    std::fprintf(stderr, "%shinge: memory pressure %s%s%s%s: the reply ended after %lld tokens "
+                 "to free memory\n", args.json ? "" : "\n", pressure::pressure_level_name(*shed),
+                 shedder.reasons().empty() ? "" : " (", shedder.reasons().c_str(),
+                 shedder.reasons().empty() ? "" : ")", static_cast<long long>(generated));
   }
   const auto t_end = Clock::now();
   r.generated_tokens = static_cast<int64_t>(r.token_ids.size());
@@ -182,6 +208,8 @@ int run_command(RunArgs args) {
     roofline::add_share_fields(j, profile ? &*profile : nullptr, r.achieved_gb_per_s * 1e9,
                                prefill_flops_per_s, integer_units);
     add_memory_budget_fields(j, es);
+    j["memory_pressure_level"] = pressure::pressure_level_name(shedder.level());
+    j["memory_pressure_transitions"] = shedder.transitions();
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {

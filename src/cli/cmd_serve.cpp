@@ -55,16 +55,7 @@ Status check(const ServeArgs& a) {
                          "tenant in the tenants file (hinge keygen prints one and its digest)");
   if (!a.api_key.empty() && a.api_key.size() < 16)
     return Status::Error("--api-key must be at least 16 characters (hinge keygen prints one)");
-  if (!(a.pressure_interval >= 0.01 && a.pressure_interval <= 3600))
-    return Status::Errorf("--pressure-interval must be in [0.01, 3600] seconds, got {}",
-                          a.pressure_interval);
-  if (!(a.pressure_cooldown >= 0 && a.pressure_cooldown <= 86400))
-    return Status::Errorf("--pressure-cooldown must be in [0, 86400] seconds, got {}",
-                          a.pressure_cooldown);
-  if (a.pressure_max_tokens < 0 || a.pressure_max_tokens > INT32_MAX)
-    return Status::Errorf("--pressure-max-tokens must be >= 0, got {}", a.pressure_max_tokens);
-  if (!a.no_pressure && !std::filesystem::is_directory(a.pressure_root))
-    return Status::Errorf("--pressure-root {}: not a directory", a.pressure_root);
+  HINGE_RETURN_IF_ERROR(check_pressure_args(a.pressure));
   if (!(a.shutdown_grace >= 0))
     return Status::Errorf("--shutdown-grace must be >= 0, got {}", a.shutdown_grace);
   if (a.io_threads < 1 || a.io_threads > 64)
@@ -141,7 +132,7 @@ StatusOr<server::KeyDigest> read_api_key_digest(const std::string& path) {
 int serve_command(const ServeArgs& args) {
   if (Status st = check(args); !st.ok()) return fail(st.message());
   EngineOptionsArgs engine_args = args.engine;
-  engine_args.memory_root = args.pressure_root;  // the cgroup limit, as the pressure watch sees it
+  engine_args.memory_root = args.pressure.root;  // the cgroup limit, as the pressure watch sees it
   auto config = make_engine_config(engine_args);
   if (!config.ok()) return fail(config.status().message());
 
@@ -257,14 +248,11 @@ int serve_command(const ServeArgs& args) {
   ac.max_concurrent_per_user = static_cast<int32_t>(args.max_concurrent_per_user);
   ac.queue_timeout_s = args.queue_timeout;
   PressurePolicyConfig pp;
-  pp.max_tokens = static_cast<int32_t>(args.pressure_max_tokens);
+  pp.max_tokens = static_cast<int32_t>(args.pressure.max_tokens);
   auto et = std::make_unique<EngineThread>(std::move(engine).value(), ac, pp);
   std::unique_ptr<pressure::PressureWatch> watch;
-  if (!args.no_pressure) {
-    pressure::PressureWatchConfig wc;
-    wc.root = args.pressure_root;
-    wc.interval_s = args.pressure_interval;
-    wc.thresholds.cooldown_s = args.pressure_cooldown;
+  if (!args.pressure.no_pressure) {
+    const pressure::PressureWatchConfig wc = pressure_watch_config(args.pressure);
     watch = std::make_unique<pressure::PressureWatch>(
         wc, [e = et.get()](pressure::PressureLevel level, const std::string& reasons) {
           e->set_pressure(level, reasons);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/engine_options.h"
+#include "cli/pressure_options.h"
 #include "engine/sampling_params.h"
 #include "model/loaded_model.h"
 
@@ -26,6 +27,7 @@ struct RunArgs {
   std::optional<uint64_t> seed;
   SamplingParams sampling;
   EngineOptionsArgs engine;  // -t, -c (0: min(model context, 4096)), --kv-dtype, ...
+  PressureArgs pressure;     // the reply shed under memory pressure (pressure/reply_shedder.h)
 };
 int run_command(RunArgs args);
 
@@ -146,12 +148,7 @@ struct ServeArgs {
   int64_t admin_port = -1;         // -1: none; 0: any free port
   std::string tls_cert;            // PEM certificate chain; with tls_key: HTTPS only
   std::string tls_key;             // PEM private key
-  // Memory pressure (pressure/, pressure/pressure_policy.h).
-  bool no_pressure = false;        // --no-pressure: no watch, the level stays normal
-  std::string pressure_root = "/"; // --pressure-root DIR: read /proc and /sys under DIR
-  double pressure_interval = 1;    // seconds between readings
-  double pressure_cooldown = 10;   // seconds below the release line before a level falls
-  int64_t pressure_max_tokens = 256;  // cap on new requests' max_tokens under pressure (0: none)
+  PressureArgs pressure;           // memory pressure (pressure/, pressure/pressure_policy.h)
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);
@@ -172,6 +169,7 @@ struct ChatArgs {
   int64_t summary_tokens = 128;
   std::string load;                // --load NAME: /load it first
   bool no_stats = false;           // no stats line after each reply
+  PressureArgs pressure;  // replies shed under memory pressure (pressure/reply_shedder.h)
   EngineOptionsArgs engine;
 };
 int chat_command(ChatArgs args);

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
                     "\"text\" starts with it too)");
   add_sampling_options(run_cmd, run.sampling);
   hinge::cli::add_engine_options(run_cmd, &run.engine);
+  hinge::cli::add_pressure_options(run_cmd, &run.pressure, "the reply");
   run_cmd->get_option("--max-num-seqs")
       ->description("Ignored by run, which holds one sequence (accepted with any value)")
       ->default_str("");
@@ -257,25 +258,7 @@ int main(int argc, char** argv) {
                         "Origins browsers may call from (\"*\" or scheme://host[:port], "
                         "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
-  serve_cmd->add_flag("--no-pressure", serve.no_pressure,
-                      "Do not watch memory pressure and temperature (PSI, cgroup v2, thermal "
-                      "zones); the level stays normal");
-  serve_cmd->add_option("--pressure-root", serve.pressure_root,
-                        "Read the pressure files (proc/pressure/*, the cgroup's memory.*, "
-                        "sys/class/thermal) under this directory instead of / (tests inject "
-                        "readings); the cgroup memory limit is read there too")
-      ->capture_default_str();
-  serve_cmd->add_option("--pressure-interval", serve.pressure_interval,
-                        "Seconds between pressure readings")
-      ->capture_default_str();
-  serve_cmd->add_option("--pressure-cooldown", serve.pressure_cooldown,
-                        "Seconds every signal must stay below 80% of its threshold before the "
-                        "pressure level falls")
-      ->capture_default_str();
-  serve_cmd->add_option("--pressure-max-tokens", serve.pressure_max_tokens,
-                        "Under elevated or critical pressure, new requests' max_tokens is at most "
-                        "this (0: no cap)")
-      ->capture_default_str();
+  hinge::cli::add_pressure_options(serve_cmd, &serve.pressure, "new requests' max_tokens");
   serve_cmd->add_option("--chat-template-file", serve.chat_template_file,
                         "Jinja chat template to use instead of the model's (as llama-server's), e.g. "
                         "../shared/chat-templates/google-gemma-2-2b-it.jinja");
@@ -349,6 +332,7 @@ int main(int argc, char** argv) {
   chat_cmd->add_flag("--no-stats", chat.no_stats, "No stats line after each reply");
   add_sampling_options(chat_cmd, chat.sampling);
   hinge::cli::add_engine_options(chat_cmd, &chat.engine);
+  hinge::cli::add_pressure_options(chat_cmd, &chat.pressure, "a reply");
   chat_cmd->get_option("--context-policy")
       ->description("When the conversation outgrows --ctx-size: 'error' refuses the turn (say "
                     "/reset); 'shift' drops the oldest turns (the system prompt stays) and lets "

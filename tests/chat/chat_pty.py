@@ -10,6 +10,12 @@ template_reuse: with a real chat template (Qwen2.5's ChatML) every turn after th
 context_policies: a conversation longer than -c: 'error' refuses the turn with what to do and
   goes on, 'shift' drops the oldest turns, 'summarize' has the model summarize them; every turn
   still gets a reply.
+pressure_sheds: under injected critical memory pressure (PSI files under --pressure-root) a reply
+  ends early with a one-line notice and the stats line shows the level; elevated caps a reply at
+  --pressure-max-tokens; back to normal the next reply has its full length.
+budget_holds: smollm-135m q8_0 (hinge synth) under --memory-budget with a reply longer than the
+  KV cache the budget leaves: RSS sampled every 100 ms never exceeds the budget, and the reply
+  shifts to the end under --context-policy shift.
 bad_input: a bad key file refuses to start; bad session names, unknown commands and a missing
   session get one clear line and the chat goes on.
 
@@ -315,6 +321,106 @@ def context_policies():
         c.prompt()
         c.send('/quit')
         check(c.finish() == 0, 'exits 0')
+
+
+def write_psi(root, some):
+    path = os.path.join(root, 'proc', 'pressure', 'memory')
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + '.tmp', 'w') as f:
+        f.write(f'some avg10={some:.2f} avg60=0.00 avg300=0.00 total=0\n'
+                f'full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n')
+    os.replace(path + '.tmp', path)
+
+
+@test
+def pressure_sheds():
+    """critical ends a reply early with a notice, elevated caps it, normal gives full length"""
+    root = tempfile.mkdtemp(prefix='hinge-pressure-')
+    try:
+        write_psi(root, 0)
+        c = Chat('-n', '120', '-c', '1024', '--ignore-eos', '--pressure-root', root,
+                 '--pressure-interval', '0.05', '--pressure-cooldown', '0', '--pressure-max-tokens',
+                 '20', '--session-dir', root)
+        _, _, r = c.turn('Once upon a time')
+        check(r == 120, f'normal: the reply has its full length ({r} tokens)')
+        write_psi(root, 50)  # some avg10 50% >= 30%: critical
+        time.sleep(0.5)
+        c.prompt()
+        c.send('Tell me more')
+        c.expect(r'\(memory pressure critical: the reply ended early after \d+ tokens')
+        m = c.expect(rb'\[prompt \d+ tokens, \d+ cached \| reply (\d+) tokens[^\]]*'
+                     rb'memory pressure: critical\]')
+        check(int(m.group(1)) <= 2, f'critical: the reply ended at once ({int(m.group(1))} tokens)')
+        write_psi(root, 15)  # 15% >= 10%: elevated
+        time.sleep(0.5)
+        c.prompt()
+        c.send('And then?')
+        c.expect(r'\(memory pressure elevated: the reply was capped after 20 tokens')
+        m = c.expect(rb'\[prompt \d+ tokens, \d+ cached \| reply (\d+) tokens[^\]]*'
+                     rb'memory pressure: elevated\]')
+        check(int(m.group(1)) == 20, f'elevated: the reply was capped at 20 ({m.group(1)})')
+        write_psi(root, 0)
+        time.sleep(0.5)
+        c.prompt()
+        c.send('The end')
+        m = c.expect(rb'\[prompt \d+ tokens, \d+ cached \| reply (\d+) tokens([^\]]*)\]')
+        check(int(m.group(1)) == 120 and b'pressure' not in m.group(2),
+              f'normal again: the next reply has its full length ({int(m.group(1))} tokens)')
+        c.prompt()
+        c.send('/quit')
+        check(c.finish() == 0, 'exits 0: the session stayed usable')
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def rss_of(pid):
+    with open(f'/proc/{pid}/status') as f:
+        for line in f:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@test
+def budget_holds():
+    """smollm-135m q8_0 under --memory-budget: RSS <= budget every 100 ms, the reply shifts"""
+    d = tempfile.mkdtemp(prefix='hinge-chat-budget-')
+    try:
+        model = os.path.join(d, 'smollm-135m-q8_0.gguf')
+        subprocess.run([ARGS.hinge, 'synth', '--preset', 'smollm-135m', '--type', 'q8_0', '-o',
+                        model], check=True, capture_output=True, timeout=TIMEOUT)
+        budget = (262 + (1024 if SANITIZED else 0)) * 2**20
+        master, slave = pty.openpty()
+        c = Chat.__new__(Chat)
+        c.cmd = [ARGS.hinge, 'chat', '-m', model, '-t', '2', '--temp', '0', '--ignore-eos',
+                 '-n', '1200', '-c', '2048', '--context-policy', 'shift', '--memory-budget',
+                 str(budget), '--no-pressure', '--session-dir', d]
+        c.p = subprocess.Popen(c.cmd, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                               start_new_session=True)
+        os.close(slave)
+        c.fd, c.out, c.pos = master, b'', 0
+        m = c.expect(r'context lowered from 2048 to (\d+) tokens')
+        ctx = int(m.group(1))
+        check(ctx < 1200, f'the budget leaves KV for {ctx} tokens, fewer than the reply asks')
+        c.prompt()
+        c.send('Once upon a time')
+        peak = rss_of(c.p.pid)
+        deadline = time.time() + TIMEOUT
+        stats = None
+        while time.time() < deadline and stats is None:
+            peak = max(peak, rss_of(c.p.pid))
+            c._read(0.1)
+            stats = re.search(rb'\[prompt \d+ tokens, \d+ cached \| reply (\d+) tokens[^\]]*'
+                              rb'shifted: (\d+) tokens dropped', c.out)
+        check(stats is not None, 'the reply finished, shifting past the context')
+        check(int(stats.group(1)) == 1200, f'the reply has all 1200 tokens ({stats.group(1)})')
+        check(peak <= budget, f'peak RSS {peak / 2**20:.1f} MiB <= budget {budget / 2**20:.0f} MiB')
+        c.pos = stats.end()
+        c.prompt()
+        c.send('/quit')
+        check(c.finish() == 0, 'exits 0')
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @test

@@ -3,7 +3,8 @@
 # context policies, bad input. Included from the top-level CMakeLists.txt inside
 # if(HINGE_BUILD_TESTS).
 set(_hinge_chat ${CMAKE_CURRENT_LIST_DIR}/chat_pty.py)
-foreach(_case IN ITEMS session_roundtrip template_reuse context_policies bad_input)
+foreach(_case IN ITEMS session_roundtrip template_reuse context_policies pressure_sheds budget_holds
+    bad_input)
   add_test(NAME ChatPty.${_case}
     COMMAND /usr/bin/python3 ${_hinge_chat} --hinge $<TARGET_FILE:hinge>
       --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})

@@ -54,3 +54,15 @@ foreach(_case IN ITEMS pressure_levels budget_holds budget_refuses shift_marks_r
   set_tests_properties(ServeBoundedMemory.${_case} PROPERTIES TIMEOUT 180 RUN_SERIAL TRUE
     LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# The memory budget held while running through run, bench, serve and a cgroup limit, on a
+# smollm-135m q8_0 the script synthesizes (tests/serve/budget_commands.py); chat's is
+# ChatPty.budget_holds.
+set(_hinge_budget ${CMAKE_CURRENT_LIST_DIR}/budget_commands.py)
+foreach(_case IN ITEMS run_budget bench_budget serve_budget cgroup_budget)
+  add_test(NAME ServeBudget.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_budget} --hinge $<TARGET_FILE:hinge> ${_case})
+  # RUN_SERIAL: they measure RSS.
+  set_tests_properties(ServeBudget.${_case} PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE
+    LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
