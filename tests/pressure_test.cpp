@@ -158,6 +158,16 @@ TEST(PressureLevel, CgroupUsageEventsAndThermalVote) {
   EXPECT_NE(v.reasons.find("thermal_zone3 at 80.0 C"), std::string::npos) << v.reasons;
   s.thermal[0].temp_c = 96;  // within 5 C of critical
   EXPECT_EQ(tr.update(s, 9).level, PressureLevel::kCritical);
+
+  // Memory and temperature tracked apart (PressureWatch's two trackers): each ignores the
+  // other's signals.
+  PressureThresholds memory_only = t, thermal_only = t;
+  memory_only.thermal_signals = false;
+  thermal_only.memory_signals = false;
+  PressureTracker mem(memory_only), heat(thermal_only);
+  s.cgroup->current_bytes = 900;  // elevated memory, critical temperature
+  EXPECT_EQ(mem.update(s, 10).level, PressureLevel::kElevated);
+  EXPECT_EQ(heat.update(s, 10).level, PressureLevel::kCritical);
 }
 
 }  // namespace
@@ -193,6 +203,29 @@ TEST(PressurePolicy, EachLevelShedsInOrderAndNeverTakesWhatRunningRequestsNeed) 
   EXPECT_TRUE(a.pause_admission);
   a = pressure_actions(PressureLevel::kCritical, p, 64, 512, 1000, 800, 900);
   EXPECT_EQ(a.kv_block_limit, 1000);  // clamped to the arena
+}
+
+TEST(PressurePolicy, HeatLowersTheWorkPerStepAndKeepsAdmissionCacheAndMaxTokens) {
+  const PressurePolicyConfig p;  // thermal fraction 0.5
+  PressureActions a = pressure_actions(PressureLevel::kNormal, p, 64, 512, 1000, 300, 200,
+                                       PressureLevel::kElevated);
+  EXPECT_EQ(a.max_num_seqs, 32);
+  EXPECT_EQ(a.max_batched_tokens, 256);
+  EXPECT_EQ(a.kv_block_limit, 1000);
+  EXPECT_EQ(a.max_tokens_cap, 0);
+  EXPECT_FALSE(a.pause_admission || a.shrink_cache);
+  a = pressure_actions(PressureLevel::kNormal, p, 64, 512, 1000, 300, 200,
+                       PressureLevel::kCritical);
+  EXPECT_EQ(a.max_num_seqs, 16);
+  EXPECT_EQ(a.max_batched_tokens, 128);
+  EXPECT_FALSE(a.pause_admission || a.shrink_cache);
+  // With memory pressure too: the memory level's actions, and the lower step limits.
+  a = pressure_actions(PressureLevel::kElevated, p, 64, 512, 1000, 100, 50,
+                       PressureLevel::kCritical);
+  EXPECT_EQ(a.max_batched_tokens, 128);
+  EXPECT_EQ(a.kv_block_limit, 500);
+  EXPECT_EQ(a.max_tokens_cap, 256);
+  EXPECT_TRUE(a.shrink_cache);
 }
 
 }  // namespace

@@ -178,6 +178,8 @@ void chat_turn(ChatApp& app, const std::string& line) {
   if (reply->finish == FinishReason::kLength) extra += " | reply cut at its length limit";
   if (app.shedder && app.shedder->level() != pressure::PressureLevel::kNormal)
     extra += fmt::format(" | memory pressure: {}", pressure::pressure_level_name(app.shedder->level()));
+  if (app.shedder && app.shedder->thermal() != pressure::PressureLevel::kNormal)
+    extra += fmt::format(" | temperature: {}", pressure::pressure_level_name(app.shedder->thermal()));
   std::fprintf(stderr, "[prompt %zu tokens, %d cached | reply %zu tokens, %.1f tok/s | context %zu of %d%s]\n",
                prompt_tokens, reply->usage.cached_tokens, n, rate,
                std::min<size_t>(app.conv.history().size(), static_cast<size_t>(ctx)), ctx,

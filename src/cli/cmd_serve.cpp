@@ -254,8 +254,9 @@ int serve_command(const ServeArgs& args) {
   if (!args.pressure.no_pressure) {
     const pressure::PressureWatchConfig wc = pressure_watch_config(args.pressure);
     watch = std::make_unique<pressure::PressureWatch>(
-        wc, [e = et.get()](pressure::PressureLevel level, const std::string& reasons) {
-          e->set_pressure(level, reasons);
+        wc, [e = et.get()](pressure::PressureLevel level, pressure::PressureLevel thermal,
+                           const std::string& reasons) {
+          e->set_pressure(level, reasons, thermal);
         });
   }
 

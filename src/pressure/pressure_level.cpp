@@ -48,13 +48,13 @@ struct Votes {
 PressureVerdict PressureTracker::vote(const PressureSignals& s, double scale,
                                       bool count_events) const {
   Votes v;
-  if (s.memory_psi) {
+  if (s.memory_psi && t_.memory_signals) {
     v.check("memory PSI some avg10", s.memory_psi->some_avg10, t_.psi_some_elevated * scale,
             t_.psi_some_critical * scale, "%");
     v.check("memory PSI full avg10", s.memory_psi->full_avg10, t_.psi_full_elevated * scale,
             t_.psi_full_critical * scale, "%");
   }
-  if (s.cgroup) {
+  if (s.cgroup && t_.memory_signals) {
     if (const auto limit = s.cgroup->limit_bytes(); limit && *limit > 0)
       v.check("cgroup memory.current of its limit",
               100.0 * static_cast<double>(s.cgroup->current_bytes) / static_cast<double>(*limit),
@@ -64,7 +64,7 @@ PressureVerdict PressureTracker::vote(const PressureSignals& s, double scale,
     else if (count_events && events_grew_high_)
       v.add(PressureLevel::kElevated, "cgroup memory.events high grew");
   }
-  for (const ThermalZone& z : s.thermal) {
+  for (const ThermalZone& z : t_.thermal_signals ? s.thermal : std::vector<ThermalZone>{}) {
     // Temperatures scale around 0 C: release at 80 % of a 90 C trip is 72 C.
     const double temp = z.temp_c;
     if ((z.hot_c && temp >= *z.hot_c * scale) ||

@@ -36,6 +36,10 @@ struct PressureThresholds {
   double critical_margin_c = 5;  // degrees below a critical trip point that count as critical
   double release = 0.8;          // a level is left below release x its thresholds
   double cooldown_s = 10;        // ... held that long
+  // Which signals vote: memory (PSI, cgroup) and temperature are tracked apart (two trackers),
+  // since they call for different actions (pressure_policy.h).
+  bool memory_signals = true;
+  bool thermal_signals = true;
 };
 
 struct PressureVerdict {

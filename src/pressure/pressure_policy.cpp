@@ -8,17 +8,25 @@ namespace hinge {
 PressureActions pressure_actions(pressure::PressureLevel level, const PressurePolicyConfig& p,
                                  int32_t max_num_seqs, int32_t max_batched_tokens,
                                  int32_t total_blocks, int32_t used_blocks,
-                                 int32_t reserved_blocks) {
+                                 int32_t reserved_blocks, pressure::PressureLevel thermal) {
   PressureActions a;
+  const double heat = thermal == pressure::PressureLevel::kNormal ? 1.0
+                      : thermal == pressure::PressureLevel::kElevated
+                          ? p.thermal_fraction
+                          : p.thermal_fraction * p.thermal_fraction;
+  const double fraction =
+      std::min(heat, level == pressure::PressureLevel::kNormal ? 1.0 : p.step_fraction);
+  auto scaled = [&](int32_t v) {
+    return std::max<int32_t>(1, static_cast<int32_t>(std::floor(v * fraction)));
+  };
+  if (fraction < 1.0) {
+    a.max_num_seqs = scaled(max_num_seqs);
+    a.max_batched_tokens = scaled(max_batched_tokens);
+  }
   if (level == pressure::PressureLevel::kNormal) {
     a.kv_block_limit = total_blocks;
     return a;
   }
-  auto scaled = [&](int32_t v) {
-    return std::max<int32_t>(1, static_cast<int32_t>(std::floor(v * p.step_fraction)));
-  };
-  a.max_num_seqs = scaled(max_num_seqs);
-  a.max_batched_tokens = scaled(max_batched_tokens);
   a.max_tokens_cap = p.max_tokens;
   a.shrink_cache = true;
   // What running requests may still need: held + reserved (an over-estimate, never under).

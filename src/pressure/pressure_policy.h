@@ -10,6 +10,12 @@
 //   elevated  max(kv_fraction x total, used + reserved) x step_fraction  <= max_tokens   open
 //   critical  used + reserved                          x step_fraction  <= max_tokens   paused
 //
+// Temperature (a thermal zone at its passive or hot trip) is not a shortage of memory: it keeps
+// admission open, the cache and max_tokens as they are, and lowers the work per step so the
+// streams running get their tokens sooner and the CPU less heat: max_num_seqs and the step
+// token budget (the prefill chunk that stalls every stream's next token) x thermal_fraction at
+// elevated, x thermal_fraction^2 at critical; with memory pressure too, the lower of the two.
+//
 // Pure: pressure_actions() is a function of its arguments (tests pin the table).
 #pragma once
 
@@ -24,6 +30,7 @@ struct PressurePolicyConfig {
   double step_fraction = 0.5;         // of max_num_seqs and max_batched_tokens (>= 1 each)
   int32_t max_tokens = 256;           // cap on new requests' max_tokens; 0: no cap
   int32_t retry_after_s = 5;          // Retry-After of the 503s while paused
+  double thermal_fraction = 0.5;      // of max_num_seqs and the step tokens, per thermal level
 };
 
 struct PressureActions {
@@ -38,6 +45,7 @@ struct PressureActions {
 PressureActions pressure_actions(pressure::PressureLevel level, const PressurePolicyConfig& p,
                                  int32_t max_num_seqs, int32_t max_batched_tokens,
                                  int32_t total_blocks, int32_t used_blocks,
-                                 int32_t reserved_blocks);
+                                 int32_t reserved_blocks,
+                                 pressure::PressureLevel thermal = pressure::PressureLevel::kNormal);
 
 }  // namespace hinge

@@ -1,6 +1,7 @@
 // PressureWatch: a thread that reads the pressure signals every interval_s (pressure_signals.h),
-// runs them through a PressureTracker (hysteresis) and calls on_change on every level
-// transition (and once with the first reading's level when it is not normal). The server hands
+// runs them through two PressureTrackers (hysteresis), one for memory signals and one for
+// temperature, and calls on_change on every transition of either (and once with the first
+// reading's levels when they are not normal). The server hands
 // the level to its engine thread, which applies the actions (pressure/pressure_policy.h).
 //
 // Thread-safety: snapshot() is safe from any thread; on_change runs on the watch thread and must
@@ -27,7 +28,8 @@ struct PressureWatchConfig {
 
 struct PressureSnapshot {
   PressureSignals signals;  // the last reading
-  PressureLevel level = PressureLevel::kNormal;
+  PressureLevel level = PressureLevel::kNormal;    // memory (PSI, cgroup)
+  PressureLevel thermal = PressureLevel::kNormal;  // temperature
   std::string reasons;
   int64_t readings = 0;
   int64_t transitions = 0;
@@ -35,7 +37,8 @@ struct PressureSnapshot {
 
 class PressureWatch {
  public:
-  using OnChange = std::function<void(PressureLevel level, const std::string& reasons)>;
+  using OnChange =
+      std::function<void(PressureLevel memory, PressureLevel thermal, const std::string& reasons)>;
   PressureWatch(PressureWatchConfig config, OnChange on_change);
   ~PressureWatch();
   PressureWatch(const PressureWatch&) = delete;
@@ -50,7 +53,8 @@ class PressureWatch {
 
   const PressureWatchConfig config_;
   OnChange on_change_;
-  PressureTracker tracker_;  // watch thread only
+  PressureTracker tracker_;          // memory signals; watch thread only
+  PressureTracker thermal_tracker_;  // temperature
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;     // guarded by mu_

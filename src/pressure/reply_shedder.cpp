@@ -24,6 +24,17 @@ ReplyShedder::~ReplyShedder() {
 PressureLevel ReplyShedder::poll() {
   if (!watch_) return level_;
   const pressure::PressureSnapshot s = watch_->snapshot();
+  if (s.thermal != thermal_) {
+    thermal_ = s.thermal;
+    const int32_t tokens = engine_->config().max_batched_tokens;
+    const int32_t step = thermal_ == PressureLevel::kNormal ? 0
+                         : thermal_ == PressureLevel::kElevated ? std::max(1, tokens / 2)
+                                                                : std::max(1, tokens / 4);
+    engine_->set_step_limits(0, step);
+    std::fprintf(stderr, "hinge: temperature %s%s%s%s: step tokens %d\n",
+                 pressure::pressure_level_name(thermal_), s.reasons.empty() ? "" : " (",
+                 s.reasons.c_str(), s.reasons.empty() ? "" : ")", step > 0 ? step : tokens);
+  }
   if (s.level == level_) return level_;
   const PressureLevel was = level_;
   level_ = s.level;

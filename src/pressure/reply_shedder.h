@@ -2,11 +2,14 @@
 // `hinge chat`), with the same watch and levels as `hinge serve` (pressure_watch.h,
 // pressure_level.h) but acting on the one reply in flight instead of on admission:
 //
-//   level     KV usable                         the reply in flight
+//   memory    KV usable                         the reply in flight
 //   normal    all                               as asked
 //   elevated  max(half, what the capped reply   capped at max_tokens (--pressure-max-tokens)
 //             still needs)
 //   critical  what the reply holds              finished now, short, with a one-line notice
+//
+// Temperature (its own level) ends nothing: it lowers the step token budget (the prefill
+// chunk) as pressure_policy.h does for serve.
 //
 // Entering elevated or critical evicts the prefix cache's unused blocks and returns every free
 // page (Engine::shrink_kv_cache); back to normal the limit is lifted. A reply started while
@@ -42,6 +45,7 @@ class ReplyShedder {
   // transition on stderr). Returns the level now.
   pressure::PressureLevel poll();
   pressure::PressureLevel level() const { return level_; }
+  pressure::PressureLevel thermal() const { return thermal_; }
   const std::string& reasons() const { return reasons_; }
   // The most tokens a reply may have at this level (elevated: max_tokens; critical: 1;
   // 0: no cap), given what it asked for.
@@ -60,6 +64,7 @@ class ReplyShedder {
   ReplyShedderConfig config_;
   std::unique_ptr<pressure::PressureWatch> watch_;
   pressure::PressureLevel level_ = pressure::PressureLevel::kNormal;
+  pressure::PressureLevel thermal_ = pressure::PressureLevel::kNormal;
   std::string reasons_;
   int64_t transitions_ = 0;
   int64_t replies_shed_ = 0;

@@ -264,6 +264,7 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
     const PressureStats& p = s.pressure;
     j["memory_pressure"] = {
         {"level", pressure::pressure_level_name(p.level)},
+        {"thermal", pressure::pressure_level_name(p.thermal)},
         {"reasons", p.reasons},
         {"transitions", {{"normal", p.transitions[0]}, {"elevated", p.transitions[1]},
                          {"critical", p.transitions[2]}}},

@@ -86,11 +86,12 @@ SubmitTicket EngineThread::enqueue(GenerateRequest request, SubmitOptions option
   return ticket;
 }
 
-void EngineThread::set_pressure(pressure::PressureLevel level, std::string reasons) {
+void EngineThread::set_pressure(pressure::PressureLevel level, std::string reasons,
+                                pressure::PressureLevel thermal) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return;
-    queue_.emplace_back(SetPressure{level, std::move(reasons)});
+    queue_.emplace_back(SetPressure{level, std::move(reasons), thermal});
   }
   cv_.notify_one();
 }
@@ -305,17 +306,20 @@ void EngineThread::admit_queued() {
 }
 
 void EngineThread::handle_pressure(SetPressure& p) {
-  const bool changed = p.level != pressure_.level;
+  const bool changed = p.level != pressure_.level || p.thermal != pressure_.thermal;
+  const bool memory_changed = p.level != pressure_.level;
   pressure_.level = p.level;
+  pressure_.thermal = p.thermal;
   pressure_.reasons = std::move(p.reasons);
   if (!changed) return;
-  ++pressure_.transitions[static_cast<int>(p.level)];
-  apply_pressure(true);
+  if (memory_changed) ++pressure_.transitions[static_cast<int>(p.level)];
+  apply_pressure(memory_changed);
   const EngineStats s = engine_->stats();
   std::fprintf(stderr,
-               "hinge: memory pressure %s%s%s: KV usable %d of %d blocks, max_num_seqs %d, "
-               "step tokens %d%s%s; RSS fell by %s so far\n",
-               pressure::pressure_level_name(p.level), pressure_.reasons.empty() ? "" : " (",
+               "hinge: memory pressure %s, temperature %s%s%s: KV usable %d of %d blocks, "
+               "max_num_seqs %d, step tokens %d%s%s; RSS fell by %s so far\n",
+               pressure::pressure_level_name(p.level), pressure::pressure_level_name(p.thermal),
+               pressure_.reasons.empty() ? "" : " (",
                pressure_.reasons.empty() ? "" : (pressure_.reasons + ")").c_str(),
                s.kv_blocks_limit, s.kv_blocks_total, s.max_num_seqs_now, s.max_batched_tokens_now,
                actions_.max_tokens_cap > 0
@@ -333,7 +337,8 @@ void EngineThread::apply_pressure(bool transition) {
   const int32_t reserved = admission_ ? admission_->stats(seconds_since_start()).reserved_blocks
                                       : s.kv_blocks_total;
   actions_ = pressure_actions(pressure_.level, pressure_policy_, c.max_num_seqs,
-                              c.max_batched_tokens, s.kv_blocks_total, s.kv_blocks_used, reserved);
+                              c.max_batched_tokens, s.kv_blocks_total, s.kv_blocks_used, reserved,
+                              pressure_.thermal);
   engine_->set_step_limits(actions_.max_num_seqs, actions_.max_batched_tokens);
   engine_->set_kv_block_limit(actions_.kv_block_limit);
   if (transition && actions_.shrink_cache) {  // what stays usable: no cached pages kept

@@ -92,7 +92,8 @@ const char* submit_result_name(SubmitResult::Kind k);  // "accepted", "queue_ful
 
 // Memory pressure as the engine thread applies it (pressure/pressure_policy.h).
 struct PressureStats {
-  pressure::PressureLevel level = pressure::PressureLevel::kNormal;
+  pressure::PressureLevel level = pressure::PressureLevel::kNormal;    // memory
+  pressure::PressureLevel thermal = pressure::PressureLevel::kNormal;  // temperature
   std::string reasons;               // the signals behind the level (no client data)
   int64_t transitions[3] = {0, 0, 0};  // entries into normal / elevated / critical
   int64_t rejected = 0;              // 503s while admission was paused
@@ -142,8 +143,10 @@ class EngineThread {
   // Asynchronous: the memory-pressure level is now `level` (a pressure::PressureWatch calls
   // it on each transition); the engine thread applies pressure_actions() from its next loop
   // turn and keeps the KV limit in step with what requests hold. `reasons` goes to the log and
-  // stats (never client data).
-  void set_pressure(pressure::PressureLevel level, std::string reasons);
+  // stats (never client data). `thermal`: the temperature's level, which lowers the work per
+  // step only (pressure_policy.h).
+  void set_pressure(pressure::PressureLevel level, std::string reasons,
+                    pressure::PressureLevel thermal = pressure::PressureLevel::kNormal);
 
   // Blocking convenience: enqueue and wait for the decision; the ticket once accepted.
   StatusOr<SubmitTicket> submit(GenerateRequest request, Sink sink);
@@ -195,6 +198,7 @@ class EngineThread {
   struct SetPressure {
     pressure::PressureLevel level;
     std::string reasons;
+    pressure::PressureLevel thermal;
   };
   using Command = std::variant<Add, Cancel, Call, SetPressure>;
   struct Pending {  // queued in admission

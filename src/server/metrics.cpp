@@ -194,6 +194,9 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
     const PressureStats& p = s.pressure;
     gauge("memory_pressure_level", "Memory pressure level: 0 normal, 1 elevated, 2 critical.",
           static_cast<int>(p.level));
+    gauge("thermal_pressure_level",
+          "Temperature level (thermal zones' trip points): 0 normal, 1 elevated, 2 critical.",
+          static_cast<int>(p.thermal));
     const std::string n = "hinge:memory_pressure_transitions_total";
     header(&o, n, "counter", "Entries into each memory-pressure level.");
     for (int l = 0; l < 3; ++l)
