@@ -26,6 +26,7 @@
 #include <unordered_map>
 
 #include "cli/commands.h"
+#include "common/percentile.h"
 #include "cli/memory_report.h"
 #include "cli/progress_bar.h"
 #include "common/membw.h"
@@ -44,14 +45,6 @@ namespace {
 
 constexpr int64_t kMaxRequests = 1 << 20;
 constexpr int64_t kMaxTokens = 1 << 24;
-
-// Nearest-rank percentile of sorted values (0 when empty).
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0.0;
-  const auto n = static_cast<double>(sorted.size());
-  const auto rank = static_cast<size_t>(std::max(1.0, std::ceil(p / 100.0 * n)));
-  return sorted[std::min(rank, sorted.size()) - 1];
-}
 
 double ratio(double num, double den) {
   return den > 0 ? num / den : 0.0;

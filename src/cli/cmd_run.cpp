@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "common/percentile.h"
 #include "cli/memory_report.h"
 #include "cli/progress_bar.h"
 #include "common/thread_pool.h"
@@ -137,6 +138,9 @@ int run_command(RunArgs args) {
   std::optional<Clock::time_point> t_first;
   std::vector<RequestDelta> deltas;
   int64_t generated = 0;
+  std::vector<double> itl_ms;  // gaps between the steps that gave tokens
+  std::optional<Clock::time_point> t_last;
+  itl_ms.reserve(static_cast<size_t>(std::min<int64_t>(max_new, 1 << 20)));
   while (engine.has_unfinished()) {
     shedder.poll();
     if (!shed && shedder.should_end(r.prompt_tokens, generated, max_new)) {
@@ -154,8 +158,14 @@ int run_command(RunArgs args) {
       }
       if (d.finished()) r.finish_reason = sched::finish_reason_name(d.finish_reason);
     }
+    if (static_cast<int64_t>(r.token_ids.size()) > generated) {
+      const auto now = Clock::now();
+      if (t_last) itl_ms.push_back(std::chrono::duration<double, std::milli>(now - *t_last).count());
+      t_last = now;
+    }
     generated = static_cast<int64_t>(r.token_ids.size());
   }
+  std::sort(itl_ms.begin(), itl_ms.end());
   if (shed) {
     r.finish_reason = "memory_pressure";
     std::fprintf(stderr, "%shinge: memory pressure %s%s%s%s: the reply ended after %lld tokens "
@@ -208,7 +218,11 @@ int run_command(RunArgs args) {
     roofline::add_share_fields(j, profile ? &*profile : nullptr, r.achieved_gb_per_s * 1e9,
                                prefill_flops_per_s, integer_units);
     add_memory_budget_fields(j, es);
+    j["itl_ms_p50"] = percentile(itl_ms, 50);
+    j["itl_ms_p99"] = percentile(itl_ms, 99);
+    j["threads_active"] = es.threads_active;
     j["memory_pressure_level"] = pressure::pressure_level_name(shedder.level());
+    j["thermal_pressure_level"] = pressure::pressure_level_name(shedder.thermal());
     j["memory_pressure_transitions"] = shedder.transitions();
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
