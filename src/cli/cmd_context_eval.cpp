@@ -61,17 +61,17 @@ int context_eval_command(const ContextEvalArgs& args) {
     for (const ContextEvalSpan& s : r->spans)
       j["spans"].push_back({{"begin", s.begin}, {"count", s.count},
                             {"window_only", s.window_only}, {"shift", s.shift},
-                            {"recompute", s.recompute}});
+                            {"recompute", s.recompute}, {"recompute_bos", s.recompute_bos}});
     std::puts(j.dump().c_str());
     return 0;
   }
   fmt::print("{} tokens ({:.1f} windows of {}), {} sink tokens, {} shifts\n", r->tokens,
              static_cast<double>(r->tokens) / r->window, r->window, r->sink_tokens, r->shifts);
-  fmt::print("{:>14} {:>12} {:>12} {:>12} {:>10}\n", "positions", "window-only", "shift",
-             "recompute", "shift/rec");
+  fmt::print("{:>14} {:>12} {:>12} {:>12} {:>14} {:>10}\n", "positions", "window-only", "shift",
+             "recompute", "recompute+BOS", "shift/rec");
   for (const ContextEvalSpan& s : r->spans)
-    fmt::print("{:>6}-{:<7} {:>12.3f} {:>12.3f} {:>12.3f} {:>9.3f}x\n", s.begin,
-               s.begin + s.count - 1, s.window_only, s.shift, s.recompute,
+    fmt::print("{:>6}-{:<7} {:>12.3f} {:>12.3f} {:>12.3f} {:>14.3f} {:>9.3f}x\n", s.begin,
+               s.begin + s.count - 1, s.window_only, s.shift, s.recompute, s.recompute_bos,
                s.shift / s.recompute);
   return 0;
 }

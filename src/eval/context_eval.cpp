@@ -68,9 +68,10 @@ StatusOr<std::vector<double>> shifted_run(const LoadedModel& m, std::span<const 
   return lp;
 }
 
-// The same, each position from the window - 1 tokens before it computed afresh.
+// The same, each position from the window - 1 tokens before it computed afresh; with `bos`,
+// from the text's first token and the window - 2 tokens before it.
 StatusOr<std::vector<double>> recompute_run(const LoadedModel& m, std::span<const int32_t> tokens,
-                                            const ContextEvalOptions& o) {
+                                            const ContextEvalOptions& o, bool bos) {
   EngineConfig c = eval_config(o, ContextPolicy::kError, 0, o.window);
   size_kv(&c, m, c.max_num_seqs, o.window);
   HINGE_ASSIGN_OR_RETURN(auto engine, Engine::create(m, nullptr, c));
@@ -89,13 +90,15 @@ StatusOr<std::vector<double>> recompute_run(const LoadedModel& m, std::span<cons
   int64_t next = first_full;  // the next position to queue: predicts tokens[next + 1]
   std::vector<RequestDelta> deltas;
   std::unordered_map<uint64_t, int64_t> got;
+  std::vector<int32_t> prompt;
   while (engine->has_unfinished() || next < n - 1) {
     // Keep the batch full: one request per position, its window - 1 tokens as the prompt.
     while (next < n - 1 && engine->stats().running + engine->stats().waiting < 48) {
       const int64_t begin = next - (o.window - 2);  // tokens [begin, next] (window - 1 of them)
+      prompt.assign(tokens.begin() + begin, tokens.begin() + next + 1);
+      if (bos) prompt.front() = tokens[0];  // the first token, then the window - 2 before
       auto id = engine->add_request(forced_request(
-          tokens.subspan(static_cast<size_t>(begin), static_cast<size_t>(next - begin + 1)),
-          tokens.subspan(static_cast<size_t>(next + 1), 1)));
+          prompt, tokens.subspan(static_cast<size_t>(next + 1), 1)));
       if (!id.ok()) return id.status();
       position_of[id->value] = next;
       ++next;
@@ -129,24 +132,31 @@ StatusOr<ContextEvalResult> evaluate_context_policies(const LoadedModel& model,
   int64_t ignored = 0;
   HINGE_ASSIGN_OR_RETURN(const auto window_only, shifted_run(model, tokens, o, 0, &ignored));
   HINGE_ASSIGN_OR_RETURN(const auto shift, shifted_run(model, tokens, o, o.sink_tokens, &r.shifts));
-  HINGE_ASSIGN_OR_RETURN(const auto recompute, recompute_run(model, tokens, o));
+  HINGE_ASSIGN_OR_RETURN(const auto recompute, recompute_run(model, tokens, o, false));
+  std::vector<double> recompute_bos;
+  if (o.recompute_bos) {
+    HINGE_ASSIGN_OR_RETURN(recompute_bos, recompute_run(model, tokens, o, true));
+  }
   const int64_t n = static_cast<int64_t>(window_only.size());
-  if (static_cast<int64_t>(shift.size()) != n || static_cast<int64_t>(recompute.size()) != n)
+  if (static_cast<int64_t>(shift.size()) != n || static_cast<int64_t>(recompute.size()) != n ||
+      (o.recompute_bos && static_cast<int64_t>(recompute_bos.size()) != n))
     return Status::Error("context-eval: the runs predicted different numbers of positions");
   for (int64_t b = 0; b < n; b += o.span_tokens) {
     ContextEvalSpan s;
     s.begin = b;
     s.count = std::min<int64_t>(o.span_tokens, n - b);
-    double a = 0, sh = 0, rc = 0;
+    double a = 0, sh = 0, rc = 0, rb = 0;
     for (int64_t i = b; i < b + s.count; ++i) {
       a += window_only[static_cast<size_t>(i)];
       sh += shift[static_cast<size_t>(i)];
       rc += recompute[static_cast<size_t>(i)];
+      if (o.recompute_bos) rb += recompute_bos[static_cast<size_t>(i)];
     }
     const double k = static_cast<double>(s.count);
     s.window_only = std::exp(-a / k);
     s.shift = std::exp(-sh / k);
     s.recompute = std::exp(-rc / k);
+    s.recompute_bos = o.recompute_bos ? std::exp(-rb / k) : 0;
     r.spans.push_back(s);
   }
   return r;

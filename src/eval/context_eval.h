@@ -5,6 +5,10 @@
 //   shift         ContextPolicy::kShift keeping the first sink_tokens (whole blocks)
 //   recompute     every position predicted from the window - 1 tokens before it, computed
 //                 afresh (positions 0 .. window - 1): the exact sliding window, window x slower
+//                 (StreamingLLM's baseline: the window alone, which starts mid-text)
+//   recompute+BOS the same with the text's first token (BOS) first and the window - 2 tokens
+//                 before the position: a sliding window that keeps the sink a model trained on
+//                 BOS-led sequences leans on
 // Every policy runs through the real scheduler, KV cache and kernels; positions stay below the
 // window (the engine refuses any beyond the context).
 #pragma once
@@ -22,7 +26,7 @@ namespace hinge {
 struct ContextEvalSpan {
   int64_t begin = 0;  // first position predicted (a token index of the text)
   int64_t count = 0;
-  double window_only = 0, shift = 0, recompute = 0;  // perplexity over the span
+  double window_only = 0, shift = 0, recompute = 0, recompute_bos = 0;  // perplexity
 };
 
 struct ContextEvalResult {
@@ -39,6 +43,7 @@ struct ContextEvalOptions {
   int32_t span_tokens = 256;
   int32_t block_size = 16;
   int32_t threads = 1;
+  bool recompute_bos = true;  // also the recompute+BOS run (0 in the spans when false)
 };
 
 // Errors: fewer than 2 windows of tokens, a window beyond the model's context, engine errors.
