@@ -4,9 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <random>
 
+#include "common/thread_pool.h"
 #include "hinge/engine.h"
+#include "model/synth.h"
 #include "model_test_util.h"
 
 namespace hinge {
@@ -91,6 +95,88 @@ TEST(EngineContextShift, AShiftedRequestIsBatchInvariant) {
   EXPECT_EQ(i, y.size()) << "first difference at output " << i;
   EXPECT_EQ(x, y);  // the same tokens whatever shares its steps
   EXPECT_GT(b.usage.at(2).dropped_tokens, 0);
+}
+
+std::unique_ptr<LoadedModel> synth_model(const std::string& preset) {
+  const std::string path = testing::temp_dir() + "/" + preset + ".shift.gguf";
+  ThreadPool pool(2);
+  const SynthPreset* p = find_synth_preset(preset);
+  EXPECT_NE(p, nullptr);
+  if (!p) return nullptr;
+  EXPECT_TRUE(write_synth_model(*p, GgmlType::F32, 11, path, pool).ok());
+  return testing::load_or_die(path);
+}
+
+GenerateRequest small_vocab_request(uint64_t seed, int32_t prompt_len, int32_t max_new) {
+  GenerateRequest r = seeded_request(seed, prompt_len, max_new);
+  for (size_t i = 1; i < r.prompt_token_ids.size(); ++i) r.prompt_token_ids[i] %= 300;
+  r.logprobs = 0;
+  return r;
+}
+
+// Gemma 2 / 3 (tiny shapes: local layers of window 16): the global layers shift as a dense model
+// does, the local layers drop the same logical blocks (most were released behind their window
+// already) and rotate their queries with their own RoPE base; every position stays below the
+// 128-token context for 2000 generated tokens, the log-probabilities stay finite, and a shifted
+// request's tokens do not depend on the batch (f32 KV).
+TEST(EngineContextShift, SlidingWindowModelsShiftTheirGlobalLayers) {
+  for (const char* preset : {"tiny-gemma3", "tiny-gemma2"}) {
+    auto m = synth_model(preset);
+    ASSERT_TRUE(m);
+    auto e = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+    ASSERT_TRUE(e.ok()) << preset << ": " << e.status().message();
+    const Outcome out = run(**e, {small_vocab_request(3, 20, 2000)});
+    ASSERT_EQ(out.tokens.at(1).size(), 2000u) << preset;
+    ASSERT_EQ(out.logprobs.at(1).size(), 2000u);
+    for (float lp : out.logprobs.at(1)) ASSERT_TRUE(std::isfinite(lp) && lp <= 0) << preset;
+    const EngineStats s = (*e)->stats();
+    EXPECT_GT(s.context_shifts, 100) << preset;
+    EXPECT_LT(s.max_position, 128) << preset << ": a position at or past the window";
+    // Every group holds at most the window (+ one block while shifting); local groups less.
+    const int32_t groups = static_cast<int32_t>((*e)->kv_spec().num_groups());
+    EXPECT_GE(groups, 2) << preset;
+    EXPECT_LE(out.max_kv_used, groups * (128 / 16 + 1)) << preset;
+
+    auto alone = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+    auto batched = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+    ASSERT_TRUE(alone.ok() && batched.ok());
+    const GenerateRequest target = small_vocab_request(11, 40, 300);
+    const Outcome a = run(**alone, {target});
+    const Outcome b = run(**batched, {small_vocab_request(13, 90, 200), target,
+                                      small_vocab_request(14, 5, 250)});
+    EXPECT_EQ(b.tokens.at(2), a.tokens.at(1)) << preset << ": batch-dependent after a shift";
+    EXPECT_GT(b.usage.at(2).dropped_tokens, 0);
+
+  }
+}
+
+// The query rotation of a shifted block uses the RoPE of the group's layers (tiny-gemma3's local
+// layers have base 1e4, its global one 1e6). With every layer made local (window 16), a query
+// after a shift sees only its last 16 tokens, all written at the same offset, so the shifted run
+// computes the same function as a run that never shifts: the log-probabilities of the same
+// forced text agree (a wrong base for the rotation would move them far apart).
+TEST(EngineContextShift, LocalLayersRotateWithTheirOwnRope) {
+  auto m = synth_model("tiny-gemma3");
+  ASSERT_TRUE(m);
+  std::fill(m->config.layer_local.begin(), m->config.layer_local.end(), 1);
+  GenerateRequest r = small_vocab_request(21, 20, 400);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 400; ++i) r.forced_tokens.push_back(static_cast<int32_t>(3 + rng() % 300));
+  auto shifted = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+  EngineConfig c = testing::small_f32_engine_config(1, 8 << 20);
+  c.max_model_len = 512;
+  auto plain = Engine::create(*m, nullptr, c);
+  ASSERT_TRUE(shifted.ok() && plain.ok());
+  const Outcome a = run(**shifted, {r});
+  const Outcome b = run(**plain, {r});
+  EXPECT_GT((*shifted)->stats().context_shifts, 10);
+  EXPECT_EQ((*plain)->stats().context_shifts, 0);
+  ASSERT_EQ(a.logprobs.at(1).size(), 400u);
+  ASSERT_EQ(b.logprobs.at(1).size(), 400u);
+  double worst = 0;
+  for (size_t i = 0; i < 400; ++i)
+    worst = std::max(worst, std::abs(double{a.logprobs.at(1)[i]} - b.logprobs.at(1)[i]));
+  EXPECT_LT(worst, 2e-3) << "the shifted run's log-probabilities differ from the plain run's";
 }
 
 TEST(EngineContextShift, RefusesWhatCannotShift) {

@@ -166,6 +166,7 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t context_shifts = 0;          // ContextPolicy::kShift drops, and the tokens dropped
   int64_t context_dropped_tokens = 0;
+  int32_t max_position = -1;           // the highest position any step computed (-1: none)
   int32_t running = 0;
   int32_t waiting = 0;
   int32_t kv_blocks_total = 0;

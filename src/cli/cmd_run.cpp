@@ -212,6 +212,7 @@ int run_command(RunArgs args) {
     j["truncated"] = es.context_dropped_tokens > 0;
     j["context_shifts"] = es.context_shifts;
     j["dropped_tokens"] = es.context_dropped_tokens;
+    j["max_position"] = es.max_position;  // below -c, however far a shift goes
     j["seed"] = *args.seed;
     j["prefill_gflop_per_s"] = prefill_flops_per_s / 1e9;
     j["cpu"] = kernels::cpu_label();

@@ -75,7 +75,8 @@ class EngineImpl final : public Engine {
         reclaimer_(&sched_.cache_for_kv_components(), &arena_),
         guard_(&sched_.cache_for_kv_components(), &arena_, &reclaimer_, guard_config()),
         transfer_(&sched_.cache_for_kv_components(), &arena_),
-        rotations_(transformer_.rope_global(), config.block_size) {
+        rotations_(transformer_.rope_global(), config.block_size),
+        rotations_local_(transformer_.rope_local(), config.block_size) {
     const size_t vocab = static_cast<size_t>(model.config.n_vocab);
     logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
     scratch_.resize(static_cast<size_t>(pool_.capacity()));
@@ -96,7 +97,10 @@ class EngineImpl final : public Engine {
     out_.preempted.reserve(seqs);
     logit_rows_.reserve(seqs);
     seqs_.reserve(seqs * groups);
-    rotations_.reserve(seqs * table);
+    // Every group's sequences take their pointers from one of the two (a reallocation would
+    // leave the step's earlier pointers dangling).
+    rotations_.reserve(seqs * (table + 1) * groups);  // + 1: a block while it shifts
+    rotations_local_.reserve(seqs * (table + 1) * groups);
     step_rows_.reserve(seqs);
     sampled_.reserve(seqs);
     book_.delta_sids.reserve(seqs);
@@ -261,6 +265,7 @@ class EngineImpl final : public Engine {
     s.preemptions = ss.num_preemptions;
     s.context_shifts = ss.num_context_shifts;
     s.context_dropped_tokens = ss.num_dropped_tokens;
+    s.max_position = max_position_;
     s.running = ss.num_running;
     s.waiting = ss.num_waiting;
     s.kv = sched_.kv().stats();
@@ -392,16 +397,25 @@ class EngineImpl final : public Engine {
     seqs_.clear();
     step_rows_.clear();
     rotations_.clear();
+    rotations_local_.clear();
+    // A shifted sequence's query rotations use the RoPE of the group's layers (sliding-window
+    // layers may have their own base, as Gemma 3's).
+    auto rotations_of = [&](int32_t g) -> RopeRotations& {
+      const bool local = static_cast<size_t>(g) < local_rope_group_.size() &&
+                         local_rope_group_[static_cast<size_t>(g)] != 0;
+      return local ? rotations_local_ : rotations_;
+    };
     int32_t row = 0;
     for (const sched::ScheduledRequest& r : out.scheduled) {
       kernels::AttentionSeq seq;
       seq.query_begin = row;
       seq.num_queries = r.num_new_tokens;
       seq.first_position = r.first_position;
+      max_position_ = std::max(max_position_, r.end_position() - 1);
       seq.num_blocks = r.num_blocks;
       seq.block_table = out.block_table(r).data();  // the scheduler's copy, read in place
       if (const auto offsets = out.block_offsets(r); !offsets.empty())
-        seq.block_rotation = rotations_.tables(offsets);
+        seq.block_rotation = rotations_of(0).tables(offsets);
       seqs_.push_back(seq);
       StepRows rows = prompt_logprob_rows(r, seq.query_begin);
       for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
@@ -425,6 +439,8 @@ class EngineImpl final : public Engine {
       for (size_t i = 0; i < num_seqs; ++i) {
         kernels::AttentionSeq seq = seqs_[i];
         seq.block_table = out.block_table(out.scheduled[i], g).data();
+        if (const auto offsets = out.block_offsets(out.scheduled[i]); !offsets.empty())
+          seq.block_rotation = rotations_of(g).tables(offsets);
         seqs_.push_back(seq);
       }
     }
@@ -583,6 +599,15 @@ class EngineImpl final : public Engine {
   double next_expiry_scan_ = 0;
   EngineConfig config_;
   kv::KvSpec spec_;
+  // Per KV group: its layers rotate with the sliding-window layers' RoPE (a group holds one
+  // kind of layer; a window beyond the context makes no window, but keeps its RoPE). Empty
+  // when the spec has no explicit groups (one full-attention group).
+  const std::vector<uint8_t> local_rope_group_ = [this] {
+    std::vector<uint8_t> v;
+    for (const kv::KvGroup& g : spec_.groups)
+      v.push_back(!g.layers.empty() && model_.config.is_local(g.layers.front()) ? 1 : 0);
+    return v;
+  }();
   int32_t max_model_len_;
   ThreadPool pool_;
   ThreadAdapter threads_;  // pool_'s active threads follow the free cores
@@ -609,7 +634,8 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> logit_rows_;
   std::vector<StepRows> step_rows_;     // per out.scheduled entry
   std::vector<kernels::AttentionSeq> seqs_;
-  RopeRotations rotations_;  // query rotations of shifted blocks
+  RopeRotations rotations_;        // query rotations of shifted blocks (full-attention layers)
+  RopeRotations rotations_local_;  // ... of sliding-window layers (their own RoPE)
   std::vector<float> logits_;
   // One sample to draw this step (sample()).
   struct Draw {
@@ -625,6 +651,7 @@ class EngineImpl final : public Engine {
 
   int64_t steps_ = 0;
   double step_seconds_ = 0;
+  int32_t max_position_ = -1;
   double sample_seconds_ = 0;
   int64_t prompt_tokens_computed_ = 0;
   int64_t output_tokens_ = 0;
@@ -645,11 +672,6 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
   HINGE_ASSIGN_OR_RETURN(const kv::KvSpec spec, kv_spec_for(c, config.k_dtype, config.v_dtype,
                                                             config.block_size, config.kv_groups));
   if (config.context_policy == ContextPolicy::kShift) {
-    for (int32_t w : spec.group_windows())
-      if (w > 0)
-        return Status::Error(
-            "--context-policy shift: not supported for models with sliding-window layers yet "
-            "(their local layers keep only their window already); use --context-policy error");
     const int64_t bs = config.block_size;
     const int64_t sink_blocks = (int64_t{config.sink_tokens} + bs - 1) / bs;
     const int64_t need = (sink_blocks + 2) * bs;

@@ -326,11 +326,16 @@ int32_t KvCacheManager::release_behind_window(RequestId id, int32_t num_computed
 void KvCacheManager::drop_blocks(RequestId id, int32_t first, int32_t count) {
   RequestState& st = state(id);
   for (int32_t g = 0; g < config_.num_groups; ++g) {
-    HINGE_CHECK_MSG(group_window(g) == 0, "drop_blocks: group {} has a sliding window", g);
     BlockTable& t = st.tables[static_cast<size_t>(g)];
     HINGE_CHECK(first >= 0 && count >= 0 && first + count <= t.num_blocks());
-    pool_.free(t.blocks().subspan(static_cast<size_t>(first), static_cast<size_t>(count)));
+    // A sliding-window group's entries [0, released) were released behind its window already:
+    // those in the range are dropped without a reference to free.
+    int32_t& released = st.released[static_cast<size_t>(g)];
+    const int32_t gone = std::clamp(released - first, 0, count);
+    pool_.free(t.blocks().subspan(static_cast<size_t>(first + gone),
+                                  static_cast<size_t>(count - gone)));
     t.erase(first, count);
+    released -= gone;
   }
   st.num_tokens -= count * config_.block_size_tokens;
   HINGE_CHECK(st.num_tokens >= 0);

@@ -199,7 +199,8 @@ class KvCacheManager {
   // table (their references dropped; later blocks move down, so their positions fall by count x
   // block_size) and num_tokens falls by as much. The request publishes no more cache entries
   // from then on: its later blocks hold KV computed at other positions than a fresh prefill of
-  // the same tokens would. Full-attention groups only (HINGE_CHECK).
+  // the same tokens would. A sliding-window group drops the same entries (those already
+  // released behind its window need nothing freed), so every group keeps the same positions.
   void drop_blocks(RequestId id, int32_t first, int32_t count);
   // Blocks request id holds in group g (released entries excluded).
   int32_t num_held_blocks(RequestId id, int32_t group) const;

@@ -2,10 +2,16 @@
 
 #include <algorithm>
 
+#include "common/status.h"
+
 namespace hinge {
 
 const float* const* RopeRotations::tables(std::span<const int32_t> offsets) {
   const size_t begin = ptrs_.size();
+  // A reallocation would leave the pointers handed out earlier in the step dangling.
+  HINGE_CHECK_MSG(begin + offsets.size() <= ptrs_.capacity(),
+                  "RopeRotations: {} pointers this step, {} reserved", begin + offsets.size(),
+                  ptrs_.capacity());
   for (const int32_t d : offsets) {
     if (d == 0) {
       ptrs_.push_back(nullptr);

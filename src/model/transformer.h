@@ -69,6 +69,7 @@ class Transformer {
   }
   // RoPE of the full-attention layers (what the shift context policy's query rotations use).
   const kernels::RopeTable& rope_global() const { return rope_global_; }
+  const kernels::RopeTable& rope_local() const { return rope_local_; }  // sliding-window layers'
 
   // Runs the batch; logits receives [logit_rows.size(), n_vocab]. Errors (nothing computed):
   // more than max_batch_tokens tokens, token id out of range, position beyond the context,
