@@ -29,7 +29,6 @@
 #include "model/rope_rotations.h"
 #include "model/transformer.h"
 #include "model/loaded_model.h"
-#include "sched/kv_demand.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -337,21 +336,10 @@ class EngineImpl final : public Engine {
     z.file_mappings = model_.file_mappings;
     z.dropped_file_bytes = transformer_.dropped_file_bytes();
     z.packed_bytes = transformer_.packed_bytes();
+    z.max_batched_tokens = config_.max_batched_tokens;
     StatusOr<int64_t> blocks = kv_arena_blocks(z, &memory_breakdown_);
-    if (blocks.ok() && config_.memory_budget_bytes > 0) {
-      // The context is what the budget's arena holds for one sequence.
-      const sched::KvDemandShape shape = sched::KvDemandShape::of(
-          config_.block_size, in.spec.num_groups(), in.spec.group_windows(),
-          config_.max_batched_tokens);
-      const int64_t fit =
-          1 + sched::max_new_tokens_within(*blocks, 1, 1, shape, int64_t{max_model_len_} - 1);
-      if (fit < max_model_len_) {
-        memory_breakdown_ += fmt::format(
-            "; context lowered from {} to {} tokens (what this KV arena holds)", max_model_len_,
-            fit);
-        max_model_len_ = static_cast<int32_t>(fit);
-      }
-    }
+    if (blocks.ok() && config_.memory_budget_bytes > 0)
+      max_model_len_ = budget_context_tokens(z, *blocks, max_model_len_, &memory_breakdown_);
     if (blocks.ok()) {
       auto a = kv::KvArena::create(in.spec, *blocks);
       if (a.ok()) return std::move(*a);

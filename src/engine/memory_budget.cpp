@@ -8,6 +8,7 @@
 
 #include "common/resident_memory.h"
 #include "common/units.h"
+#include "sched/kv_demand.h"
 
 namespace hinge {
 namespace {
@@ -77,6 +78,19 @@ StatusOr<int64_t> kv_arena_blocks(const ArenaSizing& z, std::string* breakdown) 
   HINGE_ASSIGN_OR_RETURN(const MemoryPlan plan, plan_memory(m));
   *breakdown = plan.breakdown;
   return std::min(in.spec.num_blocks_in_budget(plan.kv_bytes), kMaxKvBlocks);
+}
+
+int32_t budget_context_tokens(const ArenaSizing& z, int64_t blocks, int32_t max_model_len,
+                              std::string* breakdown) {
+  const kv::KvSpec& spec = z.budget.spec;
+  const sched::KvDemandShape shape = sched::KvDemandShape::of(
+      spec.block_size_tokens, spec.num_groups(), spec.group_windows(), z.max_batched_tokens);
+  const int64_t fit =
+      1 + sched::max_new_tokens_within(blocks, 1, 1, shape, int64_t{max_model_len} - 1);
+  if (fit >= max_model_len) return max_model_len;
+  *breakdown += fmt::format("; context lowered from {} to {} tokens (what this KV arena holds)",
+                            max_model_len, fit);
+  return static_cast<int32_t>(fit);
 }
 
 Status check_weights_fit(int64_t budget_bytes, const std::string& source,

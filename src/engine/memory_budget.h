@@ -61,8 +61,13 @@ struct ArenaSizing {
   std::span<const std::span<const uint8_t>> file_mappings;
   int64_t dropped_file_bytes = 0;  // Transformer::dropped_file_bytes
   int64_t packed_bytes = 0;        // Transformer::packed_bytes
+  int32_t max_batched_tokens = 1;  // a sequence's tokens per step (sliding-window demand)
 };
 StatusOr<int64_t> kv_arena_blocks(const ArenaSizing& z, std::string* breakdown);
+// The context a memory budget's arena of `blocks` holds for one sequence: max_model_len, or
+// fewer tokens (then "; context lowered from X to Y tokens ..." is appended to *breakdown).
+int32_t budget_context_tokens(const ArenaSizing& z, int64_t blocks, int32_t max_model_len,
+                              std::string* breakdown);
 
 // Before the model is packed: do the mapped weights alone (file_bytes) fit the budget?
 Status check_weights_fit(int64_t budget_bytes, const std::string& source,
