@@ -74,7 +74,7 @@ TEST_F(ChatConversation, TurnStartsOfAPromptAreExactTokenBoundaries) {
     EXPECT_LE(starts[i], static_cast<int32_t>(p.tokens.size()));
     // Each is where a message's header starts in the text the tokens up to it decode to.
     const std::string before = tok_->decode(std::vector<int32_t>(p.tokens.begin(), p.tokens.begin() + starts[i]));
-    ASSERT_GE(before.size(), 11u);
+    ASSERT_GE(before.size(), 12u);
     EXPECT_NE(before.find("<|im_end|>", before.size() - 12), std::string::npos)
         << before;
   }

@@ -126,6 +126,28 @@ TEST(EngineMemoryGuard, AGrowingProcessShrinksTheCacheAndPreemptsInsteadOfGrowin
   EXPECT_LE(worst_over, 0) << "RSS went over the budget after the process grew";
 }
 
+// The rest of the process alone grows past the budget: the limit falls to nothing, yet one
+// request always goes on (the limit gives way by what it holds plus a step, counted) instead of
+// being preempted and re-admitted forever; the others wait and then run one at a time.
+TEST(EngineMemoryGuard, OneRequestGoesOnWhenTheBudgetLeavesNothing) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  EngineConfig c = budget_config(40 * MiB);
+  auto made = Engine::create(*m, nullptr, c);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  Engine& e = **made;
+  std::vector<uint8_t> ballast(static_cast<size_t>(64 * MiB));
+  std::memset(ballast.data(), 1, ballast.size());
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 3; ++i) reqs.push_back(seeded_request(40 + i, 200, 300));
+  int steps = 0;
+  const auto out = run_all(e, reqs, [&] { ASSERT_LT(++steps, 20000) << "no progress"; });
+  for (const auto& o : out) EXPECT_EQ(o.size(), 300u);
+  const EngineStats s = e.stats();
+  EXPECT_EQ(s.memory_budget_kv_limit_blocks, 0);
+  EXPECT_GT(s.memory_budget_overshoots, 0);
+}
+
 TEST(EngineMemoryGuard, TheContextIsWhatTheBudgetsArenaHolds) {
   auto m = load_or_die(shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(m);

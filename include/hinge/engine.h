@@ -195,6 +195,7 @@ struct EngineStats {
   int64_t kv_resident_bytes = 0;
   int32_t memory_budget_kv_limit_blocks = 0;
   int64_t memory_budget_limited = 0;
+  int64_t memory_budget_overshoots = 0;  // steps the limit gave way so one request could go on
   int64_t kv_trimmed_bytes = 0;
   int64_t kv_low_watermark_bytes = 0;
   int32_t max_num_seqs_now = 0;

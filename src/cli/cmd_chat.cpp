@@ -128,6 +128,10 @@ void chat_turn(ChatApp& app, const std::string& line) {
     std::fprintf(stderr, "(context full: the model summarizes the oldest turns...)\n");
     HINGE_ASSIGN_OR_RETURN(Reply s, generate(app, sp.tokens, max_tokens, 0, /*stream=*/false));
     if (s.interrupted) return Status::Error("the summary was interrupted; the turn was not sent");
+    if (s.shed)
+      return Status::Errorf("the summary was cut short by memory pressure ({}); the turn was not "
+                            "sent and the conversation is unchanged",
+                            pressure::pressure_level_name(*s.shed));
     return trim(s.text);
   };
   auto prompt = chat::fit_turn(&app.conv, line, app.fit, summarize, &report);

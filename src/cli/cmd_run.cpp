@@ -91,9 +91,9 @@ int run_command(RunArgs args) {
   // A memory budget may leave KV for fewer tokens than --ctx-size: the context is that.
   const int64_t ctx_now = engine.max_model_len();
   if (static_cast<int64_t>(prompt.size()) >= ctx_now)
-    return fail(fmt::format("prompt is {} tokens but the KV cache the memory budget leaves holds "
-                            "{}; raise --memory-budget or shorten the prompt",
-                            prompt.size(), ctx_now));
+    return fail(fmt::format("prompt is {} tokens but the KV cache the memory budget ({}) leaves "
+                            "holds {}; raise the budget or shorten the prompt",
+                            prompt.size(), ec.memory_budget_source, ctx_now));
 
   GenerateRequest req;
   req.prompt_token_ids = prompt;

@@ -26,6 +26,9 @@ std::string memory_budget_summary(const EngineStats& s) {
                         "readings",
                         s.memory_budget_kv_limit_blocks, s.kv_blocks_total,
                         s.memory_budget_limited);
+  if (s.memory_budget_overshoots > 0)
+    line += fmt::format(" (and let one request go on past it at {} steps)",
+                        s.memory_budget_overshoots);
   return line;
 }
 

@@ -25,6 +25,7 @@ void add_memory_budget_fields(Json& j, const EngineStats& s) {
   j["kv_resident_bytes"] = s.kv_resident_bytes;
   j["memory_budget_kv_limit_blocks"] = s.memory_budget_kv_limit_blocks;
   j["memory_budget_limited"] = s.memory_budget_limited;
+  j["memory_budget_overshoots"] = s.memory_budget_overshoots;
   j["kv_trimmed_bytes"] = s.kv_trimmed_bytes;
   j["kv_low_watermark_bytes"] = s.kv_low_watermark_bytes;
   j["kv_evictions"] = s.kv.pool.num_evictions;

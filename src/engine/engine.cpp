@@ -217,8 +217,7 @@ class EngineImpl final : public Engine {
       next_expiry_scan_ = now + 1.0;
     }
     guard_.tick(now, false);
-    // Requests holding more than the budget leaves give way (recompute) rather than grow.
-    if (reclaimer_.budget_limit() < arena_.num_blocks()) sched_.preempt_to_fit(reclaimer_.budget_limit());
+    if (reclaimer_.budget_limit() < arena_.num_blocks()) hold_budget();
     if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed
     threads_.tick(pool_);
     sched_.schedule(&out_);
@@ -280,6 +279,7 @@ class EngineImpl final : public Engine {
     s.kv_resident_bytes = g.kv_resident_bytes;
     s.memory_budget_kv_limit_blocks = g.limit_blocks;
     s.memory_budget_limited = g.limited_readings;
+    s.memory_budget_overshoots = g.overshoots;
     s.kv_trimmed_bytes = g.trimmed_bytes;
     s.kv_low_watermark_bytes = guard_.config().low_watermark_bytes;
     s.max_num_seqs_now = sched_.max_num_seqs_now();
@@ -348,6 +348,25 @@ class EngineImpl final : public Engine {
       arena_status_ = blocks.status();
     }
     return std::move(kv::KvArena::create(in.spec, in.spec.num_groups()).value());
+  }
+
+  // The budget's limit is below the arena: requests holding more than it give way (recompute,
+  // latest arrival of the lowest priority first) rather than grow. One request always goes on:
+  // below what requests hold plus one step of it the limit gives way instead (a bounded
+  // overshoot, counted), or it would be preempted and re-admitted forever while the rest of the
+  // process stays large.
+  void hold_budget() {
+    sched_.preempt_to_fit(reclaimer_.budget_limit());
+    const kv::KvCacheManager& kv = sched_.kv();
+    const int32_t used = kv.pool().counters().num_used_blocks - kv.num_withheld();
+    const int32_t step_blocks =
+        ((config_.max_batched_tokens + config_.block_size - 1) / config_.block_size + 1) *
+        spec_.num_groups();
+    const int32_t floor = std::min<int32_t>(used + step_blocks, arena_.num_blocks());
+    if (reclaimer_.budget_limit() < floor) {
+      reclaimer_.set_budget_limit(floor);
+      guard_.count_overshoot();
+    }
   }
 
   KvMemoryGuardConfig guard_config() const {

@@ -89,7 +89,8 @@ int64_t KvArena::resident_bytes(std::vector<uint8_t>* per_block) const {
   if (base_ == nullptr || mapped_bytes_ == 0) return 0;
   const int64_t page = sysconf(_SC_PAGESIZE);
   const size_t pages = (mapped_bytes_ + static_cast<size_t>(page) - 1) / static_cast<size_t>(page);
-  std::vector<unsigned char> vec(pages);
+  std::vector<unsigned char>& vec = resident_pages_;
+  vec.resize(pages);
   if (mincore(base_, mapped_bytes_, vec.data()) != 0) return 0;
   int64_t resident = 0;
   for (size_t i = 0; i < pages; ++i) {
@@ -125,6 +126,7 @@ KvArena& KvArena::operator=(KvArena&& o) noexcept {
     kv_dim_ = o.kv_dim_;
     k_shift_ = std::move(o.k_shift_);
     k_shift_ready_ = std::move(o.k_shift_ready_);
+    resident_pages_ = std::move(o.resident_pages_);
   }
   return *this;
 }

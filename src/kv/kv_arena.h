@@ -104,6 +104,7 @@ class KvArena {
   int64_t kv_dim_ = 0;
   std::vector<float> k_shift_;
   std::vector<uint8_t> k_shift_ready_;
+  mutable std::vector<unsigned char> resident_pages_;  // resident_bytes' mincore vector, reused
 };
 
 }  // namespace hinge::kv

@@ -41,6 +41,7 @@ struct KvMemoryGuardStats {
   int64_t limited_readings = 0;     // readings whose limit was below the total
   int64_t trimmed_bytes = 0;        // advised back to the OS beyond the low watermark
   int64_t readings = 0;
+  int64_t overshoots = 0;           // steps the engine raised the limit so one request goes on
 };
 
 // The blocks the budget leaves to the KV arena, clamped to [0, total_blocks].
@@ -58,6 +59,7 @@ class KvMemoryGuard {
   // `idle` (no request left: cached blocks beyond the watermark go too).
   void tick(double now, bool idle);
   const KvMemoryGuardStats& stats() const { return stats_; }
+  void count_overshoot() { ++stats_.overshoots; }
   const KvMemoryGuardConfig& config() const { return config_; }
 
  private:

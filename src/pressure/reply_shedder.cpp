@@ -31,9 +31,8 @@ PressureLevel ReplyShedder::poll() {
                          : thermal_ == PressureLevel::kElevated ? std::max(1, tokens / 2)
                                                                 : std::max(1, tokens / 4);
     engine_->set_step_limits(0, step);
-    std::fprintf(stderr, "hinge: temperature %s%s%s%s: step tokens %d\n",
-                 pressure::pressure_level_name(thermal_), s.reasons.empty() ? "" : " (",
-                 s.reasons.c_str(), s.reasons.empty() ? "" : ")", step > 0 ? step : tokens);
+    std::fprintf(stderr, "hinge: temperature %s: step tokens %d\n",
+                 pressure::pressure_level_name(thermal_), step > 0 ? step : tokens);
   }
   if (s.level == level_) return level_;
   const PressureLevel was = level_;

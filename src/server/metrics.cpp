@@ -234,6 +234,9 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
     counter("memory_budget_limited_total",
             "Memory budget readings that held the KV cache below its total.",
             static_cast<double>(e.memory_budget_limited));
+    counter("memory_budget_overshoots_total",
+            "Steps the memory budget's KV limit gave way so that one request could go on.",
+            static_cast<double>(e.memory_budget_overshoots));
     counter("kv_trimmed_bytes_total",
             "Bytes of free KV blocks returned to the OS beyond the low watermark.",
             static_cast<double>(e.kv_trimmed_bytes));

@@ -50,7 +50,10 @@ class Chat:
 
     def __init__(self, *args):
         master, slave = pty.openpty()
-        self.cmd = [ARGS.hinge, 'chat', '-m', ARGS.model, '-t', '2', '--temp', '0', *args]
+        # The host's own memory pressure must not cut replies short: the watch runs only where a
+        # test injects readings.
+        calm = [] if '--pressure-root' in args else ['--no-pressure']
+        self.cmd = [ARGS.hinge, 'chat', '-m', ARGS.model, '-t', '2', '--temp', '0', *calm, *args]
         self.p = subprocess.Popen(self.cmd, stdin=slave, stdout=slave, stderr=slave,
                                   close_fds=True, start_new_session=True)
         os.close(slave)

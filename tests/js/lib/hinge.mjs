@@ -136,7 +136,7 @@ export function startServer(extra = [], { readyTimeoutMs = 20000 } = {}) {
 // `hinge run ... --json`: the parsed JSON object on stdout.
 export function hingeRun(args, timeoutMs = 20000) {
   return new Promise((resolve, reject) => {
-    execFile(HINGE_BIN(), ['run', '-m', HINGE_MODEL(), ...args, '--json'],
+    execFile(HINGE_BIN(), ['run', '-m', HINGE_MODEL(), '--no-pressure', ...args, '--json'],
              { timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
                if (err) return reject(new Error(`hinge run failed: ${err.message}\n${stderr}`));
                try {
