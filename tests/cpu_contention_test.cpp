@@ -75,6 +75,40 @@ TEST(CpuContention, ParsesCpuMax) {
   EXPECT_FALSE(pressure::parse_cpu_max("lots 100000"));
 }
 
+TEST(CpuContention, ParsesCgroupV1CfsQuota) {
+  const auto none = pressure::parse_cfs_quota("-1\n", "100000\n");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(*none);
+  const auto q = pressure::parse_cfs_quota("50000\n", "100000\n");
+  ASSERT_TRUE(q && *q);
+  EXPECT_DOUBLE_EQ(**q, 0.5);
+  EXPECT_FALSE(pressure::parse_cfs_quota("0", "100000"));
+  EXPECT_FALSE(pressure::parse_cfs_quota("5", "0"));
+  EXPECT_FALSE(pressure::parse_cfs_quota("x", "100000"));
+  EXPECT_FALSE(pressure::parse_cfs_quota("", "100000"));
+  const char* self = "9:name=systemd:/\n4:memory:/a\n2:cpu,cpuacct:/hinge-test\n0::/\n";
+  EXPECT_EQ(pressure::parse_cgroup_v1_path(self, "cpu"), "/hinge-test");
+  EXPECT_EQ(pressure::parse_cgroup_v1_path(self, "cpuacct"), "/hinge-test");
+  EXPECT_FALSE(pressure::parse_cgroup_v1_path(self, "cpuset"));
+  EXPECT_FALSE(pressure::parse_cgroup_v1_path("2:cpu:/../x\n", "cpu"));
+  // A v1 hierarchy under a root: the quota is found through /proc/self/cgroup.
+  const std::string root = hinge::testing::temp_dir() + "/cfs-root";
+  std::filesystem::create_directories(root + "/proc/self");
+  std::filesystem::create_directories(root + "/sys/fs/cgroup/cpu,cpuacct/hinge-test");
+  auto put = [](const std::string& path, const char* text) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  put(root + "/proc/self/cgroup", self);
+  put(root + "/sys/fs/cgroup/cpu,cpuacct/hinge-test/cpu.cfs_quota_us", "100000\n");
+  put(root + "/sys/fs/cgroup/cpu,cpuacct/hinge-test/cpu.cfs_period_us", "100000\n");
+  const auto got = pressure::cgroup_cpu_quota(root);
+  ASSERT_TRUE(got);
+  EXPECT_DOUBLE_EQ(*got, 1.0);
+}
+
 CpuSample sample_at(double t, int64_t busy_ticks, double self_cpu) {
   CpuSample s;
   s.wall_seconds = t;

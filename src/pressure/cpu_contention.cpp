@@ -101,13 +101,70 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
+std::optional<std::optional<double>> parse_cfs_quota(std::string_view quota_us,
+                                                     std::string_view period_us) {
+  auto number = [](std::string_view t) -> std::optional<int64_t> {
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) return std::nullopt;
+    return v;
+  };
+  const auto q = number(quota_us), period = number(period_us);
+  if (!q || !period || *period <= 0) return std::nullopt;
+  if (*q == -1) return std::optional<double>{};
+  if (*q <= 0) return std::nullopt;
+  return std::optional<double>(static_cast<double>(*q) / static_cast<double>(*period));
+}
+
+std::optional<std::string> parse_cgroup_v1_path(std::string_view text, std::string_view controller) {
+  std::optional<std::string> path;
+  size_t at = 0;
+  while (at < text.size() && !path) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    const size_t c1 = line.find(':');
+    const size_t c2 = c1 == std::string_view::npos ? c1 : line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    std::string_view list = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string_view p = line.substr(c2 + 1);
+    if (p.empty() || p.front() != '/' || p.find("/..") != std::string_view::npos) continue;
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      if (list.substr(0, comma) == controller) {
+        path = std::string(p);
+        break;
+      }
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  return path;
+}
+
 std::optional<double> cgroup_cpu_quota(const std::string& root) {
-  const auto dir = cgroup_dir(root);
-  if (!dir) return std::nullopt;
-  const auto text = read_small_file(*dir + "/cpu.max");
-  if (!text) return std::nullopt;
-  const auto q = parse_cpu_max(*text);
-  return q ? *q : std::nullopt;
+  if (const auto dir = cgroup_dir(root)) {
+    if (const auto text = read_small_file(*dir + "/cpu.max")) {
+      const auto q = parse_cpu_max(*text);
+      return q ? *q : std::nullopt;
+    }
+  }
+  // cgroup v1 (or a hybrid hierarchy, whose v2 part has no cpu controller).
+  const auto self = read_small_file(root + "/proc/self/cgroup");
+  if (!self) return std::nullopt;
+  const auto path = parse_cgroup_v1_path(*self, "cpu");
+  if (!path) return std::nullopt;
+  for (const char* mount : {"cpu", "cpu,cpuacct", "cpuacct,cpu"}) {
+    const std::string dir = root + "/sys/fs/cgroup/" + mount + (*path == "/" ? "" : *path);
+    const auto quota = read_small_file(dir + "/cpu.cfs_quota_us");
+    const auto period = read_small_file(dir + "/cpu.cfs_period_us");
+    if (!quota || !period) continue;
+    const auto q = parse_cfs_quota(*quota, *period);
+    return q ? *q : std::nullopt;
+  }
+  return std::nullopt;
 }
 
 double process_cpu_seconds() {

@@ -37,10 +37,18 @@ std::optional<CpuTicks> parse_proc_stat(std::string_view text, std::span<const i
 // cgroup v2 cpu.max ("max 100000" or "QUOTA PERIOD"): the quota in cores, nullopt inside for
 // "max" (no limit); the outer nullopt when the text is not that format.
 std::optional<std::optional<double>> parse_cpu_max(std::string_view text);
+// cgroup v1's cpu.cfs_quota_us and cpu.cfs_period_us texts: the quota in cores, nullopt inside
+// for a quota of -1 (no limit); the outer nullopt when either is not that format.
+std::optional<std::optional<double>> parse_cfs_quota(std::string_view quota_us,
+                                                     std::string_view period_us);
+// The path of this process's cgroup v1 hierarchy that has `controller` (a /proc/self/cgroup
+// line "N:cpu,cpuacct:/path"), nullopt when none.
+std::optional<std::string> parse_cgroup_v1_path(std::string_view text, std::string_view controller);
 
 // The cores this process may run on (sched_getaffinity; 0..hardware_threads-1 if unknown).
 std::vector<int> allowed_cpus();
-// The cgroup v2 cpu.max quota of this process under root, in cores (nullopt: none).
+// The CPU quota of this process's cgroup under root, in cores (nullopt: none): cgroup v2's
+// cpu.max, else (a v1 or hybrid hierarchy) the cpu controller's cfs_quota_us / cfs_period_us.
 std::optional<double> cgroup_cpu_quota(const std::string& root);
 // CPU time this process has used (user + system), seconds.
 double process_cpu_seconds();
