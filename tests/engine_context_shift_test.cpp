@@ -98,13 +98,7 @@ TEST(EngineContextShift, AShiftedRequestIsBatchInvariant) {
 }
 
 std::unique_ptr<LoadedModel> synth_model(const std::string& preset) {
-  const std::string path = testing::temp_dir() + "/" + preset + ".shift.gguf";
-  ThreadPool pool(2);
-  const SynthPreset* p = find_synth_preset(preset);
-  EXPECT_NE(p, nullptr);
-  if (!p) return nullptr;
-  EXPECT_TRUE(write_synth_model(*p, GgmlType::F32, 11, path, pool).ok());
-  return testing::load_or_die(path);
+  return testing::synth_model(preset, "shift");
 }
 
 GenerateRequest small_vocab_request(uint64_t seed, int32_t prompt_len, int32_t max_new) {

@@ -23,13 +23,7 @@ const char* const kPresets[] = {"tiny-llama",  "tiny-qwen2",   "tiny-qwen3",
                                 "tiny-granite", "tiny-olmo2",  "tiny-mistral3"};
 
 std::unique_ptr<LoadedModel> synth_model(const std::string& preset) {
-  const std::string path = testing::temp_dir() + "/" + preset + ".engine.gguf";
-  ThreadPool pool(2);
-  const SynthPreset* p = find_synth_preset(preset);
-  EXPECT_NE(p, nullptr);
-  if (!p) return nullptr;
-  EXPECT_TRUE(write_synth_model(*p, GgmlType::F32, 11, path, pool).ok());
-  return testing::load_or_die(path);
+  return testing::synth_model(preset, "engine");
 }
 
 using Results = std::map<uint64_t, std::vector<int32_t>>;

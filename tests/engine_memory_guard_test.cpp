@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
-#include <unordered_map>
 #include <vector>
 
 #include "common/resident_memory.h"
@@ -18,30 +16,11 @@ namespace hinge {
 namespace {
 
 using testing::load_or_die;
+using testing::run_all;
 using testing::seeded_request;
 using testing::shared_path;
 
 constexpr int64_t MiB = int64_t{1} << 20;
-
-std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<GenerateRequest>& reqs,
-                                          const std::function<void()>& each_step = {}) {
-  std::vector<std::vector<int32_t>> out(reqs.size());
-  std::unordered_map<uint64_t, size_t> index;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    auto id = e.add_request(reqs[i]);
-    EXPECT_TRUE(id.ok()) << id.status().message();
-    if (id.ok()) index[id->value] = i;
-  }
-  std::vector<RequestDelta> deltas;
-  while (e.has_unfinished()) {
-    EXPECT_TRUE(e.step(&deltas).ok());
-    if (each_step) each_step();
-    for (const RequestDelta& d : deltas)
-      out[index.at(d.id.value)].insert(out[index.at(d.id.value)].end(), d.token_ids.begin(),
-                                       d.token_ids.end());
-  }
-  return out;
-}
 
 TEST(KvMemoryGuard, TheLimitIsWhatTheBudgetLeavesBesideTheRest) {
   const int64_t budget = 100 * MiB, margin = budget_margin_bytes(budget);

@@ -16,26 +16,9 @@ namespace {
 
 using pressure::PressureLevel;
 using testing::load_or_die;
+using testing::run_all;
 using testing::seeded_request;
 using testing::shared_path;
-
-std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<GenerateRequest>& reqs) {
-  std::vector<std::vector<int32_t>> out(reqs.size());
-  std::unordered_map<uint64_t, size_t> index;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    auto id = e.add_request(reqs[i]);
-    EXPECT_TRUE(id.ok()) << id.status().message();
-    if (id.ok()) index[id->value] = i;
-  }
-  std::vector<RequestDelta> deltas;
-  while (e.has_unfinished()) {
-    EXPECT_TRUE(e.step(&deltas).ok());
-    for (const RequestDelta& d : deltas)
-      out[index.at(d.id.value)].insert(out[index.at(d.id.value)].end(), d.token_ids.begin(),
-                                       d.token_ids.end());
-  }
-  return out;
-}
 
 TEST(EnginePressure, WithheldKvPagesLeaveRssAndOutputsStayTheSame) {
   auto m = load_or_die(shared_path("models/stories260K.gguf"));

@@ -3,12 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <random>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
+#include "common/thread_pool.h"
 #include "hinge/engine.h"
+#include "model/synth.h"
 #include "model/transformer.h"
 #include "model/loaded_model.h"
 #include "test_util.h"
@@ -106,6 +110,41 @@ inline double relative_error(const float* a, const float* b, int64_t n) {
     max_ref = std::max(max_ref, static_cast<double>(std::abs(b[i])));
   }
   return max_diff / max_ref;
+}
+
+// Runs every request to the end on `e` (each_step after each step); the tokens of each, in
+// the order given.
+inline std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<GenerateRequest>& reqs,
+                                                 const std::function<void()>& each_step = {}) {
+  std::vector<std::vector<int32_t>> out(reqs.size());
+  std::unordered_map<uint64_t, size_t> index;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto id = e.add_request(reqs[i]);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    if (id.ok()) index[id->value] = i;
+  }
+  std::vector<RequestDelta> deltas;
+  while (e.has_unfinished()) {
+    EXPECT_TRUE(e.step(&deltas).ok());
+    if (each_step) each_step();
+    for (const RequestDelta& d : deltas)
+      out[index.at(d.id.value)].insert(out[index.at(d.id.value)].end(), d.token_ids.begin(),
+                                       d.token_ids.end());
+  }
+  return out;
+}
+
+// A `hinge synth` preset written with f32 weights (seed 11) to the temp folder as
+// PRESET.TAG.gguf, then loaded.
+inline std::unique_ptr<LoadedModel> synth_model(const std::string& preset,
+                                                const std::string& tag) {
+  const std::string path = temp_dir() + "/" + preset + "." + tag + ".gguf";
+  ThreadPool pool(2);
+  const SynthPreset* p = find_synth_preset(preset);
+  EXPECT_NE(p, nullptr);
+  if (!p) return nullptr;
+  EXPECT_TRUE(write_synth_model(*p, GgmlType::F32, 11, path, pool).ok());
+  return load_or_die(path);
 }
 
 }  // namespace hinge::testing
