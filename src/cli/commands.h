@@ -99,6 +99,22 @@ struct KvEvalArgs {
 };
 int kv_eval_command(const KvEvalArgs& args);
 
+// `hinge kv-size`: KV bytes per token / request / batch (plan/kv_size.h).
+struct KvSizeArgs {
+  std::string preset;        // --preset NAME
+  std::string model;         // -m FILE or HF directory
+  std::string tokenizer;
+  int64_t layers = 0, heads = 0, kv_heads = 0, head_dim = 0;  // the shape by flags
+  int64_t window = 0, local_layers = 0;                       // sliding-window layers
+  int64_t mla_rank = 0, mla_rope_dim = 64;                    // latent attention
+  int64_t context = 0;       // 0: the model's context (4096 when unknown)
+  int64_t batch = 1;
+  std::string dtype = "f16";
+  bool json = false;
+  bool list = false;
+};
+int kv_size_command(const KvSizeArgs& args);
+
 // `hinge context-eval`: StreamingLLM's comparison (eval/context_eval.h).
 struct ContextEvalArgs {
   std::string model;

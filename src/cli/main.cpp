@@ -147,6 +147,34 @@ int main(int argc, char** argv) {
                       "per request (as if EOS came early)");
   hinge::cli::add_engine_options(bench_cmd, &bench.engine);
 
+  hinge::cli::KvSizeArgs kvsize;
+  auto* kvsize_cmd = app.add_subcommand(
+      "kv-size", "KV cache bytes per token, per request and per batch: presets, a model file or a "
+                 "shape; MHA / GQA / MQA / MLA and KV dtypes side by side");
+  kvsize_cmd->add_option("--preset", kvsize.preset, "A model shape: llama-2-70b, llama-3.1-8b, "
+                                                    "deepseek-v3, ... (--list)");
+  kvsize_cmd->add_option("-m,--model", kvsize.model, "GGUF file, Hugging Face directory, or llama2.c .bin");
+  kvsize_cmd->add_option("--tokenizer", kvsize.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
+  kvsize_cmd->add_option("--layers", kvsize.layers, "The shape by flags: layers");
+  kvsize_cmd->add_option("--heads", kvsize.heads, "Query heads");
+  kvsize_cmd->add_option("--kv-heads", kvsize.kv_heads, "KV heads (default: --heads)");
+  kvsize_cmd->add_option("--head-dim", kvsize.head_dim, "Head dimension");
+  kvsize_cmd->add_option("--window", kvsize.window, "Sliding window of the local layers");
+  kvsize_cmd->add_option("--local-layers", kvsize.local_layers, "How many layers have --window");
+  kvsize_cmd->add_option("--mla-rank", kvsize.mla_rank,
+                         "Multi-head latent attention: the cached latent's rank (kv_lora_rank)");
+  kvsize_cmd->add_option("--mla-rope-dim", kvsize.mla_rope_dim,
+                         "MLA's decoupled RoPE key dimension (qk_rope_head_dim)")
+      ->capture_default_str();
+  kvsize_cmd->add_option("-c,--context", kvsize.context,
+                         "Tokens per request; 0 = the model's context (4096 when unknown)")
+      ->capture_default_str();
+  kvsize_cmd->add_option("--batch", kvsize.batch, "Requests at once")->capture_default_str();
+  kvsize_cmd->add_option("--dtype", kvsize.dtype, "KV dtype: f32, f16, bf16, fp8, int8, int4")
+      ->capture_default_str();
+  kvsize_cmd->add_flag("--json", kvsize.json, "One JSON object");
+  kvsize_cmd->add_flag("--list", kvsize.list, "List the presets and their sources");
+
   hinge::cli::ContextEvalArgs ctxeval;
   auto* ctxeval_cmd = app.add_subcommand(
       "context-eval",
@@ -352,6 +380,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) return hinge::cli::run_command(run);
     if (kveval_cmd->parsed()) return hinge::cli::kv_eval_command(kveval);
     if (ctxeval_cmd->parsed()) return hinge::cli::context_eval_command(ctxeval);
+    if (kvsize_cmd->parsed()) return hinge::cli::kv_size_command(kvsize);
     if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
     if (info_cmd->parsed()) return hinge::cli::info_command(info);
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
