@@ -115,6 +115,20 @@ struct KvSizeArgs {
 };
 int kv_size_command(const KvSizeArgs& args);
 
+// `hinge plan`: requests a deployment holds (plan/capacity.h).
+struct PlanArgs {
+  std::string model;                 // a kv-size preset or a model file
+  std::string gpu = "h100-80gb";     // an accelerator preset, or cpu (this machine)
+  int64_t gpus = 1;
+  std::vector<int64_t> contexts;     // --context L [L...]; empty: 8192, or the workload
+  std::string workload;              // JSONL: prompt_tokens, output_tokens per request
+  std::string weights = "f16";       // bytes per parameter by dtype
+  double headroom = 0.10;
+  int64_t max_model_len = 0;         // what a contiguous cache reserves (0: the model's)
+  bool json = false;
+};
+int plan_command(const PlanArgs& args);
+
 // `hinge context-eval`: StreamingLLM's comparison (eval/context_eval.h).
 struct ContextEvalArgs {
   std::string model;

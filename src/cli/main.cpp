@@ -175,6 +175,32 @@ int main(int argc, char** argv) {
   kvsize_cmd->add_flag("--json", kvsize.json, "One JSON object");
   kvsize_cmd->add_flag("--list", kvsize.list, "List the presets and their sources");
 
+  hinge::cli::PlanArgs planargs;
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "Requests a deployment holds: weights, KV budget, paged vs contiguous capacity, "
+              "f16 / fp8 / int4 KV and a decode roofline, on a GPU preset or this machine");
+  plan_cmd->add_option("--model", planargs.model, "A preset (hinge kv-size --list) or a model file")
+      ->required();
+  plan_cmd->add_option("--gpu", planargs.gpu, "h100-80gb, h200-141gb, a100-80gb, a100-40gb, "
+                                              "l4-24gb, mi300x-192gb, or cpu (this machine)")
+      ->capture_default_str();
+  plan_cmd->add_option("--gpus", planargs.gpus, "Accelerators (tensor parallel: memory and "
+                                                "bandwidth add up)")->capture_default_str();
+  plan_cmd->add_option("-c,--context", planargs.contexts,
+                       "Tokens per request (prompt + output); several give a plan each "
+                       "(default 8192)");
+  plan_cmd->add_option("--workload", planargs.workload,
+                       "JSONL, one request a line with prompt_tokens and output_tokens: plan at "
+                       "its length distribution");
+  plan_cmd->add_option("--weights", planargs.weights, "Weight dtype: f16, bf16, fp8, int8, int4")
+      ->capture_default_str();
+  plan_cmd->add_option("--headroom", planargs.headroom,
+                       "Share of the memory kept for activations and the runtime")
+      ->capture_default_str();
+  plan_cmd->add_option("--max-model-len", planargs.max_model_len,
+                       "What a contiguous cache reserves per request (default: the model's context)");
+  plan_cmd->add_flag("--json", planargs.json, "One JSON array, a plan per context");
+
   hinge::cli::ContextEvalArgs ctxeval;
   auto* ctxeval_cmd = app.add_subcommand(
       "context-eval",
@@ -381,6 +407,7 @@ int main(int argc, char** argv) {
     if (kveval_cmd->parsed()) return hinge::cli::kv_eval_command(kveval);
     if (ctxeval_cmd->parsed()) return hinge::cli::context_eval_command(ctxeval);
     if (kvsize_cmd->parsed()) return hinge::cli::kv_size_command(kvsize);
+    if (plan_cmd->parsed()) return hinge::cli::plan_command(planargs);
     if (tok_cmd->parsed()) return hinge::cli::tokenize_command(tok);
     if (info_cmd->parsed()) return hinge::cli::info_command(info);
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
