@@ -129,6 +129,28 @@ struct PlanArgs {
 };
 int plan_command(const PlanArgs& args);
 
+// `hinge simulate`: a workload on the real scheduler with a roofline cost (plan/simulator.h).
+struct SimulateArgs {
+  std::string model;               // a kv-size preset or a model file
+  std::string gpu = "cpu";         // an accelerator preset, or cpu (this machine's profile)
+  int64_t gpus = 1;
+  int64_t threads = 0;             // cpu: the machine profile of this many threads (0: all)
+  std::string trace;               // JSONL workload; empty: the bench-like generator below
+  int64_t requests = 16, prompt_tokens = 128, gen_tokens = 64, shared_prefix = 0;
+  bool mixed_lengths = false;
+  double rate = 0;                 // arrivals per second (0: all at once)
+  uint64_t seed = 1234;
+  std::string kv_memory = "0";     // 0: what the accelerator leaves, or room for every request
+  std::string kv_dtype = "f16";
+  int64_t block_size = 16, max_batched_tokens = 512, max_num_seqs = 64;
+  double bandwidth_share = 1.0;    // of the measured / data-sheet bandwidth a step achieves
+  double compute_share = 1.0;      // of the peak prefill achieves
+  double step_overhead_ms = 0;     // per step
+  bool json = false;
+  bool json_steps = false;
+};
+int simulate_command(const SimulateArgs& args);
+
 // `hinge context-eval`: StreamingLLM's comparison (eval/context_eval.h).
 struct ContextEvalArgs {
   std::string model;

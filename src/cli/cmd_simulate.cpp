@@ -1,0 +1,235 @@
+// `hinge simulate`: a workload through the real scheduler and KV cache manager with a roofline
+// cost per step (plan/simulator.h), on an accelerator preset or this machine. The workload is a
+// JSONL trace or `hinge bench`'s generator (the same seeded prompts, so a simulated run and a
+// benchmarked one schedule the same steps).
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/thread_pool.h"
+#include "common/units.h"
+#include "model/loaded_model.h"
+#include "plan/capacity.h"
+#include "plan/simulator.h"
+#include "roofline/machine_profile.h"
+#include "roofline/model_work.h"
+
+namespace hinge::cli {
+namespace {
+
+// A JSONL trace line: {"arrival_s": 0.5, "prompt_tokens": 300, "output_tokens": 64,
+// "prefix_id": 2, "prefix_tokens": 200, "priority": "batch"}: requests with the same prefix_id
+// start with the same prefix_tokens ids (a shared system prompt, a reused document).
+StatusOr<std::vector<plan::SimRequest>> read_trace(const std::string& path, uint64_t seed) {
+  std::ifstream f(path);
+  if (!f) return Status::Errorf("--trace {}: cannot read it", path);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> pick(3, 30000);
+  std::vector<std::vector<int32_t>> prefixes;
+  std::vector<plan::SimRequest> out;
+  std::string line;
+  for (int64_t n = 1; std::getline(f, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    auto bad = [&](const char* what) {
+      return Status::Errorf("--trace {} line {}: {}", path, n, what);
+    };
+    if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
+    auto integer = [&](const char* k, int64_t dflt, int64_t lo, int64_t hi) -> std::optional<int64_t> {
+      if (!j.contains(k)) return dflt;
+      if (!j[k].is_number_integer()) return std::nullopt;
+      const int64_t v = j[k].get<int64_t>();
+      return v >= lo && v <= hi ? std::optional<int64_t>(v) : std::nullopt;
+    };
+    const auto prompt = integer("prompt_tokens", -1, 1, 1 << 20);
+    const auto output = integer("output_tokens", 1, 1, 1 << 20);
+    const auto prefix_id = integer("prefix_id", -1, 0, 1 << 16);
+    const auto prefix_tokens = integer("prefix_tokens", 0, 0, 1 << 20);
+    if (!prompt || *prompt < 1) return bad("prompt_tokens: an integer in [1, 1048576] is needed");
+    if (!output) return bad("output_tokens: an integer in [1, 1048576]");
+    if (!prefix_id || !prefix_tokens) return bad("prefix_id / prefix_tokens: integers");
+    const double arrival = j.value("arrival_s", 0.0);
+    if (!(arrival >= 0)) return bad("arrival_s: seconds >= 0");
+    plan::SimRequest r;
+    r.arrival_s = arrival;
+    r.output_tokens = static_cast<int32_t>(*output);
+    r.priority = j.value("priority", std::string("interactive")) == "batch"
+                     ? sched::Priority::kBatch : sched::Priority::kInteractive;
+    r.prompt.push_back(1);  // BOS
+    if (*prefix_id >= 0 && *prefix_tokens > 0) {
+      if (static_cast<size_t>(*prefix_id) >= prefixes.size()) prefixes.resize(static_cast<size_t>(*prefix_id) + 1);
+      std::vector<int32_t>& p = prefixes[static_cast<size_t>(*prefix_id)];
+      while (static_cast<int64_t>(p.size()) < *prefix_tokens) p.push_back(pick(rng));
+      r.prompt.insert(r.prompt.end(), p.begin(), p.begin() + *prefix_tokens);
+    }
+    while (static_cast<int64_t>(r.prompt.size()) < *prompt) r.prompt.push_back(pick(rng));
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) return Status::Errorf("--trace {}: no requests", path);
+  return out;
+}
+
+// `hinge bench`'s requests: BOS, --shared-prefix ids, then --prompt-tokens of its own (seeded),
+// --gen-tokens each (--mixed-lengths: uniform up to them), arriving at --rate per second.
+std::vector<plan::SimRequest> generate(const SimulateArgs& a, int64_t vocab) {
+  std::mt19937_64 rng(a.seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> prefix;
+  for (int64_t i = 0; i < a.shared_prefix; ++i) prefix.push_back(pick(rng));
+  std::vector<plan::SimRequest> out;
+  for (int64_t i = 0; i < a.requests; ++i) {
+    plan::SimRequest r;
+    r.prompt.push_back(1);
+    r.prompt.insert(r.prompt.end(), prefix.begin(), prefix.end());
+    int64_t own = a.prompt_tokens, gen = a.gen_tokens;
+    if (a.mixed_lengths) {  // as bench draws them (a BOS allows an empty own part)
+      own = std::uniform_int_distribution<int64_t>(std::min<int64_t>(0, own), own)(rng);
+      gen = std::uniform_int_distribution<int64_t>(1, gen)(rng);
+    }
+    for (int64_t k = 0; k < own; ++k) r.prompt.push_back(pick(rng));
+    r.output_tokens = static_cast<int32_t>(gen);
+    r.arrival_s = a.rate > 0 ? static_cast<double>(i) / a.rate : 0;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+int simulate_command(const SimulateArgs& a) {
+  if (a.model.empty()) return fail("--model: a preset (hinge kv-size --list) or a model file");
+  plan::CostModel cost;
+  int64_t vocab = 32000;
+  int64_t max_len = 0;
+  double kv_bytes_per_token_f16 = 0;
+  std::string model_label = a.model;
+  const auto kv_e = plan::kv_element_bytes(a.kv_dtype);
+  if (!kv_e) return fail(fmt::format("--kv-dtype: unknown '{}'; expected f32, f16, fp8, int8 or int4", a.kv_dtype));
+  if (const plan::KvShape* p = plan::find_kv_preset(a.model)) {
+    cost.weight_bytes = p->params_billion * 1e9 * 2;
+    cost.prefill_flops_per_token = 2 * p->params_billion * 1e9;
+    cost.kv_bytes_per_token = plan::kv_bytes_per_token_layer(*p, *kv_e) * p->layers;
+    kv_bytes_per_token_f16 = cost.kv_bytes_per_token;
+    max_len = p->max_context;
+  } else {
+    LoadOptions o;
+    o.require_vocab = false;
+    auto m = load_model(a.model, o);
+    if (!m.ok()) return fail(fmt::format("--model {}: not a preset and {}", a.model, m.status().message()));
+    const ModelConfig& c = (*m)->config;
+    cost.weight_bytes = static_cast<double>((*m)->weights.bytes_per_token());
+    cost.prefill_flops_per_token = roofline::prefill_flops_per_token(c, (*m)->weights, 512);
+    cost.kv_bytes_per_token = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim) * *kv_e;
+    kv_bytes_per_token_f16 = cost.kv_bytes_per_token;
+    vocab = c.n_vocab;
+    max_len = c.context_length;
+  }
+  // The machine.
+  double memory = 0;
+  if (a.gpu == "cpu") {
+    ThreadPool pool(a.threads > 0 ? static_cast<int32_t>(a.threads) : hardware_threads());
+    auto p = roofline::load_machine_profile(pool.size());
+    if (!p || p->membw_bytes_per_s <= 0 || p->peaks.empty()) {
+      std::fprintf(stderr, "hinge: measuring this machine's bandwidth and compute peaks once\n");
+      auto measured = roofline::measure_machine_profile(pool, p.value_or(roofline::MachineProfile{}),
+                                                        int64_t{1} << 30, true);
+      if (!measured.ok()) return fail(measured.status().message());
+      p = *measured;
+      (void)roofline::save_machine_profile(*p);
+    }
+    cost.bandwidth_bytes_per_s = p->membw_bytes_per_s * a.bandwidth_share;
+    const roofline::ComputePeak* peak = p->best_peak(true);
+    if (peak == nullptr) peak = p->best_peak(false);
+    if (peak == nullptr) return fail("the machine profile has no compute peak");
+    cost.peak_flops = peak->ops_per_s * a.compute_share;
+    cost.step_overhead_s = a.step_overhead_ms / 1e3;
+  } else {
+    const plan::Accelerator* g = plan::find_accelerator(a.gpu);
+    if (g == nullptr) return fail(fmt::format("--gpu: unknown '{}' (h100-80gb, h200-141gb, a100-80gb, "
+                                              "a100-40gb, l4-24gb, mi300x-192gb or cpu)", a.gpu));
+    cost.bandwidth_bytes_per_s = g->bandwidth_bytes_per_s * a.gpus * a.bandwidth_share;
+    cost.peak_flops = g->peak_flops * a.gpus * a.compute_share;
+    cost.step_overhead_s = a.step_overhead_ms / 1e3;
+    memory = g->memory_bytes * a.gpus * 0.9 - cost.weight_bytes;
+  }
+  // The workload.
+  std::vector<plan::SimRequest> reqs;
+  if (!a.trace.empty()) {
+    auto t = read_trace(a.trace, a.seed);
+    if (!t.ok()) return fail(t.status().message());
+    reqs = std::move(*t);
+  } else {
+    if (a.requests < 1 || a.requests > 1000000) return fail("--requests must be in [1, 1000000]");
+    reqs = generate(a, vocab);
+  }
+  // The KV cache: --kv-memory, else what the accelerator leaves, else room for every request.
+  int64_t longest = 0;
+  for (const plan::SimRequest& r : reqs)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(r.prompt.size()) + r.output_tokens);
+  double kv_bytes = 0;
+  if (auto b = parse_bytes(a.kv_memory); b && *b > 0) kv_bytes = static_cast<double>(*b);
+  else if (memory > 0) kv_bytes = memory;
+  else kv_bytes = 4.0 * static_cast<double>(a.max_num_seqs) * static_cast<double>(longest) * cost.kv_bytes_per_token;
+  sched::SchedulerConfig sc;
+  sc.max_num_batched_tokens = static_cast<int32_t>(a.max_batched_tokens);
+  sc.max_num_seqs = static_cast<int32_t>(a.max_num_seqs);
+  sc.block_size_tokens = static_cast<int32_t>(a.block_size);
+  sc.num_kv_blocks = static_cast<int32_t>(std::min<double>(
+      kv_bytes / (cost.kv_bytes_per_token * static_cast<double>(a.block_size)), 1 << 24));
+  sc.max_model_len = static_cast<int32_t>(std::max<int64_t>(max_len, longest));
+  (void)kv_bytes_per_token_f16;
+  auto r = plan::simulate(sc, cost, reqs, a.json_steps);
+  if (!r.ok()) return fail(r.status().message());
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = model_label;
+    j["gpu"] = a.gpu;
+    j["requests"] = reqs.size();
+    j["kv_blocks"] = sc.num_kv_blocks;
+    j["seconds"] = r->seconds;
+    j["output_tokens"] = r->output_tokens;
+    j["output_tokens_per_s"] = r->output_tokens_per_s;
+    j["ttft_ms_p50"] = r->ttft_p50_s * 1e3;
+    j["ttft_ms_p99"] = r->ttft_p99_s * 1e3;
+    j["itl_ms_p50"] = r->itl_p50_s * 1e3;
+    j["itl_ms_p99"] = r->itl_p99_s * 1e3;
+    j["prefix_hit_rate"] = r->prefix_hit_rate;
+    j["preemptions"] = r->preemptions;
+    j["steps"] = r->steps;
+    j["kv_blocks_peak"] = r->kv_blocks_peak;
+    j["computed_prompt_tokens"] = r->computed_prompt_tokens;
+    if (a.json_steps) {
+      j["trace"] = nlohmann::ordered_json::array();
+      for (const plan::SimStep& s : r->trace)
+        j["trace"].push_back({{"start_s", s.start_s}, {"seconds", s.seconds},
+                              {"prefill_tokens", s.prefill_tokens}, {"decode_tokens", s.decode_tokens},
+                              {"running", s.running}, {"waiting", s.waiting},
+                              {"kv_blocks_used", s.kv_blocks_used}, {"compute_s", s.compute_s},
+                              {"weight_s", s.weight_s}, {"kv_s", s.kv_s}});
+    }
+    std::puts(j.dump().c_str());
+    return 0;
+  }
+  std::printf("%s on %s: %zu requests, KV %s in %d blocks of %lld tokens, %lld tokens/step, %lld "
+              "seqs\n", model_label.c_str(), a.gpu.c_str(), reqs.size(),
+              format_bytes(static_cast<uint64_t>(kv_bytes)).c_str(), sc.num_kv_blocks,
+              static_cast<long long>(a.block_size), static_cast<long long>(a.max_batched_tokens),
+              static_cast<long long>(a.max_num_seqs));
+  std::printf("simulated time     %.3f s (%lld steps)\n", r->seconds, static_cast<long long>(r->steps));
+  std::printf("output throughput  %.1f tok/s (%lld tokens)\n", r->output_tokens_per_s,
+              static_cast<long long>(r->output_tokens));
+  std::printf("TTFT p50 / p99     %.2f / %.2f ms\n", r->ttft_p50_s * 1e3, r->ttft_p99_s * 1e3);
+  std::printf("inter-token p50 / p99  %.2f / %.2f ms\n", r->itl_p50_s * 1e3, r->itl_p99_s * 1e3);
+  std::printf("prefix hit rate    %.1f %%\n", r->prefix_hit_rate * 100);
+  std::printf("preemptions        %lld\n", static_cast<long long>(r->preemptions));
+  std::printf("KV peak            %d of %d blocks\n", r->kv_blocks_peak, sc.num_kv_blocks);
+  return 0;
+}
+
+}  // namespace hinge::cli

@@ -1,0 +1,121 @@
+#include "plan/simulator.h"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "common/percentile.h"
+
+namespace hinge::plan {
+
+StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostModel& cost,
+                             std::span<const SimRequest> requests, bool keep_trace) {
+  HINGE_RETURN_IF_ERROR(config.validate());
+  sched::Scheduler s(config);
+  // Arrival order (stable: equal times keep the trace's order, as a server's queue would).
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return requests[a].arrival_s < requests[b].arrival_s;
+  });
+  struct Track {
+    double arrival = 0, first = -1, last = -1;
+    int64_t tokens = 0;
+  };
+  std::unordered_map<uint64_t, Track> track;
+  std::vector<double> itl;
+  SimResult r;
+  double now = 0;
+  size_t next = 0;
+  sched::SchedulerOutput out;
+  std::vector<sched::SampledToken> sampled;
+  while (next < order.size() || s.has_unfinished()) {
+    // Nothing to run: the clock jumps to the next arrival.
+    if (!s.has_unfinished() && requests[order[next]].arrival_s > now)
+      now = requests[order[next]].arrival_s;
+    while (next < order.size() && requests[order[next]].arrival_s <= now) {
+      const SimRequest& q = requests[order[next]];
+      const uint64_t id = next + 1;
+      sched::RequestParams p;
+      p.prompt_token_ids = q.prompt;
+      p.max_new_tokens = q.output_tokens;
+      p.priority = q.priority;
+      HINGE_RETURN_IF_ERROR(s.add_request(kv::RequestId(id), std::move(p)));
+      track[id].arrival = q.arrival_s;
+      r.prompt_tokens += static_cast<int64_t>(q.prompt.size());
+      ++next;
+    }
+    s.set_cache_time(now);
+    s.schedule(&out);
+    SimStep st;
+    st.start_s = now;
+    st.running = s.stats().num_running;
+    st.waiting = s.stats().num_waiting;
+    double kv_read = 0;
+    sampled.clear();
+    for (const sched::ScheduledRequest& q : out.scheduled) {
+      const sched::Request* req = s.find(q.id);
+      const int32_t prompt_end = req ? req->num_kept_prompt_tokens() : 0;
+      const int32_t prompt_part =
+          std::max(0, std::min(q.end_position(), prompt_end) - q.first_position);
+      st.prefill_tokens += prompt_part;
+      st.decode_tokens += q.num_new_tokens - prompt_part;
+      // Attention reads the context so far; the new tokens' KV is written.
+      kv_read += static_cast<double>(q.end_position()) * cost.kv_bytes_per_token;
+      if (!q.samples) continue;
+      sampled.push_back({q.id, 1});
+      for (kv::RequestId sid : out.sample_ids(q)) sampled.push_back({sid, 1});
+    }
+    r.computed_prompt_tokens += st.prefill_tokens;
+    // Every token computed does the matrices' multiply-adds (decode rows too: at a large batch
+    // a CPU's decode step is compute-bound before it is bandwidth-bound).
+    st.compute_s = static_cast<double>(st.prefill_tokens + st.decode_tokens) *
+                   cost.prefill_flops_per_token / cost.peak_flops;
+    st.weight_s = out.empty() ? 0 : cost.weight_bytes / cost.bandwidth_bytes_per_s;
+    st.kv_s = kv_read / cost.bandwidth_bytes_per_s;
+    st.seconds = out.empty() ? 0 : cost.step_overhead_s + std::max(st.compute_s, st.weight_s + st.kv_s);
+    if (out.empty() && s.has_unfinished())
+      return Status::Error("simulate: live requests but nothing scheduled (the KV cache cannot "
+                           "hold one of them)");
+    now += st.seconds;
+    s.update(out, sampled);
+    for (const sched::SampledToken& t : sampled) {
+      Track& k = track[t.id.value];
+      if (k.first < 0) {
+        k.first = now;
+      } else {
+        itl.push_back(now - k.last);
+      }
+      k.last = now;
+      ++k.tokens;
+      st.sampled.push_back(t.id.value);
+    }
+    r.output_tokens += static_cast<int64_t>(sampled.size());
+    const kv::KvCacheStats ks = s.kv().stats();
+    st.kv_blocks_used = ks.pool.num_used_blocks;
+    r.kv_blocks_peak = std::max(r.kv_blocks_peak, st.kv_blocks_used);
+    ++r.steps;
+    if (keep_trace) r.trace.push_back(std::move(st));
+    (void)s.take_finished();
+  }
+  r.seconds = now;
+  r.output_tokens_per_s = now > 0 ? static_cast<double>(r.output_tokens) / now : 0;
+  std::vector<double> ttft;
+  for (const auto& [id, k] : track)
+    if (k.first >= 0) ttft.push_back(k.first - k.arrival);
+  std::sort(ttft.begin(), ttft.end());
+  std::sort(itl.begin(), itl.end());
+  r.ttft_p50_s = percentile(ttft, 50);
+  r.ttft_p99_s = percentile(ttft, 99);
+  r.itl_p50_s = percentile(itl, 50);
+  r.itl_p99_s = percentile(itl, 99);
+  const kv::KvCacheStats ks = s.kv().stats();
+  r.prefix_hit_rate = ks.num_prefix_query_tokens > 0
+                          ? static_cast<double>(ks.num_prefix_hit_tokens) /
+                                static_cast<double>(ks.num_prefix_query_tokens)
+                          : 0;
+  r.preemptions = s.stats().num_preemptions;
+  return r;
+}
+
+}  // namespace hinge::plan

@@ -1,0 +1,68 @@
+// A discrete-event simulation of serving on the real scheduler (`hinge simulate`): requests
+// arrive by a trace or a generator, and each step is what sched::Scheduler (with its real
+// kv::KvCacheManager and block pool: prefix hits, preemption, copy-on-write) schedules, exactly
+// as the engine would, with no model: every sampled token is a constant and a request ends at
+// its output length. A step's duration comes from a roofline cost model:
+//
+//   step seconds = overhead + max(tokens computed x flops per token / peak,
+//                                 (weight bytes + KV bytes the step reads) / bandwidth)
+//   KV bytes read = sum over scheduled sequences of their context (tokens so far) x KV per token
+//
+// Outputs: throughput, TTFT and time per output token percentiles, prefix hit rate,
+// preemptions, KV blocks in use over time, and where each step's time went.
+//
+// Not thread-safe; pure bookkeeping (no I/O).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/scheduler.h"
+
+namespace hinge::plan {
+
+struct SimRequest {
+  double arrival_s = 0;
+  std::vector<int32_t> prompt;   // token ids (prefix caching compares them)
+  int32_t output_tokens = 1;
+  sched::Priority priority = sched::Priority::kInteractive;
+};
+
+struct CostModel {
+  double weight_bytes = 0;          // streamed once per step
+  double kv_bytes_per_token = 0;    // all layers, K and V
+  double prefill_flops_per_token = 0;
+  double bandwidth_bytes_per_s = 1;
+  double peak_flops = 1;
+  double step_overhead_s = 0;       // per step, whatever it computes
+};
+
+struct SimStep {
+  double start_s = 0, seconds = 0;
+  int32_t prefill_tokens = 0, decode_tokens = 0;
+  int32_t running = 0, waiting = 0;
+  int32_t kv_blocks_used = 0;
+  double compute_s = 0, weight_s = 0, kv_s = 0;  // the roofline's parts
+  std::vector<uint64_t> sampled;  // request ids that got a token this step, in schedule order
+};
+
+struct SimResult {
+  double seconds = 0;              // until the last request finished
+  int64_t output_tokens = 0, prompt_tokens = 0, computed_prompt_tokens = 0;
+  double output_tokens_per_s = 0;
+  double ttft_p50_s = 0, ttft_p99_s = 0, itl_p50_s = 0, itl_p99_s = 0;
+  double prefix_hit_rate = 0;
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int32_t kv_blocks_peak = 0;
+  std::vector<SimStep> trace;      // every step (when asked)
+};
+
+// Errors: an invalid scheduler config, a request that cannot fit alone.
+StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostModel& cost,
+                             std::span<const SimRequest> requests, bool keep_trace);
+
+}  // namespace hinge::plan
