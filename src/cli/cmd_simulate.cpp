@@ -114,6 +114,7 @@ int simulate_command(const SimulateArgs& a) {
   if (const plan::KvShape* p = plan::find_kv_preset(a.model)) {
     cost.weight_bytes = p->params_billion * 1e9 * 2;
     cost.prefill_flops_per_token = 2 * p->params_billion * 1e9;
+    cost.attention_flops_per_context = 4.0 * p->layers * p->heads * (p->mla_rank > 0 ? 192 : p->head_dim);
     cost.kv_bytes_per_token = plan::kv_bytes_per_token_layer(*p, *kv_e) * p->layers;
     kv_bytes_per_token_f16 = cost.kv_bytes_per_token;
     max_len = p->max_context;
@@ -124,7 +125,9 @@ int simulate_command(const SimulateArgs& a) {
     if (!m.ok()) return fail(fmt::format("--model {}: not a preset and {}", a.model, m.status().message()));
     const ModelConfig& c = (*m)->config;
     cost.weight_bytes = static_cast<double>((*m)->weights.bytes_per_token());
-    cost.prefill_flops_per_token = roofline::prefill_flops_per_token(c, (*m)->weights, 512);
+    cost.prefill_flops_per_token = roofline::prefill_flops_per_token(c, (*m)->weights, 1);
+    // QK and PV: 2 x 2 FLOPs per head dimension of every query head, per layer and context token.
+    cost.attention_flops_per_context = 4.0 * static_cast<double>(c.n_layers * c.n_heads * c.head_dim);
     cost.kv_bytes_per_token = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim) * *kv_e;
     kv_bytes_per_token_f16 = cost.kv_bytes_per_token;
     vocab = c.n_vocab;
@@ -143,12 +146,16 @@ int simulate_command(const SimulateArgs& a) {
       p = *measured;
       (void)roofline::save_machine_profile(*p);
     }
-    cost.bandwidth_bytes_per_s = p->membw_bytes_per_s * a.bandwidth_share;
+    cost.bandwidth_bytes_per_s =
+        (a.bandwidth_gbps > 0 ? a.bandwidth_gbps * 1e9 : p->membw_bytes_per_s) * a.bandwidth_share;
     const roofline::ComputePeak* peak = p->best_peak(true);
     if (peak == nullptr) peak = p->best_peak(false);
-    if (peak == nullptr) return fail("the machine profile has no compute peak");
-    cost.peak_flops = peak->ops_per_s * a.compute_share;
+    if (peak == nullptr && a.peak_gflops <= 0) return fail("the machine profile has no compute peak");
+    cost.peak_flops = (a.peak_gflops > 0 ? a.peak_gflops * 1e9 : peak->ops_per_s) * a.compute_share;
     cost.step_overhead_s = a.step_overhead_ms / 1e3;
+    cost.decode_peak_flops = a.decode_peak_gflops > 0 ? a.decode_peak_gflops * 1e9 : 0;
+    cost.attention_flops_rate = a.attention_gflops > 0 ? a.attention_gflops * 1e9 : 0;
+    cost.additive = true;  // one pool of threads computes and streams in turn
   } else {
     const plan::Accelerator* g = plan::find_accelerator(a.gpu);
     if (g == nullptr) return fail(fmt::format("--gpu: unknown '{}' (h100-80gb, h200-141gb, a100-80gb, "
@@ -204,6 +211,15 @@ int simulate_command(const SimulateArgs& a) {
     j["steps"] = r->steps;
     j["kv_blocks_peak"] = r->kv_blocks_peak;
     j["computed_prompt_tokens"] = r->computed_prompt_tokens;
+    j["cost"] = {{"weight_bytes", cost.weight_bytes}, {"kv_bytes_per_token", cost.kv_bytes_per_token},
+                 {"flops_per_token", cost.prefill_flops_per_token},
+                 {"attention_flops_per_context_token", cost.attention_flops_per_context},
+                 {"bandwidth_gb_per_s", cost.bandwidth_bytes_per_s / 1e9},
+                 {"peak_gflop_per_s", cost.peak_flops / 1e9},
+                 {"decode_peak_gflop_per_s", cost.decode_peak_flops / 1e9},
+                 {"attention_gflop_per_s", cost.attention_flops_rate / 1e9},
+                 {"additive", cost.additive},
+                 {"step_overhead_ms", cost.step_overhead_s * 1e3}};
     if (a.json_steps) {
       j["trace"] = nlohmann::ordered_json::array();
       for (const plan::SimStep& s : r->trace)

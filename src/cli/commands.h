@@ -146,6 +146,10 @@ struct SimulateArgs {
   double bandwidth_share = 1.0;    // of the measured / data-sheet bandwidth a step achieves
   double compute_share = 1.0;      // of the peak prefill achieves
   double step_overhead_ms = 0;     // per step
+  double bandwidth_gbps = 0;       // > 0: instead of the profile's / data sheet's (cpu)
+  double peak_gflops = 0;          // > 0: instead of the profile's peak (cpu)
+  double decode_peak_gflops = 0;   // > 0: decode tokens' rate (cpu; default: the peak)
+  double attention_gflops = 0;     // > 0: attention's rate (cpu; default: the peak)
   bool json = false;
   bool json_steps = false;
 };

@@ -234,6 +234,15 @@ int main(int argc, char** argv) {
                       "Share of the peak prefill achieves (calibration)")->capture_default_str();
   sim_cmd->add_option("--step-overhead-ms", sim.step_overhead_ms, "Fixed cost per step (calibration)")
       ->capture_default_str();
+  sim_cmd->add_option("--bandwidth-gbps", sim.bandwidth_gbps,
+                      "--gpu cpu: this bandwidth (GB/s) instead of the machine profile's");
+  sim_cmd->add_option("--peak-gflops", sim.peak_gflops,
+                      "--gpu cpu: this peak (GFLOP/s) instead of the machine profile's");
+  sim_cmd->add_option("--decode-peak-gflops", sim.decode_peak_gflops,
+                      "--gpu cpu: the rate of decode tokens' matrices (GFLOP/s; small batches "
+                      "run below the prefill peak)");
+  sim_cmd->add_option("--attention-gflops", sim.attention_gflops,
+                      "--gpu cpu: the rate of attention's FLOPs (GFLOP/s)");
   sim_cmd->add_flag("--json", sim.json, "One JSON object");
   sim_cmd->add_flag("--steps", sim.json_steps, "With --json: every step (times, tokens, KV blocks)");
 

@@ -51,7 +51,7 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
     st.start_s = now;
     st.running = s.stats().num_running;
     st.waiting = s.stats().num_waiting;
-    double kv_read = 0;
+    double kv_read = 0, attention = 0;
     sampled.clear();
     for (const sched::ScheduledRequest& q : out.scheduled) {
       const sched::Request* req = s.find(q.id);
@@ -62,6 +62,8 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
       st.decode_tokens += q.num_new_tokens - prompt_part;
       // Attention reads the context so far; the new tokens' KV is written.
       kv_read += static_cast<double>(q.end_position()) * cost.kv_bytes_per_token;
+      attention += static_cast<double>(q.num_new_tokens) *
+                   (static_cast<double>(q.first_position) + 0.5 * (q.num_new_tokens + 1));
       if (!q.samples) continue;
       sampled.push_back({q.id, 1});
       for (kv::RequestId sid : out.sample_ids(q)) sampled.push_back({sid, 1});
@@ -69,11 +71,19 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
     r.computed_prompt_tokens += st.prefill_tokens;
     // Every token computed does the matrices' multiply-adds (decode rows too: at a large batch
     // a CPU's decode step is compute-bound before it is bandwidth-bound).
-    st.compute_s = static_cast<double>(st.prefill_tokens + st.decode_tokens) *
-                   cost.prefill_flops_per_token / cost.peak_flops;
+    const double decode_peak = cost.decode_peak_flops > 0 ? cost.decode_peak_flops : cost.peak_flops;
+    const double rows = static_cast<double>(st.prefill_tokens + st.decode_tokens);
+    const double rate =
+        decode_peak + (cost.peak_flops - decode_peak) * std::clamp((rows - 16) / (512 - 16), 0.0, 1.0);
+    st.compute_s = rows * cost.prefill_flops_per_token / rate +
+                   attention * cost.attention_flops_per_context /
+                       (cost.attention_flops_rate > 0 ? cost.attention_flops_rate : cost.peak_flops);
     st.weight_s = out.empty() ? 0 : cost.weight_bytes / cost.bandwidth_bytes_per_s;
     st.kv_s = kv_read / cost.bandwidth_bytes_per_s;
-    st.seconds = out.empty() ? 0 : cost.step_overhead_s + std::max(st.compute_s, st.weight_s + st.kv_s);
+    const double memory_s = st.weight_s + st.kv_s;
+    st.seconds = out.empty() ? 0
+                             : cost.step_overhead_s + (cost.additive ? st.compute_s + memory_s
+                                                                     : std::max(st.compute_s, memory_s));
     if (out.empty() && s.has_unfinished())
       return Status::Error("simulate: live requests but nothing scheduled (the KV cache cannot "
                            "hold one of them)");

@@ -4,9 +4,17 @@
 // as the engine would, with no model: every sampled token is a constant and a request ends at
 // its output length. A step's duration comes from a roofline cost model:
 //
-//   step seconds = overhead + max(tokens computed x flops per token / peak,
-//                                 (weight bytes + KV bytes the step reads) / bandwidth)
+//   compute  = tokens x F / rate(tokens) + attention: sum over new tokens of their context x A /
+//              the attention rate (the peak unless given: a CPU's attention runs far below it)
+//   rate(n)  = the decode peak up to 16 rows a step, rising linearly to the peak at 512 (the
+//              matrices of a step run as one product: decode rows in a prefill chunk run at
+//              the chunk's rate)
+//   memory   = (weight bytes + KV bytes the step reads) / bandwidth
+//   step     = overhead + max(compute, memory)      (a GPU: the two overlap)
+//            = overhead + compute + memory          (additive: a CPU's threads do both in turn)
 //   KV bytes read = sum over scheduled sequences of their context (tokens so far) x KV per token
+//
+// F = the layer matrices' FLOPs per token, A = attention FLOPs per token per context token.
 //
 // Outputs: throughput, TTFT and time per output token percentiles, prefix hit rate,
 // preemptions, KV blocks in use over time, and where each step's time went.
@@ -34,10 +42,14 @@ struct SimRequest {
 struct CostModel {
   double weight_bytes = 0;          // streamed once per step
   double kv_bytes_per_token = 0;    // all layers, K and V
-  double prefill_flops_per_token = 0;
+  double prefill_flops_per_token = 0;     // F: the layer matrices
+  double attention_flops_per_context = 0; // A: QK and PV per context token, all layers
   double bandwidth_bytes_per_s = 1;
-  double peak_flops = 1;
-  double step_overhead_s = 0;       // per step, whatever it computes
+  double peak_flops = 1;                  // prompt tokens'
+  double decode_peak_flops = 0;           // decode tokens' (0: peak_flops)
+  double attention_flops_rate = 0;        // attention's (0: peak_flops)
+  double step_overhead_s = 0;             // per step, whatever it computes
+  bool additive = false;                  // compute + memory instead of their max
 };
 
 struct SimStep {
