@@ -54,17 +54,7 @@ StatusOr<KvShape> shape_from(const KvSizeArgs& a) {
     o.tokenizer_path = a.tokenizer;
     o.require_vocab = false;  // the shape is all it needs
     HINGE_ASSIGN_OR_RETURN(auto m, load_model(a.model, o));
-    const ModelConfig& c = m->config;
-    KvShape s;
-    s.name = a.model;
-    s.layers = static_cast<int32_t>(c.n_layers);
-    s.heads = static_cast<int32_t>(c.n_heads);
-    s.kv_heads = static_cast<int32_t>(c.n_kv_heads);
-    s.head_dim = static_cast<int32_t>(c.head_dim);
-    s.window = c.sliding_window;
-    s.local_layers = static_cast<int32_t>(c.num_local_layers());
-    s.max_context = c.context_length;
-    s.source = "the model file";
+    KvShape s = plan::kv_shape_of(m->config, a.model);
     s.params_billion = static_cast<double>(m->num_parameters()) / 1e9;
     return s;
   }

@@ -32,18 +32,8 @@ StatusOr<plan::KvShape> model_shape(const PlanArgs& a) {
   if (!m.ok())
     return Status::Errorf("--model {}: not a preset (hinge kv-size --list) and {}", a.model,
                           m.status().message());
-  const ModelConfig& c = (*m)->config;
-  plan::KvShape s;
-  s.name = a.model;
-  s.layers = static_cast<int32_t>(c.n_layers);
-  s.heads = static_cast<int32_t>(c.n_heads);
-  s.kv_heads = static_cast<int32_t>(c.n_kv_heads);
-  s.head_dim = static_cast<int32_t>(c.head_dim);
-  s.window = c.sliding_window;
-  s.local_layers = static_cast<int32_t>(c.num_local_layers());
-  s.max_context = c.context_length;
+  plan::KvShape s = plan::kv_shape_of((*m)->config, a.model);
   s.params_billion = static_cast<double>((*m)->num_parameters()) / 1e9;
-  s.source = "the model file";
   return s;
 }
 

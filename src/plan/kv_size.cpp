@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "model/model_config.h"
 
 namespace hinge::plan {
 namespace {
@@ -38,6 +41,20 @@ const std::array<KvShape, 13> kPresets = {{
 }  // namespace
 
 std::span<const KvShape> kv_presets() { return kPresets; }
+
+KvShape kv_shape_of(const ModelConfig& c, std::string name) {
+  KvShape s;
+  s.name = std::move(name);
+  s.layers = static_cast<int32_t>(c.n_layers);
+  s.heads = static_cast<int32_t>(c.n_heads);
+  s.kv_heads = static_cast<int32_t>(c.n_kv_heads);
+  s.head_dim = static_cast<int32_t>(c.head_dim);
+  s.window = c.sliding_window;
+  s.local_layers = static_cast<int32_t>(c.num_local_layers());
+  s.max_context = c.context_length;
+  s.source = "the model file";
+  return s;
+}
 
 const KvShape* find_kv_preset(std::string_view name) {
   for (const KvShape& s : kPresets)

@@ -21,6 +21,10 @@
 #include <string_view>
 #include <vector>
 
+namespace hinge {
+struct ModelConfig;
+}  // namespace hinge
+
 namespace hinge::plan {
 
 struct KvShape {
@@ -41,6 +45,9 @@ struct KvShape {
 // The presets: llama-2-7b/13b/70b, llama-3.1-8b/70b/405b, mistral-7b, qwen2.5-7b/72b,
 // qwen3-8b/32b, gemma3-27b, deepseek-v3.
 std::span<const KvShape> kv_presets();
+// The shape of a loaded model's config (its layers, heads, window and context), named `name`;
+// the parameter count is the caller's to set.
+KvShape kv_shape_of(const ModelConfig& config, std::string name);
 const KvShape* find_kv_preset(std::string_view name);
 
 // Nominal bytes per element of a KV dtype name (f32, f16, bf16, fp8, fp8_e4m3, fp8_e5m2, int8,
