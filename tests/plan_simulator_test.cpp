@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model_test_util.h"
+#include "plan/sim_chart.h"
 #include "plan/simulator.h"
 
 namespace hinge::plan {
@@ -103,6 +104,34 @@ TEST(PlanSimulator, TheRooflineCostsEachStep) {
   EXPECT_DOUBLE_EQ(r->ttft_p50_s, 0.5 + 6.4 + 0.5 + 3.6);
   EXPECT_EQ(r->output_tokens, 4);
   EXPECT_DOUBLE_EQ(r->seconds, 2.0 + 6.9 + 4.1 + (0.5 + 2.01) + (0.5 + 2.02) + (0.5 + 2.03));
+}
+
+TEST(PlanSimulator, TheChartHasItsPanelsAndNoNaN) {
+  sched::SchedulerConfig sc;
+  sc.max_num_batched_tokens = 64;
+  sc.max_num_seqs = 4;
+  sc.block_size_tokens = 16;
+  sc.num_kv_blocks = 32;
+  std::vector<SimRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> prompt(40 + 10 * i, 5 + i);
+    reqs.push_back({.arrival_s = 0.01 * i, .prompt = prompt, .output_tokens = 30});
+  }
+  const CostModel cost{.weight_bytes = 1e6, .kv_bytes_per_token = 1e3,
+                       .prefill_flops_per_token = 1e6, .bandwidth_bytes_per_s = 1e9,
+                       .peak_flops = 1e11, .step_overhead_s = 1e-4};
+  auto r = simulate(sc, cost, reqs, true);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string svg = simulation_svg(*r, 32, "a <test> & chart");
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_NE(svg.find("</svg>\n"), std::string::npos);
+  EXPECT_NE(svg.find("a &lt;test&gt; &amp; chart"), std::string::npos);  // escaped
+  size_t lines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 3u);  // KV blocks, running, waiting
+  EXPECT_EQ(svg.find("nan"), std::string::npos);
+  EXPECT_EQ(svg.find("inf"), std::string::npos);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "common/units.h"
 #include "model/loaded_model.h"
 #include "plan/capacity.h"
+#include "plan/sim_chart.h"
 #include "plan/simulator.h"
 #include "roofline/machine_profile.h"
 #include "roofline/model_work.h"
@@ -191,8 +192,19 @@ int simulate_command(const SimulateArgs& a) {
       kv_bytes / (cost.kv_bytes_per_token * static_cast<double>(a.block_size)), 1 << 24));
   sc.max_model_len = static_cast<int32_t>(std::max<int64_t>(max_len, longest));
   (void)kv_bytes_per_token_f16;
-  auto r = plan::simulate(sc, cost, reqs, a.json_steps);
+  auto r = plan::simulate(sc, cost, reqs, a.json_steps || !a.svg.empty());
   if (!r.ok()) return fail(r.status().message());
+  if (!a.svg.empty()) {
+    const std::string svg = plan::simulation_svg(
+        *r, sc.num_kv_blocks,
+        fmt::format("hinge simulate: {} on {}, {} requests",
+                    model_label.substr(model_label.find_last_of('/') + 1), a.gpu, reqs.size()));
+    std::FILE* f = std::fopen(a.svg.c_str(), "w");
+    if (f == nullptr || std::fwrite(svg.data(), 1, svg.size(), f) != svg.size() ||
+        std::fclose(f) != 0)
+      return fail("--svg " + a.svg + ": cannot write it");
+    std::fprintf(stderr, "hinge: wrote %s\n", a.svg.c_str());
+  }
   if (a.json) {
     nlohmann::ordered_json j;
     j["model"] = model_label;

@@ -152,6 +152,7 @@ struct SimulateArgs {
   double attention_gflops = 0;     // > 0: attention's rate (cpu; default: the peak)
   bool json = false;
   bool json_steps = false;
+  std::string svg;                 // --svg FILE: the chart (plan/sim_chart.h)
 };
 int simulate_command(const SimulateArgs& args);
 

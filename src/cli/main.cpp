@@ -245,6 +245,8 @@ int main(int argc, char** argv) {
                       "--gpu cpu: the rate of attention's FLOPs (GFLOP/s)");
   sim_cmd->add_flag("--json", sim.json, "One JSON object");
   sim_cmd->add_flag("--steps", sim.json_steps, "With --json: every step (times, tokens, KV blocks)");
+  sim_cmd->add_option("--svg", sim.svg, "Write an SVG chart: KV blocks, requests and where each "
+                                        "step's time went, over time");
 
   hinge::cli::ContextEvalArgs ctxeval;
   auto* ctxeval_cmd = app.add_subcommand(
