@@ -106,6 +106,39 @@ TEST(PlanSimulator, TheRooflineCostsEachStep) {
   EXPECT_DOUBLE_EQ(r->seconds, 2.0 + 6.9 + 4.1 + (0.5 + 2.01) + (0.5 + 2.02) + (0.5 + 2.03));
 }
 
+// Through hinge serve's admission control: worst-case reservations keep the cache from
+// preempting, a bounded queue refuses the burst's tail, the rest wait and complete.
+TEST(PlanSimulator, AdmissionReservesQueuesAndRefuses) {
+  sched::SchedulerConfig sc;
+  sc.max_num_batched_tokens = 256;
+  sc.max_num_seqs = 16;
+  sc.block_size_tokens = 16;
+  sc.num_kv_blocks = 40;
+  std::vector<SimRequest> reqs;
+  for (int i = 0; i < 12; ++i) {
+    std::vector<int32_t> prompt(100, 7);
+    prompt[1] = i;  // distinct prompts
+    reqs.push_back({.arrival_s = 0, .prompt = prompt, .output_tokens = 60});
+  }
+  const CostModel cost{.weight_bytes = 1e6, .kv_bytes_per_token = 1e3,
+                       .prefill_flops_per_token = 1e6, .bandwidth_bytes_per_s = 1e9,
+                       .peak_flops = 1e11};
+  auto plain = simulate(sc, cost, reqs, false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_GT(plain->preemptions, 0);  // 12 x 10 blocks in 40: the scheduler preempts
+  sched::AdmissionConfig ac;
+  ac.num_blocks = 40;
+  ac.block_size_tokens = 16;
+  ac.max_queue = 5;
+  auto gated = simulate(sc, cost, reqs, false, ac);
+  ASSERT_TRUE(gated.ok()) << gated.status().message();
+  EXPECT_EQ(gated->preemptions, 0);  // reservations: no request outgrows the cache
+  // 40 blocks less 5 % headroom hold 3 reservations of 10 blocks; 5 wait; 4 are refused.
+  EXPECT_EQ(gated->rejected["queue_full"], 4);
+  EXPECT_EQ(gated->output_tokens, 8 * 60);
+  EXPECT_GT(gated->queue_wait_max_s, 0);
+}
+
 TEST(PlanSimulator, TheChartHasItsPanelsAndNoNaN) {
   sched::SchedulerConfig sc;
   sc.max_num_batched_tokens = 64;

@@ -192,7 +192,17 @@ int simulate_command(const SimulateArgs& a) {
       kv_bytes / (cost.kv_bytes_per_token * static_cast<double>(a.block_size)), 1 << 24));
   sc.max_model_len = static_cast<int32_t>(std::max<int64_t>(max_len, longest));
   (void)kv_bytes_per_token_f16;
-  auto r = plan::simulate(sc, cost, reqs, a.json_steps || !a.svg.empty());
+  std::optional<sched::AdmissionConfig> admission;
+  if (a.admission) {
+    sched::AdmissionConfig ac;  // hinge serve's defaults
+    ac.num_blocks = sc.num_kv_blocks;
+    ac.block_size_tokens = sc.block_size_tokens;
+    ac.max_queue = static_cast<int32_t>(a.max_queue);
+    ac.queue_timeout_s = a.queue_timeout;
+    ac.max_request_share = a.max_request_share;
+    admission = ac;
+  }
+  auto r = plan::simulate(sc, cost, reqs, a.json_steps || !a.svg.empty(), admission);
   if (!r.ok()) return fail(r.status().message());
   if (!a.svg.empty()) {
     const std::string svg = plan::simulation_svg(
@@ -223,6 +233,8 @@ int simulate_command(const SimulateArgs& a) {
     j["steps"] = r->steps;
     j["kv_blocks_peak"] = r->kv_blocks_peak;
     j["computed_prompt_tokens"] = r->computed_prompt_tokens;
+    j["rejected"] = r->rejected;
+    j["queue_wait_max_s"] = r->queue_wait_max_s;
     j["cost"] = {{"weight_bytes", cost.weight_bytes}, {"kv_bytes_per_token", cost.kv_bytes_per_token},
                  {"flops_per_token", cost.prefill_flops_per_token},
                  {"attention_flops_per_context_token", cost.attention_flops_per_context},
@@ -256,6 +268,12 @@ int simulate_command(const SimulateArgs& a) {
   std::printf("inter-token p50 / p99  %.2f / %.2f ms\n", r->itl_p50_s * 1e3, r->itl_p99_s * 1e3);
   std::printf("prefix hit rate    %.1f %%\n", r->prefix_hit_rate * 100);
   std::printf("preemptions        %lld\n", static_cast<long long>(r->preemptions));
+  if (a.admission) {
+    std::string rej;
+    for (const auto& [why, n] : r->rejected) rej += fmt::format("{}{} {}", rej.empty() ? "" : ", ", n, why);
+    std::printf("admission          longest wait %.2f s; refused: %s\n", r->queue_wait_max_s,
+                rej.empty() ? "none" : rej.c_str());
+  }
   std::printf("KV peak            %d of %d blocks\n", r->kv_blocks_peak, sc.num_kv_blocks);
   return 0;
 }

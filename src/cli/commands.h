@@ -153,6 +153,10 @@ struct SimulateArgs {
   bool json = false;
   bool json_steps = false;
   std::string svg;                 // --svg FILE: the chart (plan/sim_chart.h)
+  bool admission = false;          // through hinge serve's admission control
+  int64_t max_queue = 256;
+  double queue_timeout = 120;
+  double max_request_share = 0.5;
 };
 int simulate_command(const SimulateArgs& args);
 

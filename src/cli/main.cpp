@@ -245,6 +245,16 @@ int main(int argc, char** argv) {
                       "--gpu cpu: the rate of attention's FLOPs (GFLOP/s)");
   sim_cmd->add_flag("--json", sim.json, "One JSON object");
   sim_cmd->add_flag("--steps", sim.json_steps, "With --json: every step (times, tokens, KV blocks)");
+  sim_cmd->add_flag("--admission", sim.admission,
+                    "Arrivals go through hinge serve's admission control first (worst-case KV "
+                    "reservations, a bounded queue, refusals by reason)");
+  sim_cmd->add_option("--max-queue", sim.max_queue, "--admission: waiting requests at most")
+      ->capture_default_str();
+  sim_cmd->add_option("--queue-timeout", sim.queue_timeout, "--admission: seconds a request may wait")
+      ->capture_default_str();
+  sim_cmd->add_option("--max-request-share", sim.max_request_share,
+                      "--admission: the largest share of the KV pool one request may reserve")
+      ->capture_default_str();
   sim_cmd->add_option("--svg", sim.svg, "Write an SVG chart: KV blocks, requests and where each "
                                         "step's time went, over time");
 

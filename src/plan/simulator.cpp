@@ -9,9 +9,12 @@
 namespace hinge::plan {
 
 StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostModel& cost,
-                             std::span<const SimRequest> requests, bool keep_trace) {
+                             std::span<const SimRequest> requests, bool keep_trace,
+                             const std::optional<sched::AdmissionConfig>& admission) {
   HINGE_RETURN_IF_ERROR(config.validate());
   sched::Scheduler s(config);
+  std::optional<sched::AdmissionController> ac;
+  if (admission) ac.emplace(*admission);
   // Arrival order (stable: equal times keep the trace's order, as a server's queue would).
   std::vector<size_t> order(requests.size());
   std::iota(order.begin(), order.end(), size_t{0});
@@ -29,21 +32,72 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
   size_t next = 0;
   sched::SchedulerOutput out;
   std::vector<sched::SampledToken> sampled;
-  while (next < order.size() || s.has_unfinished()) {
+  std::unordered_map<uint64_t, size_t> queued;  // admission's queue: id -> request index
+  auto start = [&](uint64_t id, size_t index) -> Status {
+    const SimRequest& q = requests[index];
+    sched::RequestParams p;
+    p.prompt_token_ids = q.prompt;
+    p.max_new_tokens = q.output_tokens;
+    p.priority = q.priority;
+    HINGE_RETURN_IF_ERROR(s.add_request(kv::RequestId(id), std::move(p)));
+    r.prompt_tokens += static_cast<int64_t>(q.prompt.size());
+    r.queue_wait_max_s = std::max(r.queue_wait_max_s, now - q.arrival_s);
+    return Status::Ok();
+  };
+  auto free_blocks = [&] {
+    const kv::BlockPoolCounters c = s.kv().pool().counters();
+    return c.num_free_blocks;  // ref 0: free or evictable
+  };
+  auto cached = [&](uint64_t id) {
+    const size_t index = queued.contains(id) ? queued.at(id) : order[id - 1];
+    const kv::ComputedBlocks hit = s.kv().get_computed_blocks(requests[index].prompt, {});
+    return static_cast<int32_t>(std::count_if(hit.blocks.begin(), hit.blocks.end(),
+                                              [](kv::BlockId b) { return b != kv::kReleasedBlock; }));
+  };
+  while (next < order.size() || s.has_unfinished() || !queued.empty()) {
     // Nothing to run: the clock jumps to the next arrival.
-    if (!s.has_unfinished() && requests[order[next]].arrival_s > now)
+    if (!s.has_unfinished() && next < order.size() && requests[order[next]].arrival_s > now)
       now = requests[order[next]].arrival_s;
     while (next < order.size() && requests[order[next]].arrival_s <= now) {
       const SimRequest& q = requests[order[next]];
       const uint64_t id = next + 1;
-      sched::RequestParams p;
-      p.prompt_token_ids = q.prompt;
-      p.max_new_tokens = q.output_tokens;
-      p.priority = q.priority;
-      HINGE_RETURN_IF_ERROR(s.add_request(kv::RequestId(id), std::move(p)));
       track[id].arrival = q.arrival_s;
-      r.prompt_tokens += static_cast<int64_t>(q.prompt.size());
+      if (ac) {
+        sched::AdmissionTicket t;
+        t.id = id;
+        t.priority = q.priority;
+        t.worst_case_blocks = sched::AdmissionController::worst_case_blocks(
+            static_cast<int64_t>(q.prompt.size()), q.output_tokens, 1, config.block_size_tokens,
+            config.num_kv_groups);
+        const sched::AdmissionOffer o = ac->offer(t, now, free_blocks(), cached);
+        if (o.verdict == sched::AdmissionVerdict::kAdmitted) {
+          HINGE_RETURN_IF_ERROR(start(id, order[next]));
+        } else if (o.verdict == sched::AdmissionVerdict::kQueued) {
+          queued[id] = order[next];
+        } else {
+          ++r.rejected[sched::admission_verdict_name(o.verdict)];
+          track.erase(id);
+        }
+      } else {
+        HINGE_RETURN_IF_ERROR(start(id, order[next]));
+      }
       ++next;
+    }
+    if (ac && !queued.empty()) {
+      for (uint64_t id : ac->expire(now)) {
+        queued.erase(id);
+        track.erase(id);
+        ++r.rejected[sched::admission_verdict_name(sched::AdmissionVerdict::kTimedOut)];
+      }
+      while (auto id = ac->admit_next(now, free_blocks(), cached)) {
+        HINGE_RETURN_IF_ERROR(start(*id, queued.at(*id)));
+        queued.erase(*id);
+      }
+    }
+    if (!s.has_unfinished()) {
+      if (next >= order.size() && !queued.empty())
+        return Status::Error("simulate: requests wait in admission's queue with nothing running");
+      continue;
     }
     s.set_cache_time(now);
     s.schedule(&out);
@@ -106,7 +160,8 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
     r.kv_blocks_peak = std::max(r.kv_blocks_peak, st.kv_blocks_used);
     ++r.steps;
     if (keep_trace) r.trace.push_back(std::move(st));
-    (void)s.take_finished();
+    for (const sched::Request& f : s.take_finished())
+      if (ac) ac->release(f.id().value, now);
   }
   r.seconds = now;
   r.output_tokens_per_s = now > 0 ? static_cast<double>(r.output_tokens) / now : 0;

@@ -27,7 +27,11 @@
 #include <string>
 #include <vector>
 
+#include <map>
+#include <optional>
+
 #include "common/status.h"
+#include "sched/admission.h"
 #include "sched/scheduler.h"
 
 namespace hinge::plan {
@@ -69,12 +73,19 @@ struct SimResult {
   double prefix_hit_rate = 0;
   int64_t preemptions = 0;
   int64_t steps = 0;
+  // With admission control: requests refused, by verdict name ("too_large", "queue_full",
+  // "timed_out", ...), and the longest wait in its queue.
+  std::map<std::string, int64_t> rejected;
+  double queue_wait_max_s = 0;
   int32_t kv_blocks_peak = 0;
   std::vector<SimStep> trace;      // every step (when asked)
 };
 
-// Errors: an invalid scheduler config, a request that cannot fit alone.
+// Errors: an invalid scheduler config, a request that cannot fit alone. With `admission`,
+// arrivals go through the server's sched::AdmissionController first (worst-case reservations,
+// its queue, refusals) as hinge serve runs it; without, straight to the scheduler.
 StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostModel& cost,
-                             std::span<const SimRequest> requests, bool keep_trace);
+                             std::span<const SimRequest> requests, bool keep_trace,
+                             const std::optional<sched::AdmissionConfig>& admission = {});
 
 }  // namespace hinge::plan
