@@ -173,3 +173,38 @@ TEST(CliBench, MembwMeasuresABandwidthWithoutAModel) {
 
 }  // namespace
 }  // namespace hinge
+
+namespace hinge {
+namespace {
+
+// `hinge bench --sweep` on a tiny grid: one cell per (dtype, context, batch), decode measured in
+// every cell, the KV bytes a step streams grow with batch x context, the chart is written, and
+// a context past the model's is refused with the way out.
+TEST(CliBenchSweep, GridCellsBytesAndChart) {
+  using testing::hinge_binary;
+  using testing::run_command;
+  const std::string svg = testing::temp_dir() + "/sweep.svg";
+  auto r = run_command(hinge_binary() + " bench -m " + testing::shared_path("models/stories260K.gguf") +
+                       " --sweep --sweep-batches 1 4 --sweep-contexts 64 256 --sweep-dtypes f16 int8"
+                       " --gen-tokens 6 -t 1 --json --svg " + svg + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 8u);
+  for (const auto& c : j) EXPECT_GT(c["decode_tokens_per_s"].get<double>(), 0) << c.dump();
+  // f16, batch 4, context 256 streams 4 x (256 + 3) tokens of KV (640 bytes each in f16).
+  const auto& big = j[3];
+  EXPECT_EQ(big["batch"], 4);
+  EXPECT_EQ(big["context"], 256);
+  EXPECT_DOUBLE_EQ(big["kv_bytes_per_step"].get<double>(), 4 * 259.0 * 640);
+  EXPECT_LT(j[0]["kv_bytes_per_step"].get<double>(), big["kv_bytes_per_step"].get<double>());
+  const std::string chart = testing::read_file(svg);
+  EXPECT_EQ(chart.rfind("<svg", 0), 0u);
+  EXPECT_NE(chart.find("batch 4, int8 KV"), std::string::npos);
+  auto e = run_command(hinge_binary() + " bench -m " + testing::shared_path("models/stories260K.gguf") +
+                       " --sweep --sweep-contexts 4096 2>&1");
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.out.find("hinge synth --context N"), std::string::npos) << e.out;
+}
+
+}  // namespace
+}  // namespace hinge

@@ -52,7 +52,9 @@ int synth_command(const SynthArgs& args) {
   ThreadPool pool(hardware_threads());
   std::fprintf(stderr, "hinge: writing %s (%s, %s)...\n", args.output.c_str(), preset->name.c_str(),
                args.type.c_str());
-  if (Status st = write_synth_model(*preset, *type, args.seed, args.output, pool, args.layers); !st.ok())
+  SynthPreset shaped = *preset;
+  if (args.context > 0) shaped.config.context_length = args.context;
+  if (Status st = write_synth_model(shaped, *type, args.seed, args.output, pool, args.layers); !st.ok())
     return fail(st.message());
   std::fprintf(stderr, "hinge: wrote %s\n", args.output.c_str());
   return 0;

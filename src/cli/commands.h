@@ -60,6 +60,7 @@ struct SynthArgs {
   std::string output;
   uint64_t seed = 1234;
   int64_t layers = 0;
+  int64_t context = 0;     // > 0: the trained context written (random weights: speed tests)
   bool list = false;
   std::string transplant;  // a trained llama GGUF rewritten as --family (model/transplant.h)
   std::string family;
@@ -85,9 +86,16 @@ struct BenchArgs {
   std::string membw_size = "1GiB";
   int64_t membw_reps = 7;
   bool compute = false;         // --compute: measure the multiply-add peak per instruction family
+  bool sweep = false;           // --sweep: decode over batch x context (cli/cmd_bench_sweep.cpp)
+  std::vector<int64_t> sweep_batches = {1, 4, 16, 64};
+  std::vector<int64_t> sweep_contexts = {128, 1024, 4096, 16384};
+  std::vector<std::string> sweep_dtypes = {"f16", "int8"};
+  std::string svg;              // --sweep: the chart
   EngineOptionsArgs engine;
 };
 int bench_command(const BenchArgs& args);
+// `hinge bench --sweep`: decode tok/s and bytes per step over batch x context x KV dtype.
+int bench_sweep_command(const BenchArgs& args);
 
 struct KvEvalArgs {
   std::string model;

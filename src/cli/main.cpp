@@ -83,6 +83,10 @@ int main(int argc, char** argv) {
   synth_cmd->add_option("--preset", synth.preset, "Shape: qwen2.5-0.5b, qwen3-0.6b, gemma3-1b, gemma2-2b, phi3-mini, smollm-135m, llama-1b, tiny-<family>, ... (see --list)");
   synth_cmd->add_option("--layers", synth.layers, "Keep only the first N layers (fast tests of a real shape)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  synth_cmd->add_option("--context", synth.context,
+                        "Write this trained context instead of the preset's (random weights: for "
+                        "speed at long contexts)")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
   synth_cmd->add_option("--type", synth.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k")->capture_default_str();
   synth_cmd->add_option("-o,--output", synth.output, "Output .gguf path");
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
@@ -134,6 +138,18 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-s,--seed", bench.seed, "Seed of the random prompts")
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of the table");
+  bench_cmd->add_flag("--sweep", bench.sweep,
+                      "Decode over batch x context x KV dtype (the roofline, measured): tok/s and "
+                      "the bytes a step streams, weights against KV; contexts share one prefilled "
+                      "prompt through the prefix cache");
+  bench_cmd->add_option("--sweep-batches", bench.sweep_batches, "--sweep: batch sizes")
+      ->capture_default_str();
+  bench_cmd->add_option("--sweep-contexts", bench.sweep_contexts, "--sweep: context lengths")
+      ->capture_default_str();
+  bench_cmd->add_option("--sweep-dtypes", bench.sweep_dtypes, "--sweep: KV dtypes")
+      ->capture_default_str();
+  bench_cmd->add_option("--svg", bench.svg, "--sweep: write the chart (decode tok/s by context, "
+                                            "one line per batch and dtype)");
   bench_cmd->add_option("--temp", bench.temperature, "Sampling temperature; 0 = greedy")
       ->capture_default_str();
   bench_cmd->add_option("--top-k", bench.top_k, "Keep the K most likely tokens; 0 = off")
@@ -470,7 +486,8 @@ int main(int argc, char** argv) {
     if (info_cmd->parsed()) return hinge::cli::info_command(info);
     if (conv_cmd->parsed()) return hinge::cli::convert_command(conv);
     if (synth_cmd->parsed()) return hinge::cli::synth_command(synth);
-    if (bench_cmd->parsed()) return hinge::cli::bench_command(bench);
+    if (bench_cmd->parsed())
+      return bench.sweep ? hinge::cli::bench_sweep_command(bench) : hinge::cli::bench_command(bench);
     if (serve_cmd->parsed()) return hinge::cli::serve_command(serve);
     if (chat_cmd->parsed()) return hinge::cli::chat_command(chat);
     if (keygen_cmd->parsed()) return hinge::cli::keygen_command();
