@@ -25,6 +25,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "cli/bench_workload.h"
 #include "cli/commands.h"
 #include "common/percentile.h"
 #include "cli/memory_report.h"
@@ -199,35 +200,23 @@ int bench_command(const BenchArgs& args) {
         seq_len, bos, args.shared_prefix, args.prompt_tokens, args.gen_tokens, max_len,
         ctx_size_hint(max_len, mc.context_length)));
 
-  // Prompts: BOS + shared prefix + unique part, ids uniform in [0, n_vocab).
-  std::mt19937_64 rng(args.seed);
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(mc.n_vocab - 1));
-  std::vector<int32_t> prefix;
-  if (bos) prefix.push_back(tokenizer.bos());
-  for (int64_t i = 0; i < args.shared_prefix; ++i) prefix.push_back(pick(rng));
-  // --mixed-lengths: own prompt tokens uniform in [1, P] (0 allowed with a shared prefix) and
-  // output length uniform in [1, G] (as if EOS came there); a contiguous allocator would still
-  // have to reserve prompt + G per request.
+  // Prompts: BOS + shared prefix + unique part, ids uniform in [0, n_vocab) (cli/bench_workload.h).
+  const std::vector<BenchPrompt> prompts =
+      bench_prompts(args.seed, mc.n_vocab, bos ? tokenizer.bos() : -1, args.shared_prefix,
+                    args.prompt_tokens, args.gen_tokens, args.mixed_lengths, n);
   std::vector<GenerateRequest> requests(static_cast<size_t>(n));
   std::vector<int64_t> prompt_lens;
   uint64_t request_index = 0;
   for (auto& r : requests) {
-    r.prompt_token_ids = prefix;
-    int64_t own = args.prompt_tokens;
-    int64_t gen = args.gen_tokens;
-    if (args.mixed_lengths) {
-      const int64_t lo = args.shared_prefix > 0 || bos ? 0 : 1;
-      own = std::uniform_int_distribution<int64_t>(std::min(lo, own), own)(rng);
-      gen = std::uniform_int_distribution<int64_t>(1, gen)(rng);
-    }
-    for (int64_t i = 0; i < own; ++i) r.prompt_token_ids.push_back(pick(rng));
+    const BenchPrompt& p = prompts[request_index];
+    r.prompt_token_ids = p.tokens;
     r.sampling.temperature = args.temperature;
     r.sampling.top_k = args.top_k;
     r.sampling.top_p = args.top_p;
     r.sampling.min_p = args.min_p;
     r.sampling.ignore_eos = true;
     r.sampling.seed = args.seed + request_index++;  // each request its own random stream
-    r.max_new_tokens = static_cast<int32_t>(gen);
+    r.max_new_tokens = static_cast<int32_t>(p.gen_tokens);
     prompt_lens.push_back(static_cast<int64_t>(r.prompt_token_ids.size()));
   }
   int64_t total_expected = 0;

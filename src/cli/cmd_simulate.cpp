@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_workload.h"
 #include "cli/commands.h"
 #include "common/thread_pool.h"
 #include "common/units.h"
@@ -76,27 +77,18 @@ StatusOr<std::vector<plan::SimRequest>> read_trace(const std::string& path, uint
   return out;
 }
 
-// `hinge bench`'s requests: BOS, --shared-prefix ids, then --prompt-tokens of its own (seeded),
-// --gen-tokens each (--mixed-lengths: uniform up to them), arriving at --rate per second.
+// `hinge bench`'s requests (cli/bench_workload.h, BOS id 1), arriving at --rate per second.
 std::vector<plan::SimRequest> generate(const SimulateArgs& a, int64_t vocab) {
-  std::mt19937_64 rng(a.seed);
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> prefix;
-  for (int64_t i = 0; i < a.shared_prefix; ++i) prefix.push_back(pick(rng));
   std::vector<plan::SimRequest> out;
-  for (int64_t i = 0; i < a.requests; ++i) {
+  int64_t i = 0;
+  for (BenchPrompt& p : bench_prompts(a.seed, vocab, 1, a.shared_prefix, a.prompt_tokens,
+                                      a.gen_tokens, a.mixed_lengths, a.requests)) {
     plan::SimRequest r;
-    r.prompt.push_back(1);
-    r.prompt.insert(r.prompt.end(), prefix.begin(), prefix.end());
-    int64_t own = a.prompt_tokens, gen = a.gen_tokens;
-    if (a.mixed_lengths) {  // as bench draws them (a BOS allows an empty own part)
-      own = std::uniform_int_distribution<int64_t>(std::min<int64_t>(0, own), own)(rng);
-      gen = std::uniform_int_distribution<int64_t>(1, gen)(rng);
-    }
-    for (int64_t k = 0; k < own; ++k) r.prompt.push_back(pick(rng));
-    r.output_tokens = static_cast<int32_t>(gen);
+    r.prompt = std::move(p.tokens);
+    r.output_tokens = static_cast<int32_t>(p.gen_tokens);
     r.arrival_s = a.rate > 0 ? static_cast<double>(i) / a.rate : 0;
     out.push_back(std::move(r));
+    ++i;
   }
   return out;
 }
@@ -108,7 +100,6 @@ int simulate_command(const SimulateArgs& a) {
   plan::CostModel cost;
   int64_t vocab = 32000;
   int64_t max_len = 0;
-  double kv_bytes_per_token_f16 = 0;
   std::string model_label = a.model;
   const auto kv_e = plan::kv_element_bytes(a.kv_dtype);
   if (!kv_e) return fail(fmt::format("--kv-dtype: unknown '{}'; expected f32, f16, fp8, int8 or int4", a.kv_dtype));
@@ -117,7 +108,6 @@ int simulate_command(const SimulateArgs& a) {
     cost.prefill_flops_per_token = 2 * p->params_billion * 1e9;
     cost.attention_flops_per_context = 4.0 * p->layers * p->heads * (p->mla_rank > 0 ? 192 : p->head_dim);
     cost.kv_bytes_per_token = plan::kv_bytes_per_token_layer(*p, *kv_e) * p->layers;
-    kv_bytes_per_token_f16 = cost.kv_bytes_per_token;
     max_len = p->max_context;
   } else {
     LoadOptions o;
@@ -130,7 +120,6 @@ int simulate_command(const SimulateArgs& a) {
     // QK and PV: 2 x 2 FLOPs per head dimension of every query head, per layer and context token.
     cost.attention_flops_per_context = 4.0 * static_cast<double>(c.n_layers * c.n_heads * c.head_dim);
     cost.kv_bytes_per_token = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim) * *kv_e;
-    kv_bytes_per_token_f16 = cost.kv_bytes_per_token;
     vocab = c.n_vocab;
     max_len = c.context_length;
   }
@@ -191,7 +180,6 @@ int simulate_command(const SimulateArgs& a) {
   sc.num_kv_blocks = static_cast<int32_t>(std::min<double>(
       kv_bytes / (cost.kv_bytes_per_token * static_cast<double>(a.block_size)), 1 << 24));
   sc.max_model_len = static_cast<int32_t>(std::max<int64_t>(max_len, longest));
-  (void)kv_bytes_per_token_f16;
   std::optional<sched::AdmissionConfig> admission;
   if (a.admission) {
     sched::AdmissionConfig ac;  // hinge serve's defaults

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "common/units.h"
+#include "pressure/pressure_policy.h"
 #include "sched/kv_demand.h"
 
 namespace hinge {
@@ -26,10 +27,12 @@ PressureLevel ReplyShedder::poll() {
   const pressure::PressureSnapshot s = watch_->snapshot();
   if (s.thermal != thermal_) {
     thermal_ = s.thermal;
+    // The serve policy's heat actions (pressure_policy.h), for one sequence: the step tokens.
     const int32_t tokens = engine_->config().max_batched_tokens;
-    const int32_t step = thermal_ == PressureLevel::kNormal ? 0
-                         : thermal_ == PressureLevel::kElevated ? std::max(1, tokens / 2)
-                                                                : std::max(1, tokens / 4);
+    const EngineStats st = engine_->stats();
+    const int32_t step = pressure_actions(PressureLevel::kNormal, PressurePolicyConfig{}, 1, tokens,
+                                          st.kv_blocks_total, st.kv_blocks_used, 0, thermal_)
+                             .max_batched_tokens;
     engine_->set_step_limits(0, step);
     std::fprintf(stderr, "hinge: temperature %s: step tokens %d\n",
                  pressure::pressure_level_name(thermal_), step > 0 ? step : tokens);
