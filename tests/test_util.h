@@ -3,9 +3,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace hinge::testing {
 
@@ -57,12 +60,40 @@ inline CommandResult run_command(const std::string& cmd) {
   return r;
 }
 
-// A fresh temporary directory under $TMPDIR (removed by the OS; tests may leave files there).
+// The temporary directories this test process made, removed with everything in them when it
+// exits (a test suite run leaves nothing behind in /tmp; HINGE_KEEP_TEST_DIRS=1 keeps them).
+class TempDirs {
+ public:
+  static TempDirs& get() {
+    static TempDirs dirs;
+    return dirs;
+  }
+  void add(std::string path) {
+    std::lock_guard<std::mutex> l(mu_);
+    paths_.push_back(std::move(path));
+  }
+  ~TempDirs() {
+    const char* keep = std::getenv("HINGE_KEEP_TEST_DIRS");
+    if (keep != nullptr && *keep != '\0' && *keep != '0') return;
+    for (const std::string& p : paths_) {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> paths_;
+};
+
+// A fresh temporary directory under $TMPDIR, removed when the test process exits.
 inline std::string temp_dir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/hinge-test-XXXXXX";
   char* p = ::mkdtemp(tmpl.data());
-  return p ? std::string(p) : std::string("/tmp");
+  if (p == nullptr) return std::string("/tmp");
+  TempDirs::get().add(p);
+  return std::string(p);
 }
 
 }  // namespace hinge::testing

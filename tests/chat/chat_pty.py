@@ -32,11 +32,10 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'serve'))
-from harness import ARGS, Fail, check, main, test  # noqa: E402
+from harness import ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 
 SANITIZED = os.environ.get('HINGE_SANITIZED') == '1'
 TIMEOUT = 120 if SANITIZED else 40
@@ -133,7 +132,7 @@ def encodings(ids):
 @test
 def session_roundtrip():
     """turn 2 cached, /save encrypted, /load in a new process cached, wrong key, flipped byte, /logout"""
-    d = tempfile.mkdtemp(prefix='hinge-chat-')
+    d = temp_dir('hinge-chat-')
     try:
         sdir = os.path.join(d, 'sessions')
         flags = ['-n', '24', '-c', '256', '--session-dir', sdir]
@@ -253,7 +252,7 @@ def template_reuse():
     tmpl = os.path.join(os.path.dirname(ARGS.model), '..', 'chat-templates',
                         'Qwen-Qwen2.5-7B-Instruct.jinja')
     c = Chat('-n', '16', '-c', '512', '--chat-template-file', tmpl, '--system',
-             'You tell short stories.', '--session-dir', tempfile.gettempdir())
+             'You tell short stories.', '--session-dir', temp_dir('hinge-chat-'))
     c.expect(r'template: \S*Qwen')
     history = 0
     for i, text in enumerate(['Tell me about a cat', 'What did the cat eat?', 'Where did it sleep?']):
@@ -277,7 +276,7 @@ def context_policies():
              'Tim wanted to play with the ball too but Lily said it was hers',
              'Their mom told them that sharing is kind and makes everyone happy']
     # error: some turn is refused with the way out, and the chat still answers /reset + a turn.
-    c = Chat('-n', '48', '-c', '192', '--session-dir', tempfile.gettempdir())
+    c = Chat('-n', '48', '-c', '192', '--session-dir', temp_dir('hinge-chat-'))
     refused = False
     for text in lines:
         c.prompt()
@@ -304,7 +303,7 @@ def context_policies():
                                ('summarize', r'(summarized|dropped) the oldest \d+ turns?',
                                 b'summarized')):
         c = Chat('-n', '48', '-c', '192', '--context-policy', policy, '--summary-tokens', '32',
-                 '--session-dir', tempfile.gettempdir())
+                 '--session-dir', temp_dir('hinge-chat-'))
         seen = False
         notes = b''
         for text in lines + lines:
@@ -338,7 +337,7 @@ def write_psi(root, some):
 @test
 def pressure_sheds():
     """critical ends a reply early with a notice, elevated caps it, normal gives full length"""
-    root = tempfile.mkdtemp(prefix='hinge-pressure-')
+    root = temp_dir('hinge-pressure-')
     try:
         write_psi(root, 0)
         c = Chat('-n', '120', '-c', '1024', '--ignore-eos', '--pressure-root', root,
@@ -387,7 +386,7 @@ def rss_of(pid):
 @test
 def budget_holds():
     """smollm-135m q8_0 under --memory-budget: RSS <= budget every 100 ms, the reply shifts"""
-    d = tempfile.mkdtemp(prefix='hinge-chat-budget-')
+    d = temp_dir('hinge-chat-budget-')
     try:
         model = os.path.join(d, 'smollm-135m-q8_0.gguf')
         subprocess.run([ARGS.hinge, 'synth', '--preset', 'smollm-135m', '--type', 'q8_0', '-o',
@@ -429,7 +428,7 @@ def budget_holds():
 @test
 def bad_input():
     """a bad key file refuses to start; bad names, unknown commands, missing sessions: one line"""
-    d = tempfile.mkdtemp(prefix='hinge-chat-')
+    d = temp_dir('hinge-chat-')
     try:
         bad = os.path.join(d, 'key')
         open(bad, 'wb').write(b'short')

@@ -23,7 +23,7 @@
 // and SIGTERM exits 0.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -86,6 +86,7 @@ const adminKey = 'hk-' + randomBytes(32).toString('base64url');
 const tenantArgs = [];
 if (TENANTS > 0) {
   const dir = mkdtempSync(path.join(tmpdir(), 'hinge-overload-'));
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'tenants.json');
   writeFileSync(file, JSON.stringify({
     tenants: tenantKeys.map((k, t) => ({ id: `tenant-${t}`, api_keys_sha256: [sha256(k)],

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +27,7 @@ if (!process.env.HINGE_TLS_DIR) {
     stdio: 'inherit',
     env: { ...process.env, HINGE_TLS_DIR: dir, NODE_EXTRA_CA_CERTS: path.join(dir, 'cert.pem') },
   });
+  rmSync(dir, { recursive: true, force: true });
   process.exit(r.status ?? 1);
 }
 

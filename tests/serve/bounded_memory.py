@@ -19,12 +19,11 @@ import random
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ARGS, Fail, check, main, test  # noqa: E402
+from harness import ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 from server_process import Server, start_fails  # noqa: E402
 
 SANITIZED = os.environ.get('HINGE_SANITIZED') == '1'
@@ -95,7 +94,7 @@ def stream(srv, body, result):
 @test
 def pressure_levels():
     """injected PSI: elevated shrinks the cache (RSS falls), critical 503s new requests while running ones finish, normal resumes"""
-    root = tempfile.mkdtemp(prefix='hinge-pressure-')
+    root = temp_dir('hinge-pressure-')
     write_psi(root, 0)
     with Server('--pressure-root', root, '--pressure-interval', '0.05', '--pressure-cooldown',
                 '0.3', '--kv-memory', '256MiB', '-c', '2048', quiet=True) as srv:

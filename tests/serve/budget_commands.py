@@ -26,17 +26,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from harness import ARGS, check, main, test
+from harness import ARGS, check, main, temp_dir, test
 from server_process import Server
 
 SANITIZED = os.environ.get('HINGE_SANITIZED') == '1'
 SLACK = 1024 * 2**20 if SANITIZED else 0  # ASan's shadow memory is RSS too
 MiB = 2**20
-WORK = tempfile.mkdtemp(prefix='hinge-budget-')
+WORK = temp_dir('hinge-budget-')
 
 
 def model():

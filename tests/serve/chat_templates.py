@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ARGS, check, main, test  # noqa: E402
+from harness import ARGS, check, main, temp_dir, test  # noqa: E402
 from tenants import Server  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,8 +74,7 @@ def templates_drive_chat():
 @test
 def bad_files_refuse_start():
     """a missing, empty or broken template file is one line and a non-zero exit"""
-    import tempfile
-    d = tempfile.mkdtemp()
+    d = temp_dir()
     empty = os.path.join(d, 'empty.jinja')
     open(empty, 'w').close()
     broken = os.path.join(d, 'broken.jinja')

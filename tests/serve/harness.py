@@ -2,7 +2,10 @@
 @test registers a case, check() prints each point that holds and raises Fail on the first that
 does not, main() runs the named cases (all by default) and exits non-zero if any failed."""
 import argparse
+import atexit
+import shutil
 import sys
+import tempfile
 
 TESTS = {}
 ARGS = argparse.Namespace(hinge=None, model=None)  # filled in by main()
@@ -10,6 +13,13 @@ ARGS = argparse.Namespace(hinge=None, model=None)  # filled in by main()
 
 class Fail(Exception):
     pass
+
+
+def temp_dir(prefix='hinge-test-'):
+    """A fresh temporary directory, removed with its files when the test script exits."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 
 def test(fn):

@@ -20,12 +20,11 @@ import select
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ARGS, Fail, check, main, test  # noqa: E402
+from harness import ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 from server_process import Server, start_fails  # noqa: E402
 
 
@@ -69,7 +68,7 @@ def keygen():
 @test
 def bad_file_refuses_start():
     """a bad tenants file (or flags) refuses to start, with one line naming line and field"""
-    d = tempfile.mkdtemp()
+    d = temp_dir()
     bad = os.path.join(d, 'bad.json')
     with open(bad, 'w') as f:
         f.write('{\n  "tenants": [\n    {"id": "acme", "api_keys_sha256": ["%s"],\n'
@@ -94,7 +93,7 @@ def bad_file_refuses_start():
 @test
 def sighup_reload():
     """SIGHUP re-reads the file: a bad one is refused (old config stays), a good one applies"""
-    d = tempfile.mkdtemp()
+    d = temp_dir()
     path = os.path.join(d, 'tenants.json')
     k1, k2 = new_key(), new_key()
     tenants_file(path, [('acme', [k1], {})])
@@ -132,7 +131,7 @@ def sighup_reload():
 @test
 def api_key_file():
     """without tenants, --api-key-file guards /v1/* with one key read from a file"""
-    d = tempfile.mkdtemp()
+    d = temp_dir()
     key = new_key()
     path = os.path.join(d, 'key')
     with open(path, 'w') as f:
@@ -154,7 +153,7 @@ def api_key_file():
 @test
 def admin_listener():
     """--admin-port serves metrics, stats, dashboard and /admin/* without a key, nothing else"""
-    d = tempfile.mkdtemp()
+    d = temp_dir()
     path = os.path.join(d, 'tenants.json')
     ka = new_key()
     tenants_file(path, [('acme', [ka], {})])
@@ -194,7 +193,7 @@ def admin_listener():
                         key=ka)[0] == 200, 'a request of acme')
         chromium = next((c for c in ('/usr/bin/chromium', '/usr/bin/chromium-browser') if os.path.exists(c)), None)
         check(chromium is not None, 'chromium is installed (scripts/install-deps --test)')
-        prof = tempfile.mkdtemp()
+        prof = temp_dir()
         dom = subprocess.run([chromium, '--headless', '--no-sandbox', '--disable-gpu',
                               '--disable-dev-shm-usage', f'--user-data-dir={prof}', '--no-first-run',
                               '--disable-extensions', '--disable-background-networking',
@@ -211,7 +210,7 @@ def admin_listener():
 def privacy_marker():
     """a marker in prompts and completions never reaches logs, metrics, stats, dashboard, errors"""
     marker = 'zq' + secrets.token_hex(12)
-    d = tempfile.mkdtemp()
+    d = temp_dir()
     path = os.path.join(d, 'tenants.json')
     ka, kb, admin = new_key(), new_key(), new_key()
     tenants_file(path, [('acme', [ka], {}), ('globex', [kb], {'max_concurrent': 1})], [admin],
