@@ -2,6 +2,8 @@
 // consistency between fields, prefix caching on and off) and the one-line errors of bad flags.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -204,6 +206,66 @@ TEST(CliBenchSweep, GridCellsBytesAndChart) {
                        " --sweep --sweep-contexts 4096 2>&1");
   EXPECT_NE(e.exit_code, 0);
   EXPECT_NE(e.out.find("hinge synth --context N"), std::string::npos) << e.out;
+
+  // The simulator predicts the same grid and sets the measurement beside it.
+  const std::string measured = testing::temp_dir() + "/bench-sweep.json";
+  {
+    std::ofstream f(measured);
+    f << r.out;
+  }
+  const std::string sim_svg = testing::temp_dir() + "/simulate-sweep.svg";
+  const std::string sim = hinge_binary() + " simulate --model " +
+                          testing::shared_path("models/stories260K.gguf") +
+                          " --gpu cpu --bandwidth-gbps 10 --peak-gflops 50 --sweep --sweep-batches 1 4"
+                          " --sweep-contexts 64 256 --sweep-dtypes f16 int8 --gen-tokens 6";
+  auto p = run_command(sim + " --compare " + measured + " --json --svg " + sim_svg + " 2>/dev/null");
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  const auto pj = nlohmann::json::parse(p.out);
+  ASSERT_EQ(pj.size(), 8u);
+  for (size_t i = 0; i < pj.size(); ++i) {
+    EXPECT_EQ(pj[i]["batch"], j[i]["batch"]);
+    EXPECT_EQ(pj[i]["context"], j[i]["context"]);
+    EXPECT_GT(pj[i]["decode_tokens_per_s"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(pj[i]["measured_decode_tokens_per_s"].get<double>(),
+                     j[i]["decode_tokens_per_s"].get<double>());
+    EXPECT_NEAR(pj[i]["ratio"].get<double>(),
+                pj[i]["decode_tokens_per_s"].get<double>() / j[i]["decode_tokens_per_s"].get<double>(), 1e-9);
+  }
+  // The simulator's KV bytes per step are the KV the same cells read: batch x (context + the
+  // tokens so far), in the model's f16 bytes per token.
+  EXPECT_NEAR(pj[3]["kv_bytes_per_step"].get<double>(), big["kv_bytes_per_step"].get<double>(),
+              0.02 * big["kv_bytes_per_step"].get<double>());
+  const std::string sim_chart = testing::read_file(sim_svg);
+  size_t points = 0;
+  for (size_t at = sim_chart.find("<circle"); at != std::string::npos; at = sim_chart.find("<circle", at + 1))
+    ++points;
+  EXPECT_EQ(points, 8u + 1);  // each measured cell and the legend's
+  auto table = run_command(sim + " --compare " + measured + " 2>/dev/null");
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.out.find("simulated / measured"), std::string::npos) << table.out;
+  auto bad = run_command(sim + " --compare " + sim_svg + " 2>&1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("not the output of hinge bench --sweep --json"), std::string::npos) << bad.out;
+}
+
+// `hinge simulate --workload chat`: conversations whose turns hit the prefix cache.
+TEST(CliSimulate, ChatWorkloadReusesTheConversation) {
+  using testing::hinge_binary;
+  using testing::run_command;
+  const std::string base = hinge_binary() + " simulate --model llama-3.1-8b --gpu h100-80gb --json";
+  auto r = run_command(base + " --workload chat --requests 4 --turns 3 --prompt-tokens 50"
+                              " --gen-tokens 20 --shared-prefix 100 --think-s 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["workload"], "chat");
+  EXPECT_EQ(j["requests"], 12);
+  EXPECT_EQ(j["output_tokens"], 12 * 20);
+  EXPECT_GT(j["prefix_hit_rate"].get<double>(), 0.5);
+  EXPECT_GT(j["seconds"].get<double>(), 2.0);  // two thinking pauses per conversation
+  EXPECT_EQ(j["abandoned"], 0);
+  auto e = run_command(base + " --workload chats 2>&1");
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.out.find("expected bench, chat, rag or burst"), std::string::npos) << e.out;
 }
 
 }  // namespace

@@ -162,7 +162,11 @@ TEST(PlanSimulator, TheChartHasItsPanelsAndNoNaN) {
   size_t lines = 0;
   for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1))
     ++lines;
-  EXPECT_EQ(lines, 3u);  // KV blocks, running, waiting
+  EXPECT_EQ(lines, 5u);  // KV blocks, running, waiting, TTFT and inter-token by percentile
+  EXPECT_NE(svg.find("latency by percentile"), std::string::npos);
+  ASSERT_EQ(r->ttft_s.size(), 6u);  // kept with the trace, sorted
+  EXPECT_TRUE(std::is_sorted(r->itl_s.begin(), r->itl_s.end()));
+  EXPECT_EQ(r->itl_s.size(), 6u * 29);
   EXPECT_EQ(svg.find("nan"), std::string::npos);
   EXPECT_EQ(svg.find("inf"), std::string::npos);
 }

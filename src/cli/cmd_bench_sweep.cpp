@@ -22,72 +22,13 @@
 #include "kv/kv_spec.h"
 #include "model/loaded_model.h"
 #include "model/kv_cache.h"
+#include "plan/sweep_chart.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::cli {
 namespace {
 
-struct Cell {
-  std::string dtype;
-  int64_t batch = 0, context = 0;
-  double tokens_per_s = 0, step_ms = 0;
-  double weight_bytes = 0, kv_bytes = 0;  // per decode step
-};
-
-std::string sweep_svg(const std::vector<Cell>& cells, const std::string& title) {
-  constexpr double W = 760, H = 420, L = 70, R = 170, T = 50, B = 50;
-  double y_max = 1;
-  int64_t c_min = INT64_MAX, c_max = 1;
-  for (const Cell& c : cells) {
-    y_max = std::max(y_max, c.tokens_per_s);
-    c_min = std::min(c_min, c.context);
-    c_max = std::max(c_max, c.context);
-  }
-  const double lx0 = std::log2(static_cast<double>(std::max<int64_t>(1, c_min)));
-  const double lx1 = std::max(lx0 + 1, std::log2(static_cast<double>(c_max)));
-  auto x = [&](int64_t c) { return L + (W - L - R) * (std::log2(static_cast<double>(c)) - lx0) / (lx1 - lx0); };
-  auto y = [&](double v) { return T + (H - T - B) * (1 - v / y_max); };
-  std::string o = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
-      "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{:.0f}\" y=\"24\" font-size=\"15\" font-weight=\"bold\">{}</text>\n"
-      "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"none\" stroke=\"#999\"/>\n"
-      "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"11\" text-anchor=\"end\">{:.0f} tok/s</text>\n"
-      "<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"11\" text-anchor=\"end\">0</text>\n",
-      W, H, L, title, L, T, W - L - R, H - T - B, L - 6, T + 10, y_max, L - 6, H - B);
-  std::vector<int64_t> contexts;
-  for (const Cell& c : cells)
-    if (std::find(contexts.begin(), contexts.end(), c.context) == contexts.end()) contexts.push_back(c.context);
-  for (int64_t c : contexts)
-    o += fmt::format("<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
-                     x(c), H - B + 16, c);
-  o += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"12\">context (tokens, log scale)</text>\n",
-                   L, H - 12);
-  const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-  int k = 0;
-  std::vector<std::pair<std::string, int64_t>> lines;
-  for (const Cell& c : cells)
-    if (std::find(lines.begin(), lines.end(), std::make_pair(c.dtype, c.batch)) == lines.end())
-      lines.emplace_back(c.dtype, c.batch);
-  std::vector<int64_t> batches;  // one color per batch; the second dtype's lines dashed
-  for (const auto& line : lines)
-    if (std::find(batches.begin(), batches.end(), line.second) == batches.end())
-      batches.push_back(line.second);
-  for (const auto& [dtype, batch] : lines) {
-    std::string pts;
-    for (const Cell& c : cells)
-      if (c.dtype == dtype && c.batch == batch)
-        pts += fmt::format("{}{:.1f},{:.1f}", pts.empty() ? "" : " ", x(c.context), y(c.tokens_per_s));
-    const char* color = colors[(std::find(batches.begin(), batches.end(), batch) - batches.begin()) % 8];
-    const bool dashed = dtype != lines.front().first;
-    o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{} points=\"{}\"/>\n",
-                     color, dashed ? " stroke-dasharray=\"5,3\"" : "", pts);
-    o += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"12\" fill=\"{}\">batch {}, {} KV</text>\n",
-                     W - R + 10, T + 16 + 16 * k, color, batch, dtype);
-    ++k;
-  }
-  return o + "</svg>\n";
-}
+using Cell = plan::SweepPoint;
 
 }  // namespace
 
@@ -158,7 +99,7 @@ int bench_sweep_command(const BenchArgs& a) {
           ++decode_steps;
         }
         Cell c;
-        c.dtype = dtype;
+        c.kv_dtype = dtype;
         c.batch = batch;
         c.context = context;
         c.tokens_per_s = decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0;
@@ -173,7 +114,8 @@ int bench_sweep_command(const BenchArgs& a) {
     }
   }
   if (!a.svg.empty()) {
-    const std::string svg = sweep_svg(cells, "hinge bench --sweep: decode tok/s by context");
+    const std::string svg = plan::sweep_svg(cells, {}, "hinge bench --sweep: decode tok/s by context",
+                                             "", "");
     std::FILE* f = std::fopen(a.svg.c_str(), "w");
     if (f == nullptr || std::fwrite(svg.data(), 1, svg.size(), f) != svg.size() || std::fclose(f) != 0)
       return fail("--svg " + a.svg + ": cannot write it");
@@ -181,7 +123,7 @@ int bench_sweep_command(const BenchArgs& a) {
   if (a.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
     for (const Cell& c : cells)
-      j.push_back({{"kv_dtype", c.dtype}, {"batch", c.batch}, {"context", c.context},
+      j.push_back({{"kv_dtype", c.kv_dtype}, {"batch", c.batch}, {"context", c.context},
                    {"decode_tokens_per_s", c.tokens_per_s}, {"step_ms", c.step_ms},
                    {"weight_bytes_per_step", c.weight_bytes}, {"kv_bytes_per_step", c.kv_bytes}});
     std::puts(j.dump().c_str());
@@ -190,7 +132,7 @@ int bench_sweep_command(const BenchArgs& a) {
   std::printf("| KV | batch | context | decode tok/s | step (ms) | weights / step | KV / step | KV share |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Cell& c : cells)
-    std::printf("| %s | %lld | %lld | %.1f | %.2f | %.1f MB | %.1f MB | %.0f %% |\n", c.dtype.c_str(),
+    std::printf("| %s | %lld | %lld | %.1f | %.2f | %.1f MB | %.1f MB | %.0f %% |\n", c.kv_dtype.c_str(),
                 static_cast<long long>(c.batch), static_cast<long long>(c.context), c.tokens_per_s,
                 c.step_ms, c.weight_bytes / 1e6, c.kv_bytes / 1e6,
                 100 * c.kv_bytes / (c.kv_bytes + c.weight_bytes));
@@ -199,7 +141,7 @@ int bench_sweep_command(const BenchArgs& a) {
     for (int64_t b : a.sweep_batches) {
       const Cell* any = nullptr;
       for (const Cell& c : cells)
-        if (c.dtype == dtype && c.batch == b) any = &c;
+        if (c.kv_dtype == dtype && c.batch == b) any = &c;
       if (any == nullptr) continue;
       const double per_token = any->kv_bytes / (static_cast<double>(b) * (static_cast<double>(any->context) + gen / 2.0));
       std::printf(" %s batch %lld: %.0f;", dtype.c_str(), static_cast<long long>(b),

@@ -2,6 +2,7 @@
 // cost per step (plan/simulator.h), on an accelerator preset or this machine. The workload is a
 // JSONL trace or `hinge bench`'s generator (the same seeded prompts, so a simulated run and a
 // benchmarked one schedule the same steps).
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -13,21 +14,19 @@
 
 #include "cli/bench_workload.h"
 #include "cli/commands.h"
-#include "common/thread_pool.h"
 #include "common/units.h"
-#include "model/loaded_model.h"
-#include "plan/capacity.h"
 #include "plan/sim_chart.h"
 #include "plan/simulator.h"
-#include "roofline/machine_profile.h"
-#include "roofline/model_work.h"
+#include "plan/workloads.h"
+#include "cli/simulate_setup.h"
 
 namespace hinge::cli {
 namespace {
 
 // A JSONL trace line: {"arrival_s": 0.5, "prompt_tokens": 300, "output_tokens": 64,
 // "prefix_id": 2, "prefix_tokens": 200, "priority": "batch"}: requests with the same prefix_id
-// start with the same prefix_tokens ids (a shared system prompt, a reused document).
+// start with the same prefix_tokens ids (a shared system prompt, a reused document). "after": K
+// (the index of an earlier line's request, from 0) sends it arrival_s after request K ends.
 StatusOr<std::vector<plan::SimRequest>> read_trace(const std::string& path, uint64_t seed) {
   std::ifstream f(path);
   if (!f) return Status::Errorf("--trace {}: cannot read it", path);
@@ -56,10 +55,16 @@ StatusOr<std::vector<plan::SimRequest>> read_trace(const std::string& path, uint
     if (!prompt || *prompt < 1) return bad("prompt_tokens: an integer in [1, 1048576] is needed");
     if (!output) return bad("output_tokens: an integer in [1, 1048576]");
     if (!prefix_id || !prefix_tokens) return bad("prefix_id / prefix_tokens: integers");
+    const auto after = integer("after", -1, 0, static_cast<int64_t>(out.size()) - 1);
+    if (!after) return bad("after: the index (from 0) of an earlier request in the trace");
+    if (j.contains("arrival_s") && !j["arrival_s"].is_number()) return bad("arrival_s: a number of seconds");
+    if (j.contains("priority") && !j["priority"].is_string())
+      return bad("priority: \"interactive\" or \"batch\"");
     const double arrival = j.value("arrival_s", 0.0);
-    if (!(arrival >= 0)) return bad("arrival_s: seconds >= 0");
+    if (!(arrival >= 0) || !std::isfinite(arrival)) return bad("arrival_s: seconds >= 0");
     plan::SimRequest r;
     r.arrival_s = arrival;
+    r.after = *after;
     r.output_tokens = static_cast<int32_t>(*output);
     r.priority = j.value("priority", std::string("interactive")) == "batch"
                      ? sched::Priority::kBatch : sched::Priority::kInteractive;
@@ -93,78 +98,49 @@ std::vector<plan::SimRequest> generate(const SimulateArgs& a, int64_t vocab) {
   return out;
 }
 
+StatusOr<std::vector<plan::SimRequest>> workload(const SimulateArgs& a, int64_t vocab) {
+  if (!a.trace.empty()) return read_trace(a.trace, a.seed);
+  if (a.workload == "bench") {
+    if (a.requests < 1 || a.requests > 1000000) return Status::Error("--requests must be in [1, 1000000]");
+    return generate(a, vocab);
+  }
+  plan::WorkloadSpec w;
+  w.name = a.workload;
+  w.vocab = vocab;
+  w.seed = a.seed;
+  w.system_tokens = a.shared_prefix;
+  w.message_tokens = a.prompt_tokens;
+  w.output_tokens = a.gen_tokens;
+  w.mixed_lengths = a.mixed_lengths;
+  w.rate = a.rate;
+  w.requests = a.requests;
+  w.turns = a.turns;
+  w.think_s = a.think_s;
+  w.documents = a.documents;
+  w.document_tokens = a.document_tokens;
+  w.zipf = a.zipf;
+  w.bursts = a.bursts;
+  w.interval_s = a.burst_interval;
+  return plan::generate_workload(w);
+}
+
 }  // namespace
 
 int simulate_command(const SimulateArgs& a) {
-  if (a.model.empty()) return fail("--model: a preset (hinge kv-size --list) or a model file");
-  plan::CostModel cost;
-  int64_t vocab = 32000;
-  int64_t max_len = 0;
-  std::string model_label = a.model;
+  if (a.sweep) return simulate_sweep_command(a);
   const auto kv_e = plan::kv_element_bytes(a.kv_dtype);
   if (!kv_e) return fail(fmt::format("--kv-dtype: unknown '{}'; expected f32, f16, fp8, int8 or int4", a.kv_dtype));
-  if (const plan::KvShape* p = plan::find_kv_preset(a.model)) {
-    cost.weight_bytes = p->params_billion * 1e9 * 2;
-    cost.prefill_flops_per_token = 2 * p->params_billion * 1e9;
-    cost.attention_flops_per_context = 4.0 * p->layers * p->heads * (p->mla_rank > 0 ? 192 : p->head_dim);
-    cost.kv_bytes_per_token = plan::kv_bytes_per_token_layer(*p, *kv_e) * p->layers;
-    max_len = p->max_context;
-  } else {
-    LoadOptions o;
-    o.require_vocab = false;
-    auto m = load_model(a.model, o);
-    if (!m.ok()) return fail(fmt::format("--model {}: not a preset and {}", a.model, m.status().message()));
-    const ModelConfig& c = (*m)->config;
-    cost.weight_bytes = static_cast<double>((*m)->weights.bytes_per_token());
-    cost.prefill_flops_per_token = roofline::prefill_flops_per_token(c, (*m)->weights, 1);
-    // QK and PV: 2 x 2 FLOPs per head dimension of every query head, per layer and context token.
-    cost.attention_flops_per_context = 4.0 * static_cast<double>(c.n_layers * c.n_heads * c.head_dim);
-    cost.kv_bytes_per_token = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.head_dim) * *kv_e;
-    vocab = c.n_vocab;
-    max_len = c.context_length;
-  }
-  // The machine.
-  double memory = 0;
-  if (a.gpu == "cpu") {
-    ThreadPool pool(a.threads > 0 ? static_cast<int32_t>(a.threads) : hardware_threads());
-    auto p = roofline::load_machine_profile(pool.size());
-    if (!p || p->membw_bytes_per_s <= 0 || p->peaks.empty()) {
-      std::fprintf(stderr, "hinge: measuring this machine's bandwidth and compute peaks once\n");
-      auto measured = roofline::measure_machine_profile(pool, p.value_or(roofline::MachineProfile{}),
-                                                        int64_t{1} << 30, true);
-      if (!measured.ok()) return fail(measured.status().message());
-      p = *measured;
-      (void)roofline::save_machine_profile(*p);
-    }
-    cost.bandwidth_bytes_per_s =
-        (a.bandwidth_gbps > 0 ? a.bandwidth_gbps * 1e9 : p->membw_bytes_per_s) * a.bandwidth_share;
-    const roofline::ComputePeak* peak = p->best_peak(true);
-    if (peak == nullptr) peak = p->best_peak(false);
-    if (peak == nullptr && a.peak_gflops <= 0) return fail("the machine profile has no compute peak");
-    cost.peak_flops = (a.peak_gflops > 0 ? a.peak_gflops * 1e9 : peak->ops_per_s) * a.compute_share;
-    cost.step_overhead_s = a.step_overhead_ms / 1e3;
-    cost.decode_peak_flops = a.decode_peak_gflops > 0 ? a.decode_peak_gflops * 1e9 : 0;
-    cost.attention_flops_rate = a.attention_gflops > 0 ? a.attention_gflops * 1e9 : 0;
-    cost.additive = true;  // one pool of threads computes and streams in turn
-  } else {
-    const plan::Accelerator* g = plan::find_accelerator(a.gpu);
-    if (g == nullptr) return fail(fmt::format("--gpu: unknown '{}' (h100-80gb, h200-141gb, a100-80gb, "
-                                              "a100-40gb, l4-24gb, mi300x-192gb or cpu)", a.gpu));
-    cost.bandwidth_bytes_per_s = g->bandwidth_bytes_per_s * a.gpus * a.bandwidth_share;
-    cost.peak_flops = g->peak_flops * a.gpus * a.compute_share;
-    cost.step_overhead_s = a.step_overhead_ms / 1e3;
-    memory = g->memory_bytes * a.gpus * 0.9 - cost.weight_bytes;
-  }
-  // The workload.
-  std::vector<plan::SimRequest> reqs;
-  if (!a.trace.empty()) {
-    auto t = read_trace(a.trace, a.seed);
-    if (!t.ok()) return fail(t.status().message());
-    reqs = std::move(*t);
-  } else {
-    if (a.requests < 1 || a.requests > 1000000) return fail("--requests must be in [1, 1000000]");
-    reqs = generate(a, vocab);
-  }
+  auto model = load_sim_model(a);
+  if (!model.ok()) return fail(model.status().message());
+  auto machine = load_sim_machine(a, *model);
+  if (!machine.ok()) return fail(machine.status().message());
+  const plan::CostModel cost = sim_cost(*model, *machine, *kv_e);
+  const double memory = machine->memory_bytes;
+  const int64_t max_len = model->max_len;
+  const std::string& model_label = model->label;
+  auto w = workload(a, model->vocab);
+  if (!w.ok()) return fail(w.status().message());
+  const std::vector<plan::SimRequest> reqs = std::move(*w);
   // The KV cache: --kv-memory, else what the accelerator leaves, else room for every request.
   int64_t longest = 0;
   for (const plan::SimRequest& r : reqs)
@@ -207,6 +183,7 @@ int simulate_command(const SimulateArgs& a) {
     nlohmann::ordered_json j;
     j["model"] = model_label;
     j["gpu"] = a.gpu;
+    j["workload"] = a.trace.empty() ? a.workload : "trace";
     j["requests"] = reqs.size();
     j["kv_blocks"] = sc.num_kv_blocks;
     j["seconds"] = r->seconds;
@@ -223,6 +200,7 @@ int simulate_command(const SimulateArgs& a) {
     j["computed_prompt_tokens"] = r->computed_prompt_tokens;
     j["rejected"] = r->rejected;
     j["queue_wait_max_s"] = r->queue_wait_max_s;
+    j["abandoned"] = r->abandoned;
     j["cost"] = {{"weight_bytes", cost.weight_bytes}, {"kv_bytes_per_token", cost.kv_bytes_per_token},
                  {"flops_per_token", cost.prefill_flops_per_token},
                  {"attention_flops_per_context_token", cost.attention_flops_per_context},
@@ -262,6 +240,9 @@ int simulate_command(const SimulateArgs& a) {
     std::printf("admission          longest wait %.2f s; refused: %s\n", r->queue_wait_max_s,
                 rej.empty() ? "none" : rej.c_str());
   }
+  if (r->abandoned > 0)
+    std::printf("abandoned          %lld follow-ups of refused requests\n",
+                static_cast<long long>(r->abandoned));
   std::printf("KV peak            %d of %d blocks\n", r->kv_blocks_peak, sc.num_kv_blocks);
   return 0;
 }

@@ -13,6 +13,10 @@
 #include "engine/sampling_params.h"
 #include "model/loaded_model.h"
 
+namespace CLI {
+class App;
+}
+
 namespace hinge::cli {
 
 struct RunArgs {
@@ -165,8 +169,24 @@ struct SimulateArgs {
   int64_t max_queue = 256;
   double queue_timeout = 120;
   double max_request_share = 0.5;
+  // --workload chat / rag / burst (plan/workloads.h); bench: the generator above.
+  std::string workload = "bench";
+  int64_t turns = 4;
+  double think_s = 2;
+  int64_t documents = 16, document_tokens = 512;
+  double zipf = 1.0;
+  int64_t bursts = 2;
+  double burst_interval = 10;
+  // --sweep: `hinge bench --sweep`'s grid, predicted; --compare: its measurement (--json).
+  bool sweep = false;
+  std::vector<int64_t> sweep_batches = {1, 4, 16, 64};
+  std::vector<int64_t> sweep_contexts = {128, 1024, 4096, 16384};
+  std::vector<std::string> sweep_dtypes = {"f16", "int8"};
+  std::string compare;
 };
 int simulate_command(const SimulateArgs& args);
+// Registers `hinge simulate` and its flags on `app` (cli/simulate_options.cpp).
+CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& args);
 
 // `hinge context-eval`: StreamingLLM's comparison (eval/context_eval.h).
 struct ContextEvalArgs {

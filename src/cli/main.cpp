@@ -218,61 +218,7 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--json", planargs.json, "One JSON array, a plan per context");
 
   hinge::cli::SimulateArgs sim;
-  auto* sim_cmd = app.add_subcommand(
-      "simulate", "A workload through the real scheduler and KV cache manager with a roofline "
-                  "cost per step: throughput, TTFT, time per token, prefix hits, preemptions");
-  sim_cmd->add_option("--model", sim.model, "A preset (hinge kv-size --list) or a model file")
-      ->required();
-  sim_cmd->add_option("--gpu", sim.gpu, "cpu (this machine's measured profile) or h100-80gb, "
-                                        "h200-141gb, a100-80gb, a100-40gb, l4-24gb, mi300x-192gb")
-      ->capture_default_str();
-  sim_cmd->add_option("--gpus", sim.gpus, "Accelerators (bandwidth and peak add up)")->capture_default_str();
-  sim_cmd->add_option("-t,--threads", sim.threads, "--gpu cpu: the profile of this many threads (0: all)");
-  sim_cmd->add_option("--trace", sim.trace,
-                      "JSONL workload: arrival_s, prompt_tokens, output_tokens, prefix_id, "
-                      "prefix_tokens, priority per line");
-  sim_cmd->add_option("--requests", sim.requests, "Generated requests (as hinge bench)")->capture_default_str();
-  sim_cmd->add_option("--prompt-tokens", sim.prompt_tokens, "Own prompt tokens each")->capture_default_str();
-  sim_cmd->add_option("--gen-tokens", sim.gen_tokens, "Tokens generated each")->capture_default_str();
-  sim_cmd->add_option("--shared-prefix", sim.shared_prefix, "Tokens every prompt starts with")->capture_default_str();
-  sim_cmd->add_flag("--mixed-lengths", sim.mixed_lengths, "Own prompt and output uniform up to the above");
-  sim_cmd->add_option("--rate", sim.rate, "Arrivals per second (0: all at once)")->capture_default_str();
-  sim_cmd->add_option("-s,--seed", sim.seed, "Seed of the generated prompts")->capture_default_str();
-  sim_cmd->add_option("--kv-memory", sim.kv_memory, "KV cache size (0: what the accelerator leaves, "
-                                                    "or room for every request)")->capture_default_str();
-  sim_cmd->add_option("--kv-dtype", sim.kv_dtype, "KV dtype: f32, f16, fp8, int8, int4")->capture_default_str();
-  sim_cmd->add_option("--block-size", sim.block_size, "Tokens per KV block")->capture_default_str();
-  sim_cmd->add_option("--max-batched-tokens", sim.max_batched_tokens, "Token budget per step")->capture_default_str();
-  sim_cmd->add_option("--max-num-seqs", sim.max_num_seqs, "Running sequences at most")->capture_default_str();
-  sim_cmd->add_option("--bandwidth-share", sim.bandwidth_share,
-                      "Share of the bandwidth a step achieves (calibration)")->capture_default_str();
-  sim_cmd->add_option("--compute-share", sim.compute_share,
-                      "Share of the peak prefill achieves (calibration)")->capture_default_str();
-  sim_cmd->add_option("--step-overhead-ms", sim.step_overhead_ms, "Fixed cost per step (calibration)")
-      ->capture_default_str();
-  sim_cmd->add_option("--bandwidth-gbps", sim.bandwidth_gbps,
-                      "--gpu cpu: this bandwidth (GB/s) instead of the machine profile's");
-  sim_cmd->add_option("--peak-gflops", sim.peak_gflops,
-                      "--gpu cpu: this peak (GFLOP/s) instead of the machine profile's");
-  sim_cmd->add_option("--decode-peak-gflops", sim.decode_peak_gflops,
-                      "--gpu cpu: the rate of decode tokens' matrices (GFLOP/s; small batches "
-                      "run below the prefill peak)");
-  sim_cmd->add_option("--attention-gflops", sim.attention_gflops,
-                      "--gpu cpu: the rate of attention's FLOPs (GFLOP/s)");
-  sim_cmd->add_flag("--json", sim.json, "One JSON object");
-  sim_cmd->add_flag("--steps", sim.json_steps, "With --json: every step (times, tokens, KV blocks)");
-  sim_cmd->add_flag("--admission", sim.admission,
-                    "Arrivals go through hinge serve's admission control first (worst-case KV "
-                    "reservations, a bounded queue, refusals by reason)");
-  sim_cmd->add_option("--max-queue", sim.max_queue, "--admission: waiting requests at most")
-      ->capture_default_str();
-  sim_cmd->add_option("--queue-timeout", sim.queue_timeout, "--admission: seconds a request may wait")
-      ->capture_default_str();
-  sim_cmd->add_option("--max-request-share", sim.max_request_share,
-                      "--admission: the largest share of the KV pool one request may reserve")
-      ->capture_default_str();
-  sim_cmd->add_option("--svg", sim.svg, "Write an SVG chart: KV blocks, requests and where each "
-                                        "step's time went, over time");
+  auto* sim_cmd = hinge::cli::add_simulate_command(app, sim);
 
   hinge::cli::ContextEvalArgs ctxeval;
   auto* ctxeval_cmd = app.add_subcommand(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -61,11 +62,58 @@ std::string axes(const Panel& p, const std::string& label, const std::string& to
   return o;
 }
 
+// Percentile (x, 0 to 100) against milliseconds (y, log scale) of two sorted samples: TTFT and
+// the time between tokens, with the p50 / p90 / p99 lines.
+std::string latency_panel(const SimResult& r, double y0) {
+  const double x0 = kLeft, x1 = kWidth - kRight;
+  double lo = 1e300, hi = 0;
+  for (const std::vector<double>* v : {&r.ttft_s, &r.itl_s})
+    for (double s : *v)
+      if (s > 0) {
+        lo = std::min(lo, s * 1e3);
+        hi = std::max(hi, s * 1e3);
+      }
+  std::string o = fmt::format(
+      "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"{:.0f}\" height=\"{:.0f}\" fill=\"none\" "
+      "stroke=\"#999\"/>\n<text x=\"{:.0f}\" y=\"{:.0f}\" font-size=\"13\">latency by percentile "
+      "(log scale): time to first token (red), between tokens (blue)</text>\n",
+      x0, y0, x1 - x0, kPanel, x0, y0 - 8);
+  if (hi <= 0) return o;
+  const double l0 = std::floor(std::log10(lo)), l1 = std::max(l0 + 1, std::ceil(std::log10(hi)));
+  auto y = [&](double ms) { return y0 + kPanel * (1 - (std::log10(ms) - l0) / (l1 - l0)); };
+  auto x = [&](double pct) { return x0 + (x1 - x0) * pct / 100; };
+  for (double d = l0; d <= l1; d += 1)
+    o += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:g} ms</text>\n",
+                     x0 - 6, y(std::pow(10, d)) + 4, std::pow(10, d));
+  for (double pct : {50.0, 90.0, 99.0})
+    o += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.0f}\" x2=\"{:.1f}\" y2=\"{:.0f}\" stroke=\"#ddd\"/>"
+                     "<text x=\"{:.1f}\" y=\"{:.0f}\" font-size=\"11\" text-anchor=\"middle\">p{:g}</text>\n",
+                     x(pct), y0, x(pct), y0 + kPanel, x(pct), y0 + kPanel + 14, pct);
+  const std::pair<const std::vector<double>*, const char*> series[] = {{&r.ttft_s, "#d62728"},
+                                                                       {&r.itl_s, "#1f77b4"}};
+  for (const auto& [v, color] : series) {
+    if (v->empty()) continue;
+    // At most ~400 points: the sample at each step of the percentile.
+    const size_t n = v->size(), stride = std::max<size_t>(1, n / 400);
+    std::string pts;
+    for (size_t i = 0; i < n; i += stride) {
+      const double ms = std::max((*v)[i] * 1e3, std::pow(10, l0));
+      pts += fmt::format("{}{:.1f},{:.1f}", pts.empty() ? "" : " ",
+                         x(n > 1 ? 100.0 * static_cast<double>(i) / static_cast<double>(n - 1) : 100), y(ms));
+    }
+    const double last = std::max(v->back() * 1e3, std::pow(10, l0));
+    pts += fmt::format(" {:.1f},{:.1f}", x(100), y(last));
+    o += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>\n",
+                     color, pts);
+  }
+  return o;
+}
+
 }  // namespace
 
 std::string simulation_svg(const SimResult& r, int32_t kv_blocks_total, const std::string& title) {
   const double t_max = std::max(r.seconds, 1e-9);
-  const double height = kTop + 3 * (kPanel + kGap) + 10;
+  const double height = kTop + 4 * (kPanel + kGap) + 10;
   std::string o = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
       "font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
@@ -114,6 +162,8 @@ std::string simulation_svg(const SimResult& r, int32_t kv_blocks_total, const st
       o += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#ccc\"/>\n",
                        x0, tm.y0, w, y - tm.y0);
   }
+  // 4. Latency by percentile: every request's TTFT and every inter-token gap, log scale.
+  o += latency_panel(r, tm.y0 + kPanel + kGap);
   o += "</svg>\n";
   return o;
 }

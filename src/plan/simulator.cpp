@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <queue>
+#include <utility>
 #include <unordered_map>
 
 #include "common/percentile.h"
@@ -15,12 +17,19 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
   sched::Scheduler s(config);
   std::optional<sched::AdmissionController> ac;
   if (admission) ac.emplace(*admission);
-  // Arrival order (stable: equal times keep the trace's order, as a server's queue would).
-  std::vector<size_t> order(requests.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return requests[a].arrival_s < requests[b].arrival_s;
-  });
+  // Arrivals, earliest first (ties in the trace's order, as a server's queue takes them); a
+  // follow-up joins when its predecessor ends.
+  std::vector<std::vector<size_t>> followers(requests.size());
+  using Arrival = std::pair<double, size_t>;
+  std::priority_queue<Arrival, std::vector<Arrival>, std::greater<>> arrivals;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const int64_t after = requests[i].after;
+    if (after >= static_cast<int64_t>(i) || after < -1)
+      return Status::Errorf("simulate: request {} follows {}, which is not an earlier request", i, after);
+    if (after >= 0) followers[static_cast<size_t>(after)].push_back(i);
+    else arrivals.emplace(requests[i].arrival_s, i);
+  }
+  std::vector<size_t> index_of = {0};  // request id -> index (ids count arrivals from 1)
   struct Track {
     double arrival = 0, first = -1, last = -1;
     int64_t tokens = 0;
@@ -29,7 +38,6 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
   std::vector<double> itl;
   SimResult r;
   double now = 0;
-  size_t next = 0;
   sched::SchedulerOutput out;
   std::vector<sched::SampledToken> sampled;
   std::unordered_map<uint64_t, size_t> queued;  // admission's queue: id -> request index
@@ -41,27 +49,39 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
     p.priority = q.priority;
     HINGE_RETURN_IF_ERROR(s.add_request(kv::RequestId(id), std::move(p)));
     r.prompt_tokens += static_cast<int64_t>(q.prompt.size());
-    r.queue_wait_max_s = std::max(r.queue_wait_max_s, now - q.arrival_s);
+    r.queue_wait_max_s = std::max(r.queue_wait_max_s, now - track[id].arrival);
     return Status::Ok();
+  };
+  // A request refused or dropped: its conversation ends there.
+  auto abandon = [&](size_t index) {
+    std::vector<size_t> todo = followers[index];
+    while (!todo.empty()) {
+      const size_t f = todo.back();
+      todo.pop_back();
+      ++r.abandoned;
+      todo.insert(todo.end(), followers[f].begin(), followers[f].end());
+    }
   };
   auto free_blocks = [&] {
     const kv::BlockPoolCounters c = s.kv().pool().counters();
     return c.num_free_blocks;  // ref 0: free or evictable
   };
   auto cached = [&](uint64_t id) {
-    const size_t index = queued.contains(id) ? queued.at(id) : order[id - 1];
-    const kv::ComputedBlocks hit = s.kv().get_computed_blocks(requests[index].prompt, {});
+    const kv::ComputedBlocks hit = s.kv().get_computed_blocks(requests[index_of[id]].prompt, {});
     return static_cast<int32_t>(std::count_if(hit.blocks.begin(), hit.blocks.end(),
                                               [](kv::BlockId b) { return b != kv::kReleasedBlock; }));
   };
-  while (next < order.size() || s.has_unfinished() || !queued.empty()) {
+  while (!arrivals.empty() || s.has_unfinished() || !queued.empty()) {
     // Nothing to run: the clock jumps to the next arrival.
-    if (!s.has_unfinished() && next < order.size() && requests[order[next]].arrival_s > now)
-      now = requests[order[next]].arrival_s;
-    while (next < order.size() && requests[order[next]].arrival_s <= now) {
-      const SimRequest& q = requests[order[next]];
-      const uint64_t id = next + 1;
-      track[id].arrival = q.arrival_s;
+    if (!s.has_unfinished() && !arrivals.empty() && arrivals.top().first > now)
+      now = arrivals.top().first;
+    while (!arrivals.empty() && arrivals.top().first <= now) {
+      const auto [arrival, index] = arrivals.top();
+      arrivals.pop();
+      const SimRequest& q = requests[index];
+      const uint64_t id = index_of.size();
+      index_of.push_back(index);
+      track[id].arrival = arrival;
       if (ac) {
         sched::AdmissionTicket t;
         t.id = id;
@@ -71,20 +91,21 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
             config.num_kv_groups);
         const sched::AdmissionOffer o = ac->offer(t, now, free_blocks(), cached);
         if (o.verdict == sched::AdmissionVerdict::kAdmitted) {
-          HINGE_RETURN_IF_ERROR(start(id, order[next]));
+          HINGE_RETURN_IF_ERROR(start(id, index));
         } else if (o.verdict == sched::AdmissionVerdict::kQueued) {
-          queued[id] = order[next];
+          queued[id] = index;
         } else {
           ++r.rejected[sched::admission_verdict_name(o.verdict)];
           track.erase(id);
+          abandon(index);
         }
       } else {
-        HINGE_RETURN_IF_ERROR(start(id, order[next]));
+        HINGE_RETURN_IF_ERROR(start(id, index));
       }
-      ++next;
     }
-    if (ac && !queued.empty()) {
+  if (ac && !queued.empty()) {
       for (uint64_t id : ac->expire(now)) {
+        abandon(queued.at(id));
         queued.erase(id);
         track.erase(id);
         ++r.rejected[sched::admission_verdict_name(sched::AdmissionVerdict::kTimedOut)];
@@ -95,7 +116,7 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
       }
     }
     if (!s.has_unfinished()) {
-      if (next >= order.size() && !queued.empty())
+      if (arrivals.empty() && !queued.empty())
         return Status::Error("simulate: requests wait in admission's queue with nothing running");
       continue;
     }
@@ -119,8 +140,8 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
       attention += static_cast<double>(q.num_new_tokens) *
                    (static_cast<double>(q.first_position) + 0.5 * (q.num_new_tokens + 1));
       if (!q.samples) continue;
-      sampled.push_back({q.id, 1});
-      for (kv::RequestId sid : out.sample_ids(q)) sampled.push_back({sid, 1});
+      sampled.push_back({q.id, kSimSampledToken});
+      for (kv::RequestId sid : out.sample_ids(q)) sampled.push_back({sid, kSimSampledToken});
     }
     r.computed_prompt_tokens += st.prefill_tokens;
     // Every token computed does the matrices' multiply-adds (decode rows too: at a large batch
@@ -160,8 +181,11 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
     r.kv_blocks_peak = std::max(r.kv_blocks_peak, st.kv_blocks_used);
     ++r.steps;
     if (keep_trace) r.trace.push_back(std::move(st));
-    for (const sched::Request& f : s.take_finished())
+    for (const sched::Request& f : s.take_finished()) {
       if (ac) ac->release(f.id().value, now);
+      for (size_t next : followers[index_of[f.id().value]])
+        arrivals.emplace(now + requests[next].arrival_s, next);
+    }
   }
   r.seconds = now;
   r.output_tokens_per_s = now > 0 ? static_cast<double>(r.output_tokens) / now : 0;
@@ -174,6 +198,10 @@ StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostMod
   r.ttft_p99_s = percentile(ttft, 99);
   r.itl_p50_s = percentile(itl, 50);
   r.itl_p99_s = percentile(itl, 99);
+  if (keep_trace) {
+    r.ttft_s = std::move(ttft);
+    r.itl_s = std::move(itl);
+  }
   const kv::KvCacheStats ks = s.kv().stats();
   r.prefix_hit_rate = ks.num_prefix_query_tokens > 0
                           ? static_cast<double>(ks.num_prefix_hit_tokens) /

@@ -37,11 +37,19 @@
 namespace hinge::plan {
 
 struct SimRequest {
-  double arrival_s = 0;
+  double arrival_s = 0;          // with `after`: seconds after that request ends
   std::vector<int32_t> prompt;   // token ids (prefix caching compares them)
   int32_t output_tokens = 1;
   sched::Priority priority = sched::Priority::kInteractive;
+  // The index of an earlier request this one follows (a conversation's previous turn: the user
+  // reads the answer, thinks for arrival_s and sends the next message), or -1. A request whose
+  // predecessor is refused is never sent (counted as abandoned).
+  int64_t after = -1;
 };
+
+// The token every simulated step samples: a follow-up turn's prompt repeats its predecessor's
+// output as this many copies of it, so the prefix cache can match the whole conversation.
+inline constexpr int32_t kSimSampledToken = 1;
 
 struct CostModel {
   double weight_bytes = 0;          // streamed once per step
@@ -77,11 +85,15 @@ struct SimResult {
   // "timed_out", ...), and the longest wait in its queue.
   std::map<std::string, int64_t> rejected;
   double queue_wait_max_s = 0;
+  int64_t abandoned = 0;           // follow-ups of refused requests, never sent
   int32_t kv_blocks_peak = 0;
   std::vector<SimStep> trace;      // every step (when asked)
+  // With the trace: every request's time to first token and every inter-token gap, sorted.
+  std::vector<double> ttft_s, itl_s;
 };
 
-// Errors: an invalid scheduler config, a request that cannot fit alone. With `admission`,
+// Errors: an invalid scheduler config, a request that cannot fit alone, an `after` that does not
+// name an earlier request. With `admission`,
 // arrivals go through the server's sched::AdmissionController first (worst-case reservations,
 // its queue, refusals) as hinge serve runs it; without, straight to the scheduler.
 StatusOr<SimResult> simulate(const sched::SchedulerConfig& config, const CostModel& cost,
