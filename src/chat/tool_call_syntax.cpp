@@ -1,0 +1,524 @@
+#include "chat/tool_call_syntax.h"
+
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+namespace hinge::tool_syntax {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+constexpr int kMaxDepth = 64;
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+size_t skip_ws(std::string_view s, size_t i) {
+  while (i < s.size() && is_space(s[i])) ++i;
+  return i;
+}
+
+// Whether s[i..] starts with lit: kDone (and *end), kNeedMore (s ends inside a prefix of it),
+// kBad (it differs).
+Scan match(std::string_view s, size_t i, std::string_view lit, bool final, size_t* end) {
+  const size_t n = std::min(lit.size(), s.size() - std::min(i, s.size()));
+  if (s.substr(i, n) != lit.substr(0, n)) return Scan::kBad;
+  if (n < lit.size()) return final ? Scan::kBad : Scan::kNeedMore;
+  *end = i + lit.size();
+  return Scan::kDone;
+}
+
+std::optional<OJson> parse_json(std::string_view s) {
+  OJson j = OJson::parse(s.begin(), s.end(), nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+// A call from {name_key: "...", args_key: {...} | "{...}"}; false when it is not one.
+bool call_from_object(const OJson& o, const char* name_key, std::initializer_list<const char*> args_keys,
+                      RawCall* out) {
+  if (!o.is_object()) return false;
+  auto n = o.find(name_key);
+  if (n == o.end() || !n->is_string() || n->get<std::string>().empty()) return false;
+  out->name = n->get<std::string>();
+  out->arguments = "{}";
+  for (const char* k : args_keys) {
+    auto a = o.find(k);
+    if (a == o.end() || a->is_null()) continue;
+    if (a->is_object()) {
+      out->arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
+    } else if (a->is_string()) {  // JSON in a string, as some models write it
+      auto inner = parse_json(a->get<std::string>());
+      if (!inner || !inner->is_object()) return false;
+      out->arguments = inner->dump(-1, ' ', false, OJson::error_handler_t::replace);
+    } else {
+      return false;
+    }
+    break;
+  }
+  if (auto id = o.find("id"); id != o.end() && id->is_string()) out->id = id->get<std::string>();
+  return true;
+}
+
+// A JSON object or array of call objects at buf[i].
+Scan json_calls(std::string_view buf, size_t i, bool final, const char* name_key,
+                std::initializer_list<const char*> args_keys, size_t* end, std::vector<RawCall>* calls) {
+  const Scan s = scan_json(buf, i, final, end);
+  if (s != Scan::kDone) return s;
+  auto j = parse_json(buf.substr(i, *end - i));
+  if (!j) return Scan::kBad;
+  const OJson list = j->is_array() ? *j : OJson::array({*j});
+  if (list.empty()) return Scan::kBad;
+  for (const OJson& o : list) {
+    RawCall c;
+    if (!call_from_object(o, name_key, args_keys, &c)) return Scan::kBad;
+    calls->push_back(std::move(c));
+  }
+  return Scan::kDone;
+}
+
+// After a call: an optional closing literal (missing at the reply's end or before other text:
+// the call still counts).
+Scan optional_close(std::string_view buf, size_t i, std::string_view close, bool final, size_t* end) {
+  const size_t k = skip_ws(buf, i);
+  if (k == buf.size()) {
+    if (!final) return Scan::kNeedMore;
+    *end = k;
+    return Scan::kDone;
+  }
+  size_t e = 0;
+  const Scan m = match(buf, k, close, final, &e);
+  if (m == Scan::kNeedMore) return m;
+  *end = m == Scan::kDone ? e : i;
+  return Scan::kDone;
+}
+
+Region hermes(std::string_view buf, size_t i, bool final) {
+  Region r;
+  i = skip_ws(buf, i);
+  if (i == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  size_t e = 0;
+  r.scan = json_calls(buf, i, final, "name", {"arguments", "parameters"}, &e, &r.calls);
+  if (r.scan == Scan::kDone) r.scan = optional_close(buf, e, "</tool_call>", final, &r.end);
+  return r;
+}
+
+// name.call(key="value", n=3) -> {"key": "value", "n": 3} (Llama 3.1's built-in tools).
+bool python_call(std::string_view s, RawCall* out) {
+  const size_t dot = s.find(".call(");
+  if (dot == std::string_view::npos || dot == 0) return false;
+  for (size_t k = 0; k < dot; ++k)
+    if (!(std::isalnum(static_cast<unsigned char>(s[k])) || s[k] == '_')) return false;
+  size_t i = dot + 6;
+  OJson args = OJson::object();
+  while (true) {
+    i = skip_ws(s, i);
+    if (i < s.size() && s[i] == ')') break;
+    size_t k = i;
+    while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) || s[k] == '_')) ++k;
+    if (k == i) return false;
+    const std::string key(s.substr(i, k - i));
+    k = skip_ws(s, k);
+    if (k >= s.size() || s[k] != '=') return false;
+    k = skip_ws(s, k + 1);
+    if (k >= s.size()) return false;
+    size_t v_end = k;
+    if (s[k] == '"' || s[k] == '\'') {
+      const char q = s[k];
+      std::string v;
+      for (v_end = k + 1; v_end < s.size() && s[v_end] != q; ++v_end) {
+        if (s[v_end] == '\\' && v_end + 1 < s.size()) ++v_end;
+        v += s[v_end];
+      }
+      if (v_end >= s.size()) return false;
+      args[key] = v;
+      ++v_end;
+    } else {
+      while (v_end < s.size() && s[v_end] != ',' && s[v_end] != ')') ++v_end;
+      auto v = parse_json(s.substr(k, v_end - k));
+      if (!v) return false;
+      args[key] = *v;
+    }
+    i = skip_ws(s, v_end);
+    if (i < s.size() && s[i] == ',') ++i;
+    else if (i >= s.size() || s[i] != ')') return false;
+  }
+  if (skip_ws(s, i + 1) != s.size()) return false;
+  out->name = std::string(s.substr(0, dot));
+  out->arguments = args.dump();
+  return true;
+}
+
+Region llama3(std::string_view buf, size_t i, std::string_view marker, bool final) {
+  Region r;
+  if (marker == "<|python_tag|>") i += marker.size();
+  i = skip_ws(buf, i);
+  if (i == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  if (buf[i] != '{') {  // a built-in tool's python call: the rest of the reply
+    if (!final) {
+      r.scan = Scan::kNeedMore;
+      return r;
+    }
+    std::string_view rest = buf.substr(i);
+    while (!rest.empty() && is_space(rest.back())) rest.remove_suffix(1);
+    RawCall c;
+    r.scan = python_call(rest, &c) ? Scan::kDone : Scan::kBad;
+    if (r.scan == Scan::kDone) {
+      r.calls.push_back(std::move(c));
+      r.end = buf.size();
+    }
+    return r;
+  }
+  // One or more objects, ";" between them.
+  while (true) {
+    size_t e = 0;
+    const Scan s = json_calls(buf, i, final, "name", {"parameters", "arguments"}, &e, &r.calls);
+    if (s != Scan::kDone) {
+      r.scan = s;
+      r.calls.clear();
+      return r;
+    }
+    const size_t k = skip_ws(buf, e);
+    if (k == buf.size() && !final) {
+      r.scan = Scan::kNeedMore;
+      r.calls.clear();
+      return r;
+    }
+    if (k < buf.size() && buf[k] == ';') {
+      i = skip_ws(buf, k + 1);
+      if (i == buf.size()) {
+        if (!final) {
+          r.scan = Scan::kNeedMore;
+          r.calls.clear();
+          return r;
+        }
+        r.scan = Scan::kDone;
+        r.end = i;
+        return r;
+      }
+      continue;
+    }
+    r.scan = Scan::kDone;
+    r.end = e;
+    return r;
+  }
+}
+
+Region mistral(std::string_view buf, size_t i, bool final) {
+  Region r;
+  i = skip_ws(buf, i);
+  if (i == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  if (buf[i] == '[' || buf[i] == '{') {
+    r.scan = json_calls(buf, i, final, "name", {"arguments", "parameters"}, &r.end, &r.calls);
+    return r;
+  }
+  // name[ARGS]{...}
+  const size_t args = buf.find("[ARGS]", i);
+  if (args == std::string_view::npos) {
+    r.scan = final || buf.size() - i > 256 ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  RawCall c;
+  c.name = std::string(buf.substr(i, args - i));
+  while (!c.name.empty() && is_space(c.name.back())) c.name.pop_back();
+  const size_t j = skip_ws(buf, args + 6);
+  if (c.name.empty() || c.name.find_first_of(" \n{}[]") != std::string::npos) return r;
+  if (j == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  r.scan = scan_json(buf, j, final, &r.end);
+  if (r.scan != Scan::kDone) return r;
+  auto a = parse_json(buf.substr(j, r.end - j));
+  if (!a || !a->is_object()) {
+    r.scan = Scan::kBad;
+    return r;
+  }
+  c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
+  r.calls.push_back(std::move(c));
+  return r;
+}
+
+// <function=NAME>{...}</function>, and <|python_tag|>code (the python tool, to the end).
+Region functionary31(std::string_view buf, size_t i, std::string_view marker, bool final) {
+  Region r;
+  if (marker == "<|python_tag|>") {
+    if (!final) {
+      r.scan = Scan::kNeedMore;
+      return r;
+    }
+    RawCall c;
+    c.name = "python";
+    c.arguments = OJson({{"code", std::string(buf.substr(i + marker.size()))}})
+                      .dump(-1, ' ', false, OJson::error_handler_t::replace);
+    r.calls.push_back(std::move(c));
+    r.scan = Scan::kDone;
+    r.end = buf.size();
+    return r;
+  }
+  i += marker.size();
+  const size_t gt = buf.find('>', i);
+  if (gt == std::string_view::npos) {
+    r.scan = final || buf.size() - i > 256 ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  RawCall c;
+  c.name = std::string(buf.substr(i, gt - i));
+  if (c.name.empty() || c.name.find_first_of(" \n{}<") != std::string::npos) return r;
+  const size_t j = skip_ws(buf, gt + 1);
+  if (j == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  size_t e = 0;
+  r.scan = scan_json(buf, j, final, &e);
+  if (r.scan != Scan::kDone) return r;
+  auto a = parse_json(buf.substr(j, e - j));
+  if (!a || !a->is_object()) {
+    r.scan = Scan::kBad;
+    return r;
+  }
+  c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
+  r.calls.push_back(std::move(c));
+  r.scan = optional_close(buf, e, "</function>", final, &r.end);
+  return r;
+}
+
+// RECIPIENT\n then {...} (a call), code (python) or text (all). ">>>" or the reply's start.
+Region functionary32(std::string_view buf, size_t i, std::string_view marker, bool final) {
+  Region r;
+  i += marker.size();
+  const size_t nl = buf.find('\n', i);
+  if (nl == std::string_view::npos) {
+    r.scan = final || buf.size() - i > 128 ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  const std::string_view name = buf.substr(i, nl - i);
+  if (name == "all") {  // text follows, to the next ">>>"
+    r.scan = Scan::kDone;
+    r.end = nl + 1;
+    return r;
+  }
+  if (name.empty() || name.find_first_of(" {}<>\"") != std::string_view::npos) return r;
+  RawCall c;
+  c.name = std::string(name);
+  const size_t j = skip_ws(buf, nl + 1);
+  if (j == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  if (name == "python" && buf[j] != '{') {  // code to the next ">>>" or the end
+    const size_t next = buf.find(">>>", j);
+    if (next == std::string_view::npos && !final) {
+      r.scan = Scan::kNeedMore;
+      return r;
+    }
+    r.end = next == std::string_view::npos ? buf.size() : next;
+    c.arguments = OJson({{"code", std::string(buf.substr(j, r.end - j))}})
+                      .dump(-1, ' ', false, OJson::error_handler_t::replace);
+    r.calls.push_back(std::move(c));
+    r.scan = Scan::kDone;
+    return r;
+  }
+  r.scan = scan_json(buf, j, final, &r.end);
+  if (r.scan != Scan::kDone) return r;
+  auto a = parse_json(buf.substr(j, r.end - j));
+  if (!a || !a->is_object()) {
+    r.scan = Scan::kBad;
+    return r;
+  }
+  c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
+  r.calls.push_back(std::move(c));
+  return r;
+}
+
+Region json_list_then(std::string_view buf, size_t i, const char* name_key,
+                      std::initializer_list<const char*> args_keys, std::string_view close, bool final) {
+  Region r;
+  i = skip_ws(buf, i);
+  if (i == buf.size()) {
+    r.scan = final ? Scan::kBad : Scan::kNeedMore;
+    return r;
+  }
+  size_t e = 0;
+  r.scan = json_calls(buf, i, final, name_key, args_keys, &e, &r.calls);
+  if (r.scan == Scan::kDone) {
+    if (close.empty()) r.end = e;
+    else r.scan = optional_close(buf, e, close, final, &r.end);
+  }
+  if (r.scan != Scan::kDone) r.calls.clear();
+  return r;
+}
+
+// Action: ```json [...] ```
+Region command_r_plus(std::string_view buf, size_t i, bool final) {
+  Region r;
+  i = skip_ws(buf, i);
+  size_t e = 0;
+  const Scan fence = match(buf, i, "```json", final, &e);
+  if (fence == Scan::kNeedMore || (fence == Scan::kBad && i == buf.size() && !final)) {
+    r.scan = Scan::kNeedMore;
+    return r;
+  }
+  if (fence == Scan::kBad) return r;
+  return json_list_then(buf, e, "tool_name", {"parameters"}, "```", final);
+}
+
+// <｜tool▁calls▁begin｜> (<｜tool▁call▁begin｜>TYPE<｜tool▁sep｜>NAME\n```json\n{...}\n```
+// <｜tool▁call▁end｜>)+ <｜tool▁calls▁end｜>
+Region deepseek(std::string_view buf, size_t i, std::string_view marker, bool final) {
+  static constexpr std::string_view kCallsBegin = "<｜tool▁calls▁begin｜>",
+                                    kCallBegin = "<｜tool▁call▁begin｜>", kSep = "<｜tool▁sep｜>",
+                                    kCallEnd = "<｜tool▁call▁end｜>", kCallsEnd = "<｜tool▁calls▁end｜>";
+  Region r;
+  if (marker == kCallsBegin) i += marker.size();
+  auto need = [&](Scan s) {
+    r.calls.clear();
+    r.scan = s;
+    return r;
+  };
+  while (true) {
+    i = skip_ws(buf, i);
+    size_t e = 0;
+    if (i == buf.size()) {
+      if (!final) return need(Scan::kNeedMore);
+      if (r.calls.empty()) return need(Scan::kBad);
+      r.scan = Scan::kDone;
+      r.end = i;
+      return r;
+    }
+    Scan m = match(buf, i, kCallsEnd, final, &e);
+    if (m == Scan::kNeedMore) return need(m);
+    if (m == Scan::kDone) {
+      if (r.calls.empty()) return need(Scan::kBad);
+      r.scan = Scan::kDone;
+      r.end = e;
+      return r;
+    }
+    m = match(buf, i, kCallBegin, final, &e);
+    if (m != Scan::kDone) {
+      if (m == Scan::kNeedMore) return need(m);
+      if (r.calls.empty()) return need(Scan::kBad);
+      r.scan = Scan::kDone;  // text after the calls without their end marker
+      r.end = i;
+      return r;
+    }
+    const size_t sep = buf.find(kSep, e);
+    if (sep == std::string_view::npos) return need(final || buf.size() - e > 64 ? Scan::kBad : Scan::kNeedMore);
+    const size_t nl = buf.find('\n', sep + kSep.size());
+    if (nl == std::string_view::npos) return need(final ? Scan::kBad : Scan::kNeedMore);
+    RawCall c;
+    c.name = std::string(buf.substr(sep + kSep.size(), nl - sep - kSep.size()));
+    if (c.name.empty() || c.name.find_first_of(" {}<") != std::string::npos) return need(Scan::kBad);
+    size_t j = skip_ws(buf, nl + 1);
+    m = match(buf, j, "```json", final, &e);
+    if (m == Scan::kNeedMore || (j == buf.size() && !final)) return need(Scan::kNeedMore);
+    if (m == Scan::kDone) j = skip_ws(buf, e);
+    if (j == buf.size()) return need(final ? Scan::kBad : Scan::kNeedMore);
+    const Scan s = scan_json(buf, j, final, &e);
+    if (s != Scan::kDone) return need(s);
+    auto a = parse_json(buf.substr(j, e - j));
+    if (!a || !a->is_object()) return need(Scan::kBad);
+    c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
+    r.calls.push_back(std::move(c));
+    i = skip_ws(buf, e);
+    m = match(buf, i, "```", final, &e);
+    if (m == Scan::kNeedMore) return need(m);
+    if (m == Scan::kDone) i = e;
+    i = skip_ws(buf, i);
+    m = match(buf, i, kCallEnd, final, &e);
+    if (m == Scan::kNeedMore) return need(m);
+    if (m == Scan::kDone) i = e;
+  }
+}
+
+}  // namespace
+
+Scan scan_json(std::string_view buf, size_t pos, bool final, size_t* end) {
+  if (pos >= buf.size() || (buf[pos] != '{' && buf[pos] != '[')) return Scan::kBad;
+  char stack[kMaxDepth];
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = pos; i < buf.size(); ++i) {
+    const char c = buf[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (depth == kMaxDepth) return Scan::kBad;
+      stack[depth++] = c == '{' ? '}' : ']';
+    } else if (c == '}' || c == ']') {
+      if (depth == 0 || stack[depth - 1] != c) return Scan::kBad;
+      if (--depth == 0) {
+        *end = i + 1;
+        return Scan::kDone;
+      }
+    }
+  }
+  return final ? Scan::kBad : Scan::kNeedMore;
+}
+
+const Markers& markers(ToolFormat f) {
+  static const Markers kNone{};
+  static const Markers kHermes{.call_starts = {"<tool_call>"}};
+  static const Markers kLlama{.call_starts = {"<|python_tag|>"}, .at_start = {"{"}};
+  static const Markers kMistral{.call_starts = {"[TOOL_CALLS]"}};
+  static const Markers kF31{.call_starts = {"<function=", "<|python_tag|>"}};
+  static const Markers kF32{.call_starts = {">>>"}, .at_start = {""}};
+  static const Markers kR7b{.call_starts = {"<|START_ACTION|>"},
+                            .think_open = "<|START_THINKING|>",
+                            .think_close = "<|END_THINKING|>",
+                            .dropped = {"<|START_RESPONSE|>", "<|END_RESPONSE|>"}};
+  static const Markers kRPlus{.call_starts = {"Action:"}};
+  static const Markers kFire{.call_starts = {"functools["}};
+  static const Markers kDeepSeek{.call_starts = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"},
+                                 .think_open = "<think>",
+                                 .think_close = "</think>"};
+  switch (f) {
+    case ToolFormat::kNone: return kNone;
+    case ToolFormat::kHermes: return kHermes;
+    case ToolFormat::kLlama3Json: return kLlama;
+    case ToolFormat::kMistral: return kMistral;
+    case ToolFormat::kFunctionaryV31: return kF31;
+    case ToolFormat::kFunctionaryV32: return kF32;
+    case ToolFormat::kCommandR7b: return kR7b;
+    case ToolFormat::kCommandRPlus: return kRPlus;
+    case ToolFormat::kFirefunctionV2: return kFire;
+    case ToolFormat::kDeepSeekR1: return kDeepSeek;
+  }
+  return kNone;
+}
+
+Region parse_region(ToolFormat f, std::string_view buf, size_t start, std::string_view marker,
+                    bool final) {
+  switch (f) {
+    case ToolFormat::kHermes: return hermes(buf, start + marker.size(), final);
+    case ToolFormat::kLlama3Json: return llama3(buf, start, marker, final);
+    case ToolFormat::kMistral: return mistral(buf, start + marker.size(), final);
+    case ToolFormat::kFunctionaryV31: return functionary31(buf, start, marker, final);
+    case ToolFormat::kFunctionaryV32: return functionary32(buf, start, marker, final);
+    case ToolFormat::kCommandR7b:
+      return json_list_then(buf, start + marker.size(), "tool_name", {"parameters"}, "<|END_ACTION|>", final);
+    case ToolFormat::kCommandRPlus: return command_r_plus(buf, start + marker.size(), final);
+    case ToolFormat::kFirefunctionV2:  // the marker ends with the array's "["
+      return json_list_then(buf, start + marker.size() - 1, "name", {"arguments", "parameters"}, "", final);
+    case ToolFormat::kDeepSeekR1: return deepseek(buf, start, marker, final);
+    case ToolFormat::kNone: break;
+  }
+  return {};
+}
+
+}  // namespace hinge::tool_syntax
