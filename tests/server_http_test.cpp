@@ -31,7 +31,8 @@ struct Server {
   std::unique_ptr<http::Server> http;
   uint16_t port = 0;
 
-  explicit Server(sched::AdmissionConfig ac = {}, int64_t kv_bytes = 8 << 20, size_t max_body = 1 << 20) {
+  explicit Server(sched::AdmissionConfig ac = {}, int64_t kv_bytes = 8 << 20, size_t max_body = 1 << 20,
+                  const std::string& chat_template = "") {
     model = load_or_die(shared_path("models/stories260K.gguf"));
     HINGE_CHECK(model != nullptr);
     tok = std::move(Tokenizer::create(model->vocab)).value();
@@ -47,7 +48,7 @@ struct Server {
     sc.model_name = "stories";
     sc.n_vocab = static_cast<int32_t>(model->config.n_vocab);
     sc.history_interval_s = 0.2;
-    api = std::move(server::ApiServer::create(sc, *tok, "", *engine)).value();
+    api = std::move(server::ApiServer::create(sc, *tok, chat_template, *engine)).value();
     http::ServerConfig hc;
     hc.port = 0;
     hc.max_body_bytes = max_body;
@@ -419,6 +420,80 @@ TEST(ServerHttp, DrainingRefusesNewWorkAndHealthSays503) {
   auto r = http_call(s.port, "POST", "/v1/completions", R"({"prompt": "Once", "max_tokens": 4})");
   expect_error(r, 503, "draining");
   EXPECT_FALSE(r->header("retry-after").empty());
+}
+
+}  // namespace
+}  // namespace hinge
+
+namespace hinge {
+namespace {
+
+// Tools with a tool-call template (Qwen 2.5's, hermes): stories260K writes text, which comes
+// back as content with finish_reason "stop" (no half-parsed call, streaming or not); the
+// history's calls and results render; what cannot be honoured yet is a 400, never a guess.
+TEST(ServerHttp, ToolsWithATemplateThatCallsThem) {
+  const std::string qwen = testing::read_file(shared_path("chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  ASSERT_FALSE(qwen.empty());
+  Server s({}, 8 << 20, 1 << 20, qwen);
+  EXPECT_EQ(s.api->tool_format(), ToolFormat::kHermes);
+  // (Short: the template's tool preamble and stories260K's small vocabulary fill its 512 tokens.)
+  const nlohmann::json tools = nlohmann::json::parse(R"([{"type": "function", "function": {"name": "get_weather"}}])");
+  nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                         {"tools", tools}, {"max_tokens", 12}, {"temperature", 0}};
+  auto r = http_call(s.port, "POST", "/v1/chat/completions", body.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto j = nlohmann::json::parse(r->body);
+  const auto& msg = j["choices"][0]["message"];
+  EXPECT_TRUE(msg["content"].is_string());
+  EXPECT_FALSE(msg.contains("tool_calls"));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  // Streamed: the same text in content deltas, no tool_calls key anywhere.
+  body["stream"] = true;
+  auto st = http_call(s.port, "POST", "/v1/chat/completions", body.dump());
+  ASSERT_TRUE(st);
+  ASSERT_EQ(st->status, 200);
+  std::string streamed;
+  for (size_t at = st->body.find("data: {"); at != std::string::npos; at = st->body.find("data: {", at + 1)) {
+    const auto c = nlohmann::json::parse(st->body.substr(at + 6, st->body.find('\n', at) - at - 6));
+    const auto& d = c["choices"][0]["delta"];
+    EXPECT_FALSE(d.contains("tool_calls"));
+    if (d.contains("content")) streamed += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, msg["content"].get<std::string>());
+  // A conversation with a call and its result in the history renders and runs.
+  body["stream"] = false;
+  body["messages"] = nlohmann::json::parse(R"([
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"l\": \"P\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "21"}])");
+  body["max_tokens"] = 4;
+  r = http_call(s.port, "POST", "/v1/chat/completions", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  // tool_choice required / named needs constrained decoding: a 400 that says so.
+  body["tool_choice"] = "required";
+  r = http_call(s.port, "POST", "/v1/chat/completions", body.dump());
+  expect_error(r, 400, "tool_choice required");
+  EXPECT_NE(r->body.find("constrained decoding"), std::string::npos) << r->body;
+  // tool_choice none: tools go to the template, replies are text.
+  body["tool_choice"] = "none";
+  r = http_call(s.port, "POST", "/v1/chat/completions", body.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+}
+
+TEST(ServerHttp, ToolsWithATemplateWithoutToolSyntaxAre400) {
+  const std::string gemma = testing::read_file(shared_path("chat-templates/google-gemma-2-2b-it.jinja"));
+  Server s({}, 8 << 20, 1 << 20, gemma);
+  EXPECT_EQ(s.api->tool_format(), ToolFormat::kNone);
+  const nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4},
+                               {"tools", nlohmann::json::parse(R"([{"type": "function", "function": {"name": "f"}}])")}};
+  auto r = http_call(s.port, "POST", "/v1/chat/completions", body.dump());
+  expect_error(r, 400, "no tool syntax");
+  EXPECT_NE(r->body.find("--tool-format"), std::string::npos) << r->body;
 }
 
 }  // namespace

@@ -136,7 +136,15 @@ TEST(ServerOpenaiRequest, NumericEdgesAndAliases) {
   EXPECT_EQ(chat_ok(chat(R"("top_logprobs": 0)")).top_logprobs, 0);
   EXPECT_FALSE(chat_ok(chat(R"("stream": true, "stream_options": {})")).include_usage);
   EXPECT_EQ(chat_ok(chat(R"("priority": "interactive")")).priority, sched::Priority::kInteractive);
-  EXPECT_TRUE(chat_ok(chat(R"("tool_choice": {"type": "function"})")).tool_choice.is_object());
+  const OpenAiRequest named = chat_ok(chat(
+      R"("tools": [{"type": "function", "function": {"name": "f"}}], )"
+      R"("tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false)"));
+  EXPECT_TRUE(named.tool_choice.is_object());
+  EXPECT_EQ(named.tool_choice_mode, OpenAiRequest::ToolChoice::kFunction);
+  EXPECT_EQ(named.tool_choice_function, "f");
+  EXPECT_FALSE(named.parallel_tool_calls);
+  EXPECT_EQ(chat_ok(chat(R"("tool_choice": "none")")).tool_choice_mode, OpenAiRequest::ToolChoice::kNone);
+  EXPECT_EQ(chat_ok(chat(R"("tool_choice": "auto")")).tool_choice_mode, OpenAiRequest::ToolChoice::kAuto);
 }
 
 // ---- request: type and range errors ------------------------------------------------------------
@@ -365,7 +373,8 @@ TEST(ServerOpenaiRequest, MessagesNormalizedForTheTemplate) {
     {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
       "function": {"name": "f", "arguments": "{}"}}]},
     {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "{\"t\": 1}"},
-    {"role": "assistant", "content": null, "tool_calls": [{"id": "c2"}]}]})");
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function",
+      "function": {"name": "g", "arguments": {"k": [1]}}}]}]})");
   ASSERT_EQ(r.messages.size(), 6u);
   // Parts joined with "\n"; other keys kept in their order.
   EXPECT_EQ(r.messages[2].dump(),
@@ -376,6 +385,48 @@ TEST(ServerOpenaiRequest, MessagesNormalizedForTheTemplate) {
   EXPECT_EQ(r.messages[3]["tool_calls"][0]["id"], "c1");
   EXPECT_EQ(r.messages[4]["tool_call_id"], "c1");
   EXPECT_TRUE(r.messages[5]["content"].is_null());
+  // Arguments stay as given (text or object): the server shapes them for the template.
+  EXPECT_EQ(r.messages[3]["tool_calls"][0]["function"]["arguments"], "{}");
+  EXPECT_EQ(r.messages[5]["tool_calls"][0]["function"]["arguments"]["k"][0], 1);
+}
+
+TEST(ServerOpenaiRequest, ToolsToolChoiceAndHistoryCallsAreChecked) {
+  auto err = [](const std::string& extra, const std::string& param, const std::string& what) {
+    auto r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}], )" + extra + "}");
+    ASSERT_FALSE(r.ok()) << extra;
+    EXPECT_EQ(r.error().param, param) << extra;
+    EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
+  };
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather"}}])";
+  err(R"("tools": [{"type": "retrieval"}])", "tools[0].type", "'function'");
+  err(R"("tools": [{"type": "function"}])", "tools[0].function", "required");
+  err(R"("tools": [{"type": "function", "function": {"name": "a b"}}])", "tools[0].function.name", "1 to 64");
+  err(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])",
+      "tools[0].function.parameters", "JSON Schema");
+  err(R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])",
+      "tools[1].function.name", "two tools");
+  err(tools + R"(, "tool_choice": "sometimes")", "tool_choice", "'required'");
+  err(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "other"}})",
+      "tool_choice.function.name", "no tool named 'other'");
+  err(R"("tool_choice": "required")", "tool_choice", "needs 'tools'");
+  err(tools + R"(, "parallel_tool_calls": "yes")", "parallel_tool_calls", "a boolean");
+  auto herr = [](const std::string& call, const std::string& param, const std::string& what) {
+    auto r = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [)" +
+                                call + "]}]}");
+    ASSERT_FALSE(r.ok()) << call;
+    EXPECT_EQ(r.error().param, param) << call;
+    EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
+  };
+  herr(R"({"id": "c"})", "messages[1].tool_calls[0].function", "required");
+  herr(R"({"function": {"arguments": "{}"}})", "messages[1].tool_calls[0].function.name", "name");
+  herr(R"({"function": {"name": "f", "arguments": "{not json"}})", "messages[1].tool_calls[0].function.arguments",
+       "JSON object encoded as a string");
+  herr(R"({"function": {"name": "f", "arguments": 3}})", "messages[1].tool_calls[0].function.arguments",
+       "JSON object");
+  // An empty tool_calls array is dropped (templates test whether it is defined).
+  auto ok = parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y", "tool_calls": []}]})");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_FALSE(ok->messages[1].contains("tool_calls"));
 }
 
 // ---- request: completions prompt ---------------------------------------------------------------
@@ -545,6 +596,69 @@ TEST(ServerOpenaiResponse, ChatStreamOneChoiceWithUsage) {
                    R"( "prompt_tokens_details": {"cached_tokens": 0}}})");
   expected += "data: [DONE]\n\n";
   EXPECT_EQ(out, expected);
+}
+
+TEST(ServerOpenaiResponse, ToolCallsAndReasoningInTheMessage) {
+  ResponseHeader h{"chatcmpl-t", 1700000003, "tiny", false};
+  ChoiceOutput call;
+  call.finish_reason = FinishReason::kStop;
+  call.reasoning = "need weather";
+  call.tool_calls = {{"call_abc", "get_weather", R"({"location":"Paris"})"}};
+  ChoiceOutput text{"It is sunny.", FinishReason::kLength};
+  const ChoiceOutput choices[] = {call, text};
+  expect_json(chat_completion_response(h, choices, RequestUsage{3, 0, 9}), R"({
+    "id": "chatcmpl-t", "object": "chat.completion", "created": 1700000003, "model": "tiny",
+    "choices": [
+      {"index": 0, "message": {"role": "assistant", "content": null, "refusal": null,
+        "reasoning_content": "need weather",
+        "tool_calls": [{"id": "call_abc", "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris\"}"}}]},
+       "logprobs": null, "finish_reason": "tool_calls"},
+      {"index": 1, "message": {"role": "assistant", "content": "It is sunny.", "refusal": null},
+       "logprobs": null, "finish_reason": "length"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12,
+              "prompt_tokens_details": {"cached_tokens": 0}}})");
+}
+
+TEST(ServerOpenaiResponse, StreamedToolCallsAreOpenAisDeltas) {
+  ResponseHeader h{"chatcmpl-st", 1700000004, "tiny", false};
+  ChoicePiece p;
+  p.parsed = true;
+  p.calls_before = 1;  // this choice already sent one call
+  p.any_tool_call = true;
+  ReplyEvent content;
+  content.text = "Checking.";
+  ReplyEvent call;
+  call.kind = ReplyEvent::Kind::kToolCall;
+  call.call = {"call_x", "add", R"({"a":1})"};
+  ReplyEvent thought;
+  thought.kind = ReplyEvent::Kind::kReasoning;
+  thought.text = "hm";
+  p.events = {thought, content, call};
+  p.finish_reason = FinishReason::kStop;
+  std::string out;
+  append_piece_events(h, Endpoint::kChatCompletions, p, false, &out);
+  const std::string head =
+      R"("id": "chatcmpl-st", "object": "chat.completion.chunk", "created": 1700000004, "model": "tiny",)";
+  auto chunk = [&](const std::string& delta, const std::string& finish) {
+    return data("{" + head + R"( "choices": [{"index": 0, "delta": )" + delta +
+                R"(, "logprobs": null, "finish_reason": )" + finish + "}]}");
+  };
+  std::string expected = chunk(R"({"reasoning_content": "hm"})", "null");
+  expected += chunk(R"({"content": "Checking."})", "null");
+  expected += chunk(R"({"tool_calls": [{"index": 1, "id": "call_x", "type": "function",)"
+                    R"( "function": {"name": "add", "arguments": ""}}]})", "null");
+  expected += chunk(R"({"tool_calls": [{"index": 1, "function": {"arguments": "{\"a\":1}"}}]})", "null");
+  expected += chunk("{}", R"("tool_calls")");
+  EXPECT_EQ(out, expected);
+  // A reply without calls still finishes "stop"; length stays "length".
+  ChoicePiece plain;
+  plain.parsed = true;
+  plain.finish_reason = FinishReason::kLength;
+  plain.any_tool_call = true;
+  out.clear();
+  append_piece_events(h, Endpoint::kChatCompletions, plain, false, &out);
+  EXPECT_EQ(out, chunk("{}", R"("length")"));
 }
 
 TEST(ServerOpenaiResponse, StreamWithoutUsageAndCompletionChunks) {

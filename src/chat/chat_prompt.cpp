@@ -1,6 +1,7 @@
 #include "chat/chat_prompt.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace hinge {
 
@@ -27,6 +28,15 @@ StatusOr<std::string> render_chat(const ChatTemplate& tmpl, const Tokenizer& tok
   ctx["bos_token"] = bos_token_text(tok);
   ctx["eos_token"] = eos_token_text(tok);
   if (tools.is_array()) ctx["tools"] = tools;
+  // Firefunction v2's template reads the tools as JSON text and the date (llama.cpp's names).
+  ctx["functions"] = tools.is_array() ? tools.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+                                      : std::string("[]");
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(date, sizeof date, "%b %d %Y %H:%M:%S GMT", &tm);
+  ctx["datetime"] = date;
   return tmpl.render(ctx);
 }
 

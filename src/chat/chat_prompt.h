@@ -1,7 +1,8 @@
 // Rendering a conversation with a model's chat template into prompt tokens, as the server's
 // /v1/chat/completions and `hinge chat` both do: the template sees `messages`,
-// `add_generation_prompt`, `bos_token` and `eos_token` (the vocabulary's texts of them), and
-// `tools` when given; the rendered text is tokenized with special tokens parsed, adding BOS
+// `add_generation_prompt`, `bos_token` and `eos_token` (the vocabulary's texts of them),
+// `tools` when given, and `functions` (the tools as JSON text) and `datetime` (UTC) as
+// Firefunction v2's template reads them; the rendered text is tokenized with special tokens parsed, adding BOS
 // only when the template did not already write it.
 //
 // Thread-safety: pure functions of immutable inputs.

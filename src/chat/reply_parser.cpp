@@ -56,7 +56,7 @@ void ReplyParser::emit_text(ReplyEvent::Kind kind, std::string_view text, bool f
     e.text = pending_ws_;
     e.text.append(text.substr(0, body));
     pending_ws_.clear();
-    out->push_back(std::move(e));
+    sink(out)->push_back(std::move(e));
     any = true;
     if (kind == ReplyEvent::Kind::kContent) any_output_ = true;
   }
@@ -71,6 +71,35 @@ void ReplyParser::feed(std::string_view text, std::vector<ReplyEvent>* out) {
 void ReplyParser::finish(std::vector<ReplyEvent>* out) {
   advance(true, out);
   pending_ws_.clear();
+  if (!calls_open_) return;
+  calls_open_ = false;
+  if (!degrade_) {
+    for (ReplyEvent& e : held_) out->push_back(std::move(e));
+  } else {  // one call failed: every call's text is content, as written
+    num_calls_ = 0;
+    pending_ws_ = ws_before_calls_;
+    pending_kind_ = ReplyEvent::Kind::kContent;
+    emit_text(ReplyEvent::Kind::kContent, std::string_view(buf_).substr(calls_from_), true, out);
+  }
+  held_.clear();
+}
+
+void ReplyParser::add_calls(size_t region_start, const std::vector<tool_syntax::RawCall>& calls,
+                            std::vector<ReplyEvent>* out) {
+  if (!calls_open_) {
+    calls_open_ = true;
+    calls_from_ = region_start;
+    ws_before_calls_ = any_content_ && pending_kind_ == ReplyEvent::Kind::kContent ? pending_ws_ : "";
+  }
+  pending_ws_.clear();
+  for (const tool_syntax::RawCall& c : calls) {
+    ReplyEvent e;
+    e.kind = ReplyEvent::Kind::kToolCall;
+    e.call = {valid_id(c.id, opt_.format) ? c.id : next_id(), c.name, c.arguments};
+    sink(out)->push_back(std::move(e));
+    ++num_calls_;
+  }
+  any_output_ = true;
 }
 
 void ReplyParser::advance(bool final, std::vector<ReplyEvent>* out) {
@@ -79,6 +108,16 @@ void ReplyParser::advance(bool final, std::vector<ReplyEvent>* out) {
   while (true) {
     const std::string_view p = std::string_view(buf_).substr(pos_);
     if (in_reasoning_) {
+      if (!any_reasoning_ && !mk.think_open.empty()) {  // "<think>" written again inside it
+        size_t k = 0;
+        while (k < p.size() && is_space(p[k])) ++k;
+        const std::string_view rest = p.substr(k);
+        if (rest.substr(0, mk.think_open.size()) == mk.think_open) {
+          pos_ += k + mk.think_open.size();
+          continue;
+        }
+        if (!final && mk.think_open.substr(0, rest.size()) == rest) return;
+      }
       const size_t close = mk.think_close.empty() ? std::string_view::npos : p.find(mk.think_close);
       if (close != std::string_view::npos) {
         emit_text(ReplyEvent::Kind::kReasoning, p.substr(0, close), true, out);
@@ -107,14 +146,7 @@ void ReplyParser::advance(bool final, std::vector<ReplyEvent>* out) {
         if (r.scan == Scan::kNeedMore) return;
         any_output_ = true;  // decided either way: the start is behind us
         if (r.scan == Scan::kDone) {
-          pos_ += k;
-          for (const tool_syntax::RawCall& c : r.calls) {
-            ReplyEvent e;
-            e.kind = ReplyEvent::Kind::kToolCall;
-            e.call = {valid_id(c.id, opt_.format) ? c.id : next_id(), c.name, c.arguments};
-            out->push_back(std::move(e));
-            ++num_calls_;
-          }
+          if (!r.calls.empty()) add_calls(pos_ + k, r.calls, out);
           pos_ = r.end;
         }
         held = false;
@@ -170,18 +202,13 @@ void ReplyParser::advance(bool final, std::vector<ReplyEvent>* out) {
       return;
     }
     if (r.scan == Scan::kBad) {  // not a call: its marker is text, and so is what follows
+      if (calls_open_) degrade_ = true;
       emit_text(ReplyEvent::Kind::kContent, marker, false, out);
       pos_ += at + len;
       continue;
     }
+    if (!r.calls.empty()) add_calls(pos_ + at, r.calls, out);
     pending_ws_.clear();
-    for (const tool_syntax::RawCall& c : r.calls) {
-      ReplyEvent e;
-      e.kind = ReplyEvent::Kind::kToolCall;
-      e.call = {valid_id(c.id, opt_.format) ? c.id : next_id(), c.name, c.arguments};
-      out->push_back(std::move(e));
-      ++num_calls_;
-    }
     any_output_ = true;
     pos_ = r.end;
   }

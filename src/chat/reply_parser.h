@@ -4,11 +4,13 @@
 // whole reply is the same feed and finish, so both give the same message.
 //
 // - Text that may still become a marker (a suffix of the reply that is a prefix of "<tool_call>",
-//   "</think>", ...) is held until the next text decides it; a tool call is held until it is
-//   complete and parsed, then sent as one event with its name and its arguments (compact JSON):
-//   never a half-written call as content, never a call that later turns out malformed.
-// - A call that does not parse (bad JSON, no name, a missing end at the end of the reply)
-//   degrades to content: its text is sent as written. Nothing here fails.
+//   "</think>", ...) is held until the next text decides it. Content before the first call
+//   streams as it comes.
+// - Calls are all or nothing: from the first call on, the reply is held until it ends; then
+//   either every call parsed (each sent as one event with its name and its arguments, compact
+//   JSON, and the text between them as content), or one did not (bad JSON, no name, a missing
+//   end marker) and the whole text from the first call on is content, as written. Never a
+//   half-written call as content, never a call that later turns out malformed; nothing fails.
 // - Leading and trailing whitespace of the content and of the reasoning is dropped (the space
 //   around markers), the rest is sent as written.
 // - With tools off (tool_choice "none", or no tools), calls are not parsed, only reasoning.
@@ -22,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/tool_call_syntax.h"
 #include "chat/tool_format.h"
 
 namespace hinge {
@@ -66,6 +69,9 @@ class ReplyParser {
  private:
   void advance(bool final, std::vector<ReplyEvent>* out);
   void emit_text(ReplyEvent::Kind kind, std::string_view text, bool final, std::vector<ReplyEvent>* out);
+  void add_calls(size_t region_start, const std::vector<tool_syntax::RawCall>& calls,
+                 std::vector<ReplyEvent>* out);
+  std::vector<ReplyEvent>* sink(std::vector<ReplyEvent>* out) { return calls_open_ ? &held_ : out; }
   std::string next_id();
 
   ReplyParserOptions opt_;
@@ -78,6 +84,13 @@ class ReplyParser {
   std::string pending_ws_;     // whitespace held until text follows it
   ReplyEvent::Kind pending_kind_ = ReplyEvent::Kind::kContent;
   int32_t num_calls_ = 0;
+  // From the first call on: what is held until the reply ends, where it started, the space
+  // before it, and whether a later call failed (then all of it is content).
+  bool calls_open_ = false;
+  bool degrade_ = false;
+  size_t calls_from_ = 0;
+  std::string ws_before_calls_;
+  std::vector<ReplyEvent> held_;
   std::mt19937_64 rng_;
 };
 

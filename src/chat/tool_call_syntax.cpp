@@ -76,20 +76,11 @@ Scan json_calls(std::string_view buf, size_t i, bool final, const char* name_key
   return Scan::kDone;
 }
 
-// After a call: an optional closing literal (missing at the reply's end or before other text:
-// the call still counts).
-Scan optional_close(std::string_view buf, size_t i, std::string_view close, bool final, size_t* end) {
+// After a call: its closing literal, after optional whitespace (missing: not a call).
+Scan required_close(std::string_view buf, size_t i, std::string_view close, bool final, size_t* end) {
   const size_t k = skip_ws(buf, i);
-  if (k == buf.size()) {
-    if (!final) return Scan::kNeedMore;
-    *end = k;
-    return Scan::kDone;
-  }
-  size_t e = 0;
-  const Scan m = match(buf, k, close, final, &e);
-  if (m == Scan::kNeedMore) return m;
-  *end = m == Scan::kDone ? e : i;
-  return Scan::kDone;
+  if (k == buf.size()) return final ? Scan::kBad : Scan::kNeedMore;
+  return match(buf, k, close, final, end);
 }
 
 Region hermes(std::string_view buf, size_t i, bool final) {
@@ -101,7 +92,7 @@ Region hermes(std::string_view buf, size_t i, bool final) {
   }
   size_t e = 0;
   r.scan = json_calls(buf, i, final, "name", {"arguments", "parameters"}, &e, &r.calls);
-  if (r.scan == Scan::kDone) r.scan = optional_close(buf, e, "</tool_call>", final, &r.end);
+  if (r.scan == Scan::kDone) r.scan = required_close(buf, e, "</tool_call>", final, &r.end);
   return r;
 }
 
@@ -159,7 +150,8 @@ Region llama3(std::string_view buf, size_t i, std::string_view marker, bool fina
     r.scan = final ? Scan::kBad : Scan::kNeedMore;
     return r;
   }
-  if (buf[i] != '{') {  // a built-in tool's python call: the rest of the reply
+  if (buf[i] != '{') {  // a built-in: name.call(...), or code for code_interpreter
+    if (marker != "<|python_tag|>") return r;
     if (!final) {
       r.scan = Scan::kNeedMore;
       return r;
@@ -167,11 +159,13 @@ Region llama3(std::string_view buf, size_t i, std::string_view marker, bool fina
     std::string_view rest = buf.substr(i);
     while (!rest.empty() && is_space(rest.back())) rest.remove_suffix(1);
     RawCall c;
-    r.scan = python_call(rest, &c) ? Scan::kDone : Scan::kBad;
-    if (r.scan == Scan::kDone) {
-      r.calls.push_back(std::move(c));
-      r.end = buf.size();
+    if (!python_call(rest, &c)) {
+      c.name = "code_interpreter";
+      c.arguments = OJson({{"code", std::string(rest)}}).dump(-1, ' ', false, OJson::error_handler_t::replace);
     }
+    r.calls.push_back(std::move(c));
+    r.scan = Scan::kDone;
+    r.end = buf.size();
     return r;
   }
   // One or more objects, ";" between them.
@@ -203,8 +197,14 @@ Region llama3(std::string_view buf, size_t i, std::string_view marker, bool fina
       }
       continue;
     }
-    r.scan = Scan::kDone;
-    r.end = e;
+    if (k == buf.size()) {  // (final) the reply ends with the calls
+      r.scan = Scan::kDone;
+      r.end = k;
+      return r;
+    }
+    // The reply is the calls: anything else after them and it is text.
+    r.calls.clear();
+    r.scan = Scan::kBad;
     return r;
   }
 }
@@ -288,7 +288,7 @@ Region functionary31(std::string_view buf, size_t i, std::string_view marker, bo
   }
   c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
   r.calls.push_back(std::move(c));
-  r.scan = optional_close(buf, e, "</function>", final, &r.end);
+  r.scan = required_close(buf, e, "</function>", final, &r.end);
   return r;
 }
 
@@ -352,7 +352,7 @@ Region json_list_then(std::string_view buf, size_t i, const char* name_key,
   r.scan = json_calls(buf, i, final, name_key, args_keys, &e, &r.calls);
   if (r.scan == Scan::kDone) {
     if (close.empty()) r.end = e;
-    else r.scan = optional_close(buf, e, close, final, &r.end);
+    else r.scan = required_close(buf, e, close, final, &r.end);
   }
   if (r.scan != Scan::kDone) r.calls.clear();
   return r;
@@ -369,7 +369,10 @@ Region command_r_plus(std::string_view buf, size_t i, bool final) {
     return r;
   }
   if (fence == Scan::kBad) return r;
-  return json_list_then(buf, e, "tool_name", {"parameters"}, "```", final);
+  r = json_list_then(buf, e, "tool_name", {"parameters"}, "```", final);
+  // "directly-answer" is the template's way to say "no tool": not a call.
+  std::erase_if(r.calls, [](const RawCall& c) { return c.name == "directly-answer" || c.name == "directly_answer"; });
+  return r;
 }
 
 // <｜tool▁calls▁begin｜> (<｜tool▁call▁begin｜>TYPE<｜tool▁sep｜>NAME\n```json\n{...}\n```
@@ -377,9 +380,12 @@ Region command_r_plus(std::string_view buf, size_t i, bool final) {
 Region deepseek(std::string_view buf, size_t i, std::string_view marker, bool final) {
   static constexpr std::string_view kCallsBegin = "<｜tool▁calls▁begin｜>",
                                     kCallBegin = "<｜tool▁call▁begin｜>", kSep = "<｜tool▁sep｜>",
-                                    kCallEnd = "<｜tool▁call▁end｜>", kCallsEnd = "<｜tool▁calls▁end｜>";
+                                    kCallEnd = "<｜tool▁call▁end｜>", kCallsEnd = "<｜tool▁calls▁end｜>",
+                                    kCallsVariant = "<｜tool▁calls｜>";
   Region r;
-  if (marker == kCallsBegin) i += marker.size();
+  // "<｜tool▁calls｜>" (a variant some models write): its first call has no begin marker.
+  bool implicit_begin = marker == kCallsVariant;
+  if (marker == kCallsBegin || implicit_begin) i += marker.size();
   auto need = [&](Scan s) {
     r.calls.clear();
     r.scan = s;
@@ -403,13 +409,13 @@ Region deepseek(std::string_view buf, size_t i, std::string_view marker, bool fi
       r.end = e;
       return r;
     }
-    m = match(buf, i, kCallBegin, final, &e);
+    m = implicit_begin ? Scan::kDone : match(buf, i, kCallBegin, final, &e);
+    if (implicit_begin) e = i;
+    implicit_begin = false;
     if (m != Scan::kDone) {
       if (m == Scan::kNeedMore) return need(m);
       if (r.calls.empty()) return need(Scan::kBad);
-      r.scan = Scan::kDone;  // text after the calls without their end marker
-      r.end = i;
-      return r;
+      return need(Scan::kBad);  // text after the calls without their end marker
     }
     const size_t sep = buf.find(kSep, e);
     if (sep == std::string_view::npos) return need(final || buf.size() - e > 64 ? Scan::kBad : Scan::kNeedMore);
@@ -434,9 +440,10 @@ Region deepseek(std::string_view buf, size_t i, std::string_view marker, bool fi
     if (m == Scan::kNeedMore) return need(m);
     if (m == Scan::kDone) i = e;
     i = skip_ws(buf, i);
+    if (i == buf.size()) return need(final ? Scan::kBad : Scan::kNeedMore);
     m = match(buf, i, kCallEnd, final, &e);
-    if (m == Scan::kNeedMore) return need(m);
-    if (m == Scan::kDone) i = e;
+    if (m != Scan::kDone) return need(m);  // each call ends with its marker
+    i = e;
   }
 }
 
@@ -484,7 +491,8 @@ const Markers& markers(ToolFormat f) {
                             .dropped = {"<|START_RESPONSE|>", "<|END_RESPONSE|>"}};
   static const Markers kRPlus{.call_starts = {"Action:"}};
   static const Markers kFire{.call_starts = {"functools["}};
-  static const Markers kDeepSeek{.call_starts = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"},
+  static const Markers kDeepSeek{.call_starts = {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
+                                                 "<｜tool▁calls｜>"},
                                  .think_open = "<think>",
                                  .think_close = "</think>"};
   switch (f) {

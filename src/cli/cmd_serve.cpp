@@ -267,6 +267,7 @@ int serve_command(const ServeArgs& args) {
   sc.worker_threads = static_cast<int32_t>(args.request_workers);
   sc.n_vocab = static_cast<int32_t>(loaded->config.n_vocab);
   sc.log_requests = !args.quiet;
+  sc.tool_format = args.tool_format;
   sc.cache_secret = *cache_secret;
   if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
   if (!args.api_key_file.empty()) {
@@ -295,6 +296,10 @@ int serve_command(const ServeArgs& args) {
   if (!api.ok() && !chat_template_file.empty())
     return fail("--chat-template-file " + args.chat_template_file + ": " + api.status().message());
   if (!api.ok()) return fail(api.status().message());
+  if ((*api)->tool_format() != ToolFormat::kNone)
+    std::fprintf(stderr, "hinge: tool calls and reasoning parsed as %s (%s)\n",
+                 tool_format_name((*api)->tool_format()),
+                 args.tool_format == "auto" ? "from the chat template" : "--tool-format");
   (*api)->set_transport_stats([h = http->get()] { return h->stats(); });
   api_ptr.store(api->get());
   std::fprintf(stderr,

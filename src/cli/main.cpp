@@ -331,6 +331,11 @@ int main(int argc, char** argv) {
                         "Origins browsers may call from (\"*\" or scheme://host[:port], "
                         "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+  serve_cmd->add_option("--tool-format", serve.tool_format,
+                        "How replies write tool calls: auto (from the chat template), none, hermes, "
+                        "llama3_json, mistral, functionary_v3_1, functionary_v3_2, command_r7b, "
+                        "command_r_plus, firefunction_v2, deepseek_r1 (docs/tool-calls.md)")
+      ->capture_default_str();
   hinge::cli::add_pressure_options(serve_cmd, &serve.pressure, "new requests' max_tokens");
   serve_cmd->add_option("--chat-template-file", serve.chat_template_file,
                         "Jinja chat template to use instead of the model's (as llama-server's), e.g. "

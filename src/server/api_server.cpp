@@ -1,5 +1,8 @@
 #include "server/api_server.h"
 
+#include "chat/tool_call_syntax.h"
+#include "chat/tool_history.h"
+
 #include <algorithm>
 #include <cstring>
 #include <ctime>
@@ -76,14 +79,24 @@ StatusOr<std::unique_ptr<ApiServer>> ApiServer::create(const ApiServerConfig& co
     if (!t.ok()) return t.status().with_context("the model's chat template");
     tmpl.emplace(std::move(t).value());
   }
-  return std::unique_ptr<ApiServer>(new ApiServer(config, tokenizer, std::move(tmpl), engine));
+  ToolFormat format = chat_template.empty() ? ToolFormat::kNone : detect_tool_format(chat_template);
+  if (config.tool_format != "auto") {
+    const auto f = tool_format_from_name(config.tool_format);
+    if (!f)
+      return Status::Errorf("--tool-format: unknown '{}'; expected auto, none, hermes, llama3_json, "
+                            "mistral, functionary_v3_1, functionary_v3_2, command_r7b, "
+                            "command_r_plus, firefunction_v2 or deepseek_r1", config.tool_format);
+    format = *f;
+  }
+  return std::unique_ptr<ApiServer>(new ApiServer(config, tokenizer, std::move(tmpl), format, engine));
 }
 
 ApiServer::ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
-                     std::optional<ChatTemplate> tmpl, EngineThread& engine)
+                     std::optional<ChatTemplate> tmpl, ToolFormat tool_format, EngineThread& engine)
     : config_(config),
       tok_(tokenizer),
       template_(std::move(tmpl)),
+      tool_format_(tool_format),
       engine_(engine),
       metrics_(config.model_name),
       created_unix_(static_cast<int64_t>(std::time(nullptr))) {
@@ -153,6 +166,8 @@ ApiResult<ApiServer::ChatPrompt> ApiServer::chat_prompt(const nlohmann::ordered_
     return ApiError::invalid_request("messages", "messages must be a non-empty array");
   std::string text;
   if (template_) {
+    const nlohmann::ordered_json shaped = shape_tool_history(messages, tool_format_);
+    const nlohmann::ordered_json& messages = shaped;  // the template's shape from here on
     auto r = render_chat(*template_, tok_, messages, tools, /*add_generation_prompt=*/true);
     if (!r.ok())
       return ApiError::invalid_request(
@@ -160,6 +175,14 @@ ApiResult<ApiServer::ChatPrompt> ApiServer::chat_prompt(const nlohmann::ordered_
     text = std::move(r).value();
     if (auto e = check_prompt_bytes(text.size(), "messages")) return *e;
     ChatPrompt p{.tokens = encode_rendered_chat(tok_, text), .turns = {}};
+    // A template that opens the reasoning block itself ("<think>\n" at the end of DeepSeek-R1
+    // distills' prompts): the reply starts inside it.
+    const std::string_view open = tool_syntax::markers(tool_format_).think_open;
+    if (!open.empty()) {
+      std::string_view t = text;
+      while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.remove_suffix(1);
+      p.reasoning_open = t.size() >= open.size() && t.substr(t.size() - open.size()) == open;
+    }
     if (engine_.shifts_context())
       p.turns = chat_turns(*template_, tok_, messages, tools, text, p.tokens);
     return p;

@@ -66,6 +66,7 @@
 #include "server/tenant_registry.h"
 #include "chat/chat_prompt.h"
 #include "chat/chat_template.h"
+#include "chat/tool_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hinge::server {
@@ -90,6 +91,9 @@ struct ApiServerConfig {
   double history_interval_s = 2.0;   // the dashboard's chart resolution
   bool log_requests = false;         // one stderr line per finished or rejected request
                                      // (ids, counts and timings; never prompt or output text)
+  // How replies carry tool calls and reasoning (chat/tool_format.h): "auto" detects it from
+  // the chat template, or a format's name ("none": replies are text).
+  std::string tool_format = "auto";
 };
 
 class ApiServer {
@@ -129,6 +133,7 @@ class ApiServer {
   const Tokenizer& tokenizer() const { return tok_; }
   const ApiServerConfig& config() const { return config_; }
   const ChatTemplate* chat_template() const { return template_ ? &*template_ : nullptr; }
+  ToolFormat tool_format() const { return tool_format_; }
   bool shutting_down() const { return shutting_down_.load(); }
   // `name` is the model id or one of its aliases.
   bool serves(const std::string& name) const;
@@ -145,13 +150,14 @@ class ApiServer {
   struct ChatPrompt {
     std::vector<int32_t> tokens;
     ChatTurns turns;
+    bool reasoning_open = false;  // the prompt ends inside the format's reasoning block
   };
   ApiResult<ChatPrompt> chat_prompt(const nlohmann::ordered_json& messages,
                                     const nlohmann::ordered_json& tools) const;
 
  private:
   ApiServer(const ApiServerConfig& config, const Tokenizer& tokenizer,
-            std::optional<ChatTemplate> tmpl, EngineThread& engine);
+            std::optional<ChatTemplate> tmpl, ToolFormat tool_format, EngineThread& engine);
   // The route table (api_server.cpp): one entry, with its handler, per route.
   struct Route;
   static const Route* find_route(const std::string& path);
@@ -171,6 +177,7 @@ class ApiServer {
   ApiServerConfig config_;
   const Tokenizer& tok_;
   std::optional<ChatTemplate> template_;
+  ToolFormat tool_format_ = ToolFormat::kNone;
   EngineThread& engine_;
   Metrics metrics_;
   size_t max_token_bytes_ = 1;

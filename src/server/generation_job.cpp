@@ -51,6 +51,9 @@ struct ChoiceState {
   std::vector<LogprobEntry> logprobs;  // non-streaming: all of them
   bool echoed = false;             // echo: the prompt text went out (first piece)
   double cumulative_logprob = 0;  // of the tokens returned (best_of ranks by it)
+  // Chat replies in a tool / reasoning format: the parser, and the calls sent so far.
+  std::optional<ReplyParser> reply;
+  int32_t calls = 0;
 };
 
 // Per-request state. The engine thread only posts each delta to the connection's strand
@@ -74,6 +77,8 @@ struct Job {
   std::string echo_text;
   std::vector<int32_t> echo_ids;  // echo with logprobs: the prompt, for its tokens' pieces
   std::vector<std::string> stop;
+  std::optional<ReplyParserOptions> reply;  // chat replies parsed for tool calls / reasoning
+  bool parallel_tool_calls = true;          // false: the first call of a reply only
   Clock::time_point arrival;
   SubmitTicket ticket;
 
@@ -90,8 +95,14 @@ struct Job {
     choices.resize(static_cast<size_t>(n));
     usages.resize(static_cast<size_t>(n));
     state.resize(static_cast<size_t>(n));
+    uint64_t k = 0;
     for (ChoiceState& c : state) {
       c.output.emplace(api->tokenizer(), stop, last_prompt_token);
+      if (reply) {
+        ReplyParserOptions o = *reply;
+        o.id_seed += k++;  // each choice its own call ids
+        c.reply.emplace(o);
+      }
     }
   }
   void process(const RequestDelta& d);
@@ -180,6 +191,20 @@ void Job::process(const RequestDelta& d) {
   }
   usages[i] = d.usage;
   usages[i].completion_tokens = c.completion_tokens;
+  if (c.reply) {
+    // The reply's text becomes content, reasoning and tool calls (chat/reply_parser.h).
+    piece.parsed = true;
+    piece.calls_before = c.calls;
+    c.reply->feed(piece.text, &piece.events);
+    if (c.finished) c.reply->finish(&piece.events);
+    if (!parallel_tool_calls) {  // the first call only
+      std::erase_if(piece.events, [&, seen = c.calls](const ReplyEvent& e) mutable {
+        return e.kind == ReplyEvent::Kind::kToolCall && seen++ > 0;
+      });
+    }
+    for (const ReplyEvent& e : piece.events) c.calls += e.kind == ReplyEvent::Kind::kToolCall;
+    piece.any_tool_call = c.calls > 0;
+  }
   if (stream) {
     if (!lps.empty())
       piece.logprobs = endpoint == Endpoint::kChatCompletions
@@ -190,7 +215,15 @@ void Job::process(const RequestDelta& d) {
     c.started = true;
     if (!out.empty()) ex->write(std::move(out));
   } else {
-    choices[i].text += piece.text;
+    if (piece.parsed) {
+      for (ReplyEvent& e : piece.events) {
+        if (e.kind == ReplyEvent::Kind::kContent) choices[i].text += e.text;
+        else if (e.kind == ReplyEvent::Kind::kReasoning) choices[i].reasoning += e.text;
+        else choices[i].tool_calls.push_back(std::move(e.call));
+      }
+    } else {
+      choices[i].text += piece.text;
+    }
     for (auto& e : lps) c.logprobs.push_back(std::move(e));
   }
   c.text_bytes += static_cast<int64_t>(piece.text.size());
@@ -327,9 +360,18 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     return fail(ApiError::not_found(
         fmt::format("The model `{}` does not exist; this server serves `{}`", req.model, served),
         "model"));
-  if (req.tools.is_array() && !req.tools.empty() && endpoint == Endpoint::kChatCompletions &&
-      !api.chat_template())
+  const bool has_tools = req.tools.is_array() && !req.tools.empty();
+  if (has_tools && endpoint == Endpoint::kChatCompletions && !api.chat_template())
     return fail(ApiError::invalid_request("tools", "this model has no chat template for tools"));
+  using TC = OpenAiRequest::ToolChoice;
+  if (has_tools && (req.tool_choice_mode == TC::kRequired || req.tool_choice_mode == TC::kFunction))
+    return fail(ApiError::invalid_request(
+        "tool_choice", "tool_choice 'required' or a named function is enforced by constrained "
+                       "decoding, which this server does not have yet; use 'auto'"));
+  if (has_tools && req.tool_choice_mode != TC::kNone && api.tool_format() == ToolFormat::kNone)
+    return fail(ApiError::invalid_request(
+        "tools", "this model's chat template has no tool-call syntax hinge knows; start the "
+                 "server with --tool-format NAME (docs/tool-calls.md) or send tool_choice 'none'"));
   for (const LogitBias& b : req.sampling.logit_bias)
     if (b.token >= api.config().n_vocab)
       return fail(ApiError::invalid_request(
@@ -339,12 +381,14 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   // The prompt.
   std::vector<int32_t> prompt;
   ChatTurns turns;  // chat under --context-policy shift: the system prompt and turn starts
+  bool reasoning_open = false;
   const Tokenizer& tok = api.tokenizer();
   if (endpoint == Endpoint::kChatCompletions) {
     auto p = api.chat_prompt(req.messages, req.tools);
     if (!p.ok()) return fail(p.error());
     prompt = std::move(p->tokens);
     turns = std::move(p->turns);
+    reasoning_open = p->reasoning_open;
   } else if (req.prompt_is_tokens) {
     prompt = std::move(req.prompt_token_ids);
     for (size_t i = 0; i < prompt.size(); ++i)
@@ -436,6 +480,13 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
     if (req.logprobs) job->echo_ids = g.prompt_token_ids;
   }
   job->stop = std::move(stop);
+  const ToolFormat format = api.tool_format();
+  const bool parse_tools = has_tools && req.tool_choice_mode != TC::kNone;
+  if (endpoint == Endpoint::kChatCompletions && format != ToolFormat::kNone &&
+      (parse_tools || tool_format_has_reasoning(format)))
+    job->reply = ReplyParserOptions{.format = format, .parse_tools = parse_tools,
+                                    .reasoning_open = reasoning_open, .id_seed = random_seed()};
+  job->parallel_tool_calls = req.parallel_tool_calls;
   job->arrival = arrival;
   job->header.id = (endpoint == Endpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + random_hex(24);
   job->header.created = static_cast<int64_t>(std::time(nullptr));

@@ -16,7 +16,12 @@
 //   `functions` / `function_call` (deprecated: the message points to `tools` / `tool_choice`),
 //   `response_format` other than {"type": "text"}, `modalities` other than ["text"], `audio`,
 //   `web_search_options`. Harmless ones (`user`, `metadata`, `store`, `service_tier`,
-//   `parallel_tool_calls`, `prediction`, ...) are ignored.
+//   `prediction`, ...) are ignored.
+// - Tools: `tools` entries, `tool_choice` and `parallel_tool_calls` are checked (a tool_choice
+//   without tools, or naming a function not among them, is a 400); assistant history messages'
+//   tool_calls need {"function": {"name", "arguments"}} with arguments a JSON object or JSON
+//   text of one (OpenAI's shape; ApiServer::chat_prompt hands each template the shape it
+//   reads); an empty tool_calls array is dropped.
 // - `logit_bias` (both endpoints): {"<token id>": bias} with decimal-id keys (param
 //   `logit_bias`), biases in [-100, 100] (param `logit_bias.<id>`), at most kMaxLogitBias
 //   entries (OpenAI's limit), distinct ids; into SamplingParams::logit_bias.
@@ -68,8 +73,16 @@ struct OpenAiRequest {
   // joined into one string ("\n" between parts, as vLLM does); null content (assistant with
   // tool_calls) stays null; every other key is passed through as given.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  nlohmann::ordered_json tools;        // null when absent, else the array as given
+  // Each {"type": "function", "function": {"name" (1-64 of [A-Za-z0-9_-]), "description"?,
+  // "parameters"? (an object), "strict"?}}; null when absent, else the array as given.
+  nlohmann::ordered_json tools;
   nlohmann::ordered_json tool_choice;  // null when absent, else a string or an object
+  // tool_choice: "auto" (the default with tools), "none", "required" or {"type": "function",
+  // "function": {"name"}} naming one of the tools (kFunction, tool_choice_function).
+  enum class ToolChoice : uint8_t { kAuto, kNone, kRequired, kFunction };
+  ToolChoice tool_choice_mode = ToolChoice::kAuto;
+  std::string tool_choice_function;
+  bool parallel_tool_calls = true;  // false: a reply's first call only
 
   // Completions: the prompt as text (non-empty) or as token ids (non-empty, each >= 0).
   bool prompt_is_tokens = false;

@@ -46,10 +46,10 @@ std::vector<size_t> best_of_indices(std::span<const double> cumulative_logprobs,
   return order;
 }
 
-OJson finish_reason_json(FinishReason reason) {
+OJson finish_reason_json(FinishReason reason, bool tool_calls) {
   switch (reason) {
     case FinishReason::kStop:
-      return "stop";
+      return tool_calls ? "tool_calls" : "stop";
     case FinishReason::kLength:
       return "length";
     case FinishReason::kAborted:
@@ -97,15 +97,26 @@ OJson chat_completion_response(const ResponseHeader& h, std::span<const ChoiceOu
                                const RequestUsage& usage) {
   OJson arr = OJson::array();
   for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceOutput& o = choices[i];
     OJson message = OJson::object();
     message["role"] = "assistant";
-    message["content"] = choices[i].text;
+    if (o.text.empty() && !o.tool_calls.empty()) message["content"] = nullptr;
+    else message["content"] = o.text;
     message["refusal"] = nullptr;
+    if (!o.reasoning.empty()) message["reasoning_content"] = o.reasoning;
+    if (!o.tool_calls.empty()) {
+      OJson calls = OJson::array();
+      for (const ToolCall& t : o.tool_calls)
+        calls.push_back(OJson{{"id", t.id},
+                              {"type", "function"},
+                              {"function", OJson{{"name", t.name}, {"arguments", t.arguments}}}});
+      message["tool_calls"] = std::move(calls);
+    }
     OJson c = OJson::object();
     c["index"] = i;
     c["message"] = std::move(message);
-    c["logprobs"] = choices[i].logprobs;
-    c["finish_reason"] = finish_reason_json(choices[i].finish_reason);
+    c["logprobs"] = o.logprobs;
+    c["finish_reason"] = finish_reason_json(o.finish_reason, !o.tool_calls.empty());
     mark_truncated(c, choices[i].dropped_tokens);
     arr.push_back(std::move(c));
   }
@@ -243,13 +254,46 @@ void append_piece_events(const ResponseHeader& h, Endpoint endpoint, const Choic
     return;
   }
   if (first_for_choice) *out += sse_event(chat_chunk_role(h, p.index));
-  if (!p.text.empty() || !p.logprobs.is_null()) {
+  if (p.parsed) {
+    OJson logprobs = p.logprobs;  // on the first chunk of the piece
+    int32_t call = p.calls_before;
+    for (const ReplyEvent& e : p.events) {
+      OJson delta = OJson::object();
+      if (e.kind == ReplyEvent::Kind::kContent) {
+        delta["content"] = e.text;
+      } else if (e.kind == ReplyEvent::Kind::kReasoning) {
+        delta["reasoning_content"] = e.text;
+      } else {
+        OJson begin = OJson::object();
+        begin["index"] = call;
+        begin["id"] = e.call.id;
+        begin["type"] = "function";
+        begin["function"] = OJson{{"name", e.call.name}, {"arguments", ""}};
+        delta["tool_calls"] = OJson::array({std::move(begin)});
+        *out += sse_event(chat_chunk(h, p.index, std::move(delta), FinishReason::kNone, std::move(logprobs)));
+        logprobs = nullptr;
+        OJson args = OJson::object();
+        args["index"] = call++;
+        args["function"] = OJson{{"arguments", e.call.arguments}};
+        delta = OJson::object();
+        delta["tool_calls"] = OJson::array({std::move(args)});
+      }
+      *out += sse_event(chat_chunk(h, p.index, std::move(delta), FinishReason::kNone, std::move(logprobs)));
+      logprobs = nullptr;
+    }
+    if (!logprobs.is_null()) {  // tokens that made no event yet (held) still report logprobs
+      OJson delta = OJson::object();
+      delta["content"] = "";
+      *out += sse_event(chat_chunk(h, p.index, std::move(delta), FinishReason::kNone, std::move(logprobs)));
+    }
+  } else if (!p.text.empty() || !p.logprobs.is_null()) {
     OJson delta = OJson::object();
     delta["content"] = p.text;
     *out += sse_event(chat_chunk(h, p.index, std::move(delta), FinishReason::kNone, p.logprobs));
   }
   if (finished) {
-    OJson j = chat_chunk_finish(h, p.index, p.finish_reason);
+    OJson j = chat_chunk(h, p.index, OJson::object(), FinishReason::kNone);
+    j["choices"][0]["finish_reason"] = finish_reason_json(p.finish_reason, p.any_tool_call);
     mark_truncated(j["choices"][0], p.dropped_tokens);
     *out += sse_event(j);
   }

@@ -3,14 +3,17 @@
 // Non-streaming:
 //   chat:        {"id", "object": "chat.completion", "created", "model",
 //                 "choices": [{"index", "message": {"role": "assistant", "content",
-//                 "refusal": null}, "logprobs": null, "finish_reason"}], "usage"}
+//                 "refusal": null[, "reasoning_content"][, "tool_calls": [{"id", "type":
+//                 "function", "function": {"name", "arguments"}}]]}, "logprobs": null,
+//                 "finish_reason"}], "usage"}
 //   completions: {"id", "object": "text_completion", "created", "model",
 //                 "choices": [{"text", "index", "logprobs": null, "finish_reason"}], "usage"}
 //   usage:       {"prompt_tokens", "completion_tokens", "total_tokens",
 //                 "prompt_tokens_details": {"cached_tokens"}}
 // Streaming (each chunk framed by sse_event, the stream ended by sse_done):
 //   chat: per choice a first chunk with delta {"role": "assistant", "content": ""}, then chunks
-//   with delta {"content": "..."}, then one with an empty delta and the finish_reason;
+//   with delta {"content": "..."} ({"reasoning_content": "..."}, {"tool_calls": [...]} when
+//   parsed), then one with an empty delta and the finish_reason;
 //   completions: chunks {"text", "index", "logprobs": null, "finish_reason"} (object
 //   "text_completion", as OpenAI streams it), the last one carrying the finish_reason.
 //   With include_usage every chunk has "usage": null and a last chunk has "choices": [] and the
@@ -29,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/reply_parser.h"
 #include "hinge/engine.h"
 #include "server/openai_request.h"
 
@@ -50,6 +54,11 @@ struct ChoiceOutput {
   // --context-policy shift dropped this many tokens of the choice's sequence: the choice gets
   // "truncated": true and "dropped_tokens" (absent when 0, so OpenAI's shape is unchanged).
   int32_t dropped_tokens = 0;
+  // Chat replies parsed for tool calls / reasoning (chat/reply_parser.h): `text` is the content
+  // (null in the message when empty and there are calls), "reasoning_content" when non-empty,
+  // "tool_calls" when any, and finish_reason "tool_calls" for a reply that stopped after calls.
+  std::string reasoning;
+  std::vector<ToolCall> tool_calls;
 };
 
 // One generated (or echoed prompt) token with its log-probability and the most likely
@@ -70,6 +79,14 @@ struct ChoicePiece {
   nlohmann::ordered_json logprobs = nullptr;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t dropped_tokens = 0;  // with the finish: as ChoiceOutput::dropped_tokens
+  // A parsed chat reply (chat/reply_parser.h): the events stand for `text`. A tool call event
+  // is sent as OpenAI streams one: a chunk with its index, id, type and name (arguments ""),
+  // then one with its arguments. `calls_before`: the choice's calls already sent (their
+  // indices); `any_tool_call`: the choice made one (its finish_reason is then "tool_calls").
+  bool parsed = false;
+  std::vector<ReplyEvent> events;
+  int32_t calls_before = 0;
+  bool any_tool_call = false;
 };
 
 using OJson = nlohmann::ordered_json;  // key order kept, as OpenAI emits it
@@ -79,8 +96,8 @@ using OJson = nlohmann::ordered_json;  // key order kept, as OpenAI emits it
 // ranking). n is clamped to [0, size].
 std::vector<size_t> best_of_indices(std::span<const double> cumulative_logprobs, int32_t n);
 
-// "stop" / "length" / "abort"; null for kNone.
-OJson finish_reason_json(FinishReason reason);
+// "stop" / "length" / "abort"; null for kNone. With tool_calls: "tool_calls" instead of "stop".
+OJson finish_reason_json(FinishReason reason, bool tool_calls = false);
 
 // Usage of a whole request from its samples' final RequestUsage: prompt and cached tokens once,
 // completion tokens summed. Empty span: all zero.
