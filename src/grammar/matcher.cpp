@@ -1,0 +1,218 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+
+namespace hinge::grammar {
+namespace {
+
+bool is_end(const Elem* e) { return e->type == ElemType::kEnd || e->type == ElemType::kAlt; }
+
+void dedupe(std::vector<Matcher::Stack>* v) {
+  std::sort(v->begin(), v->end());
+  v->erase(std::unique(v->begin(), v->end()), v->end());
+}
+
+constexpr size_t kMaxStacks = 4096;  // an ambiguous grammar's state is cut here
+
+}  // namespace
+
+TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::span<const int32_t> excluded)
+    : n_vocab_(static_cast<int32_t>(pieces.size())) {
+  std::vector<uint8_t> skip(pieces.size(), 0);
+  for (int32_t id : excluded)
+    if (id >= 0 && static_cast<size_t>(id) < skip.size()) skip[static_cast<size_t>(id)] = 1;
+  // Sorted texts give each node's children as one contiguous run, built breadth by depth.
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (!skip[i] && !pieces[i].empty()) order.push_back(static_cast<int32_t>(i));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return pieces[static_cast<size_t>(a)] < pieces[static_cast<size_t>(b)] || (pieces[static_cast<size_t>(a)] == pieces[static_cast<size_t>(b)] && a < b);
+  });
+  nodes_.push_back({});
+  // Recursive build over [b, e) of `order` sharing `depth` bytes, into node `at`.
+  struct Job {
+    uint32_t node;
+    size_t b, e, depth;
+  };
+  std::vector<Job> jobs = {{0, 0, order.size(), 0}};
+  while (!jobs.empty()) {
+    const Job j = jobs.back();
+    jobs.pop_back();
+    size_t k = j.b;
+    // Tokens that end at this node.
+    while (k < j.e && pieces[static_cast<size_t>(order[k])].size() == j.depth) {
+      if (nodes_[j.node].token < 0) nodes_[j.node].token = order[k];
+      else extra_.push_back({j.node, order[k]});
+      ++k;
+    }
+    const uint32_t first = static_cast<uint32_t>(nodes_.size());
+    std::vector<Job> children;
+    while (k < j.e) {
+      const uint8_t byte = static_cast<uint8_t>(pieces[static_cast<size_t>(order[k])][j.depth]);
+      size_t m = k;
+      while (m < j.e && static_cast<uint8_t>(pieces[static_cast<size_t>(order[m])][j.depth]) == byte) ++m;
+      Node n;
+      n.byte = byte;
+      nodes_.push_back(n);
+      children.push_back({static_cast<uint32_t>(nodes_.size() - 1), k, m, j.depth + 1});
+      k = m;
+    }
+    nodes_[j.node].first_child = first;
+    nodes_[j.node].num_children = static_cast<uint32_t>(nodes_.size()) - first;
+    jobs.insert(jobs.end(), children.rbegin(), children.rend());
+  }
+  std::sort(extra_.begin(), extra_.end());
+}
+
+const std::vector<int32_t>& TokenTrie::extra_tokens(uint32_t node) const {
+  extra_scratch_.clear();
+  auto it = std::lower_bound(extra_.begin(), extra_.end(), std::make_pair(node, INT32_MIN));
+  for (; it != extra_.end() && it->first == node; ++it) extra_scratch_.push_back(it->second);
+  return extra_scratch_;
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> g) : g_(std::move(g)) {
+  // The root's alternatives, each advanced to its first character class.
+  const std::vector<Elem>& root = g_->rules()[g_->root()];
+  const Elem* pos = root.data();
+  while (true) {
+    Stack s;
+    if (!is_end(pos)) s.push_back(pos);
+    advance_stack(std::move(s), &stacks_);
+    while (!is_end(pos)) ++pos;
+    if (pos->type == ElemType::kEnd) break;
+    ++pos;  // past kAlt
+  }
+  dedupe(&stacks_);
+}
+
+void Matcher::advance_stack(Stack stack, std::vector<Stack>* out) const {
+  if (stack.empty()) {
+    out->push_back(std::move(stack));
+    return;
+  }
+  const Elem* pos = stack.back();
+  if (pos->type != ElemType::kRuleRef) {
+    out->push_back(std::move(stack));
+    return;
+  }
+  const std::vector<Elem>& rule = g_->rules()[pos->value];
+  const Elem* sub = rule.data();
+  while (true) {
+    Stack next(stack.begin(), stack.end() - 1);
+    if (!is_end(pos + 1)) next.push_back(pos + 1);
+    if (!is_end(sub)) next.push_back(sub);
+    advance_stack(std::move(next), out);
+    if (out->size() > kMaxStacks) return;
+    while (!is_end(sub)) ++sub;
+    if (sub->type == ElemType::kEnd) break;
+    ++sub;
+  }
+}
+
+void Matcher::step(const std::vector<Stack>& in, uint32_t c, std::vector<Stack>* out) const {
+  out->clear();
+  for (const Stack& s : in) {
+    if (s.empty()) continue;
+    const Elem* after = nullptr;
+    if (!class_matches(s.back(), c, &after)) continue;
+    Stack next(s.begin(), s.end() - 1);
+    if (!is_end(after)) next.push_back(after);
+    advance_stack(std::move(next), out);
+    if (out->size() > kMaxStacks) break;
+  }
+  dedupe(out);
+}
+
+bool Matcher::partial_possible(const std::vector<Stack>& stacks, const Partial& p) const {
+  for (const Stack& s : stacks)
+    if (!s.empty() && class_meets(s.back(), p.lo, p.hi)) return true;
+  return false;
+}
+
+bool Matcher::feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::vector<Stack>& scratch) const {
+  uint32_t cp = 0;
+  if (p.left == 0) {
+    if (b < 0x80) {
+      cp = b;
+    } else {
+      const int n = (b >> 5) == 0x6 ? 1 : (b >> 4) == 0xE ? 2 : (b >> 3) == 0x1E ? 3 : -1;
+      if (n < 0) return false;  // not a UTF-8 lead byte
+      p.value = b & (0x3F >> n);
+      p.left = static_cast<int8_t>(n);
+      const uint32_t shift = 6 * static_cast<uint32_t>(n);
+      p.lo = std::max<uint32_t>(p.value << shift, n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000);
+      p.hi = std::min<uint32_t>((p.value << shift) | ((1u << shift) - 1), 0x10FFFF);
+      return p.lo <= p.hi && partial_possible(stacks, p);
+    }
+  } else {
+    if ((b & 0xC0) != 0x80) return false;
+    p.value = (p.value << 6) | (b & 0x3F);
+    --p.left;
+    if (p.left > 0) {
+      const uint32_t shift = 6 * static_cast<uint32_t>(p.left);
+      p.lo = std::max(p.lo, p.value << shift);
+      p.hi = std::min(p.hi, (p.value << shift) | ((1u << shift) - 1));
+      return p.lo <= p.hi && partial_possible(stacks, p);
+    }
+    cp = p.value;
+    p = {};
+  }
+  step(stacks, cp, &scratch);
+  if (scratch.empty()) return false;
+  stacks.swap(scratch);
+  return true;
+}
+
+bool Matcher::accept(std::string_view text) {
+  std::vector<Stack> stacks = stacks_, scratch;
+  Partial p = partial_;
+  for (char ch : text)
+    if (!feed_byte(stacks, p, static_cast<uint8_t>(ch), scratch)) return false;
+  stacks_ = std::move(stacks);
+  partial_ = p;
+  return true;
+}
+
+bool Matcher::can_end() const {
+  if (partial_.left != 0) return false;
+  return std::any_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+}
+
+bool Matcher::must_end() const {
+  return partial_.left == 0 && !stacks_.empty() &&
+         std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+}
+
+void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask) const {
+  std::fill(mask.begin(), mask.end(), 0);
+  const auto& nodes = trie.nodes();
+  auto allow = [&](int32_t t) { mask[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
+  // Depth-first over the trie; each frame holds the state after its node's prefix.
+  struct Frame {
+    uint32_t node;
+    std::vector<Stack> stacks;
+    Partial partial;
+  };
+  std::vector<Frame> todo;
+  std::vector<Stack> scratch;
+  const TokenTrie::Node& root = nodes[0];
+  for (uint32_t c = root.first_child; c < root.first_child + root.num_children; ++c) {
+    Frame f{c, stacks_, partial_};
+    todo.push_back(std::move(f));
+  }
+  while (!todo.empty()) {
+    Frame f = std::move(todo.back());
+    todo.pop_back();
+    const TokenTrie::Node& n = nodes[f.node];
+    if (!feed_byte(f.stacks, f.partial, n.byte, scratch)) continue;  // the subtree is dead
+    if (n.token >= 0) {
+      allow(n.token);
+      for (int32_t t : trie.extra_tokens(f.node)) allow(t);
+    }
+    for (uint32_t c = n.first_child; c < n.first_child + n.num_children; ++c)
+      todo.push_back({c, f.stacks, f.partial});
+  }
+}
+
+}  // namespace hinge::grammar

@@ -1,0 +1,85 @@
+// Runs a Grammar over generated text, and masks a vocabulary to the tokens that keep it valid
+// (the sampler then draws only among them).
+//
+// The state is a set of stacks of positions in the rules (llama.cpp's pushdown scheme): a code
+// point advances every stack whose next element is a class that matches it. A token's bytes may
+// end inside a UTF-8 character: the matcher keeps the partial bytes and admits the token when a
+// class can still match some completion of them.
+//
+// Masks walk a byte trie of the vocabulary (TokenTrie, built once per tokenizer), so tokens that
+// share a prefix share its work and a dead prefix prunes its whole subtree.
+//
+// Thread-safety: a TokenTrie is immutable and shared; a Matcher is one sequence's, used by one
+// thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "grammar/grammar.h"
+
+namespace hinge::grammar {
+
+class TokenTrie {
+ public:
+  // pieces[id]: the token's text as generated; empty ones (and `excluded` ids) are never allowed.
+  TokenTrie(const std::vector<std::string>& pieces, std::span<const int32_t> excluded);
+  int32_t n_vocab() const { return n_vocab_; }
+
+  struct Node {
+    uint32_t first_child = 0, num_children = 0;
+    int32_t token = -1;  // a token ends here
+    uint8_t byte = 0;
+  };
+  const std::vector<Node>& nodes() const { return nodes_; }
+  // Tokens whose text is exactly the node's prefix (more than one token may share a text).
+  const std::vector<int32_t>& extra_tokens(uint32_t node) const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<std::pair<uint32_t, int32_t>> extra_;  // (node, token) of duplicate texts, sorted
+  mutable std::vector<int32_t> extra_scratch_;
+  int32_t n_vocab_ = 0;
+};
+
+class Matcher {
+ public:
+  using Stack = std::vector<const Elem*>;
+
+  explicit Matcher(std::shared_ptr<const Grammar> g);
+
+  // Consumes text; false (and the state unchanged) when the grammar does not allow it.
+  bool accept(std::string_view text);
+  // The grammar can end here (EOS is allowed).
+  bool can_end() const;
+  // Nothing more can follow (the only allowed continuation is the end).
+  bool must_end() const;
+  // Sets bit t of `mask` (n_vocab bits, uint64 words) for every token t of the trie that the
+  // grammar allows next; EOS is the caller's (can_end()).
+  void fill_mask(const TokenTrie& trie, std::span<uint64_t> mask) const;
+  size_t num_stacks() const { return stacks_.size(); }
+
+ private:
+  struct Partial {
+    uint32_t value = 0;  // bits so far
+    int8_t left = 0;     // continuation bytes still to come
+    uint32_t lo = 0, hi = 0;  // the code points the bytes so far can still become
+  };
+  void advance_stack(Stack stack, std::vector<Stack>* out) const;
+  // The stacks after code point c (empty: not allowed).
+  void step(const std::vector<Stack>& in, uint32_t c, std::vector<Stack>* out) const;
+  bool partial_possible(const std::vector<Stack>& stacks, const Partial& p) const;
+  // Feeds one byte to (stacks, partial); false when the grammar rejects it.
+  bool feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::vector<Stack>& scratch) const;
+
+  std::shared_ptr<const Grammar> g_;
+  std::vector<Stack> stacks_;
+  Partial partial_;
+};
+
+}  // namespace hinge::grammar
