@@ -23,6 +23,7 @@
 #include "kv/kv_transfer.h"
 #include "engine/memory_budget.h"
 #include "engine/request_check.h"
+#include "engine/constrained.h"
 #include "engine/sample_state.h"
 #include "pressure/thread_adapter.h"
 #include "kv/kv_arena.h"
@@ -149,6 +150,10 @@ class EngineImpl final : public Engine {
 
   StatusOr<RequestId> add_request(GenerateRequest req) override {
     HINGE_RETURN_IF_ERROR(check_request(req));
+    if (req.sampling.grammar) {  // the vocabulary's trie, once
+      if (tok_ == nullptr) return Status::Error("a grammar needs the engine's tokenizer");
+      if (!constrained_) constrained_ = std::make_unique<ConstrainedVocab>(*tok_);
+    }
     const RequestId id(next_id_);
     sched::RequestParams p;
     p.prompt_token_ids = req.prompt_token_ids;
@@ -551,7 +556,12 @@ class EngineImpl final : public Engine {
     auto draw_range = [&](int64_t b, int64_t e, SamplerScratch& scratch) {
       for (int64_t j = b; j < e; ++j) {
         Draw& d = draws_[static_cast<size_t>(j)];
-        d.token = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch);
+        const uint64_t* allowed = nullptr;
+        if (d.st->matcher) {
+          fill_allowed(*d.st, *constrained_);
+          allowed = d.st->mask.data();
+        }
+        d.token = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch, allowed);
       }
     };
     if (n > 1 && pool_.size() > 1) {
@@ -578,10 +588,11 @@ class EngineImpl final : public Engine {
         d.prompt_logprobs = g.prompt_logprobs;
         st.prompt_logprobs_sent = true;
       }
-      if (tok_ && !st.params->sampling.ignore_eos && tok_->is_eog(token)) {
+      if (tok_ && (!st.params->sampling.ignore_eos || st.matcher) && tok_->is_eog(token)) {
         st.stop_seen = true;
         continue;
       }
+      if (st.matcher && advance_grammar(st, *constrained_, token)) st.stop_seen = true;
       d.token_ids.push_back(token);
       if (st.params->logprobs >= 0) {
         d.logprobs.emplace_back();
@@ -599,6 +610,7 @@ class EngineImpl final : public Engine {
  private:
   const LoadedModel& model_;
   const Tokenizer* tok_;
+  std::unique_ptr<ConstrainedVocab> constrained_;  // on the first grammar request
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   double seconds_since_created() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();

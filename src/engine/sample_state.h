@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/matcher.h"
 #include "engine/output_processor.h"
 #include "hinge/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +37,10 @@ struct SampleState {
   bool prompt_logprobs_sent = false;  // the group's prompt logprobs went out in a delta
   int64_t delta_step = -1;  // the step whose deltas hold this sample's, at delta_slot
   size_t delta_slot = 0;
+  // Constrained decoding (sampling.grammar): the grammar's state after the tokens so far, and
+  // the mask of the next step's allowed tokens (n_vocab bits).
+  std::optional<grammar::Matcher> matcher;
+  std::vector<uint64_t> mask;
 
   SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
               const Tokenizer* tok, bool detokenize)
@@ -47,6 +52,10 @@ struct SampleState {
       output.emplace(*tok, p.sampling.stop,
                      p.prompt_token_ids.empty() ? -1 : p.prompt_token_ids.back());
     usage.prompt_tokens = static_cast<int32_t>(p.prompt_token_ids.size());
+    if (p.sampling.grammar) {
+      matcher.emplace(p.sampling.grammar);
+      mask.assign(static_cast<size_t>((n_vocab + 63) / 64), 0);
+    }
   }
 };
 

@@ -1,5 +1,7 @@
 #include "engine/sampler.h"
 
+#include <limits>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -77,13 +79,23 @@ void Sampler::apply_penalties(float* logits, std::span<const int32_t> history, S
 }
 
 const float* Sampler::prepare(const float* logits, std::span<const int32_t> history,
-                              SamplerScratch& s) {
+                              SamplerScratch& s, const uint64_t* allowed) {
   const bool penalize = penalties_on(params_) && params_.penalty_last_n != 0 && !history.empty();
-  if (!penalize && params_.logit_bias.empty()) return logits;
+  if (!penalize && params_.logit_bias.empty() && allowed == nullptr) return logits;
   s.work.assign(logits, logits + n_vocab_);
   apply_penalties(s.work.data(), history, s);
   for (const LogitBias& b : params_.logit_bias)
     if (b.token < n_vocab_) s.work[static_cast<size_t>(b.token)] += b.bias;
+  if (allowed != nullptr) {  // a grammar's mask: whole words of 64 tokens at once
+    float* w = s.work.data();
+    for (int64_t base = 0; base < n_vocab_; base += 64) {
+      const uint64_t bits = allowed[base >> 6];
+      if (bits == ~uint64_t{0}) continue;
+      const int64_t end = std::min<int64_t>(n_vocab_, base + 64);
+      for (int64_t t = base; t < end; ++t)
+        if (!((bits >> (t - base)) & 1)) w[t] = -std::numeric_limits<float>::infinity();
+    }
+  }
   return s.work.data();
 }
 
@@ -331,8 +343,8 @@ int32_t Sampler::draw_nucleus(double total, SamplerScratch& s) {
 }
 
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history,
-                        SamplerScratch& s) {
-  const float* l = prepare(logits, history, s);
+                        SamplerScratch& s, const uint64_t* allowed) {
+  const float* l = prepare(logits, history, s, allowed);
   if (params_.temperature <= 0.0f) return static_cast<int32_t>(kernels::argmax(l, n_vocab_));
   if (nucleus_by_rejection()) {
     const int32_t t = draw_nucleus(weigh(l, s, false), s);

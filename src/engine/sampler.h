@@ -66,7 +66,9 @@ class Sampler {
   // `logits` is left untouched: penalties and bias go to scratch.work when there are any.
   // `history` holds prompt + generated ids so far. Bias entries with a token >= n_vocab are
   // skipped (the engine rejects them earlier).
-  int32_t sample(const float* logits, std::span<const int32_t> history, SamplerScratch& scratch);
+  // `allowed` (constrained decoding): a bitset of n_vocab bits; the others cannot be drawn.
+  int32_t sample(const float* logits, std::span<const int32_t> history, SamplerScratch& scratch,
+                 const uint64_t* allowed = nullptr);
   // With a scratch of this sampler's own (allocated on first use).
   int32_t sample(const float* logits, std::span<const int32_t> history);
 
@@ -92,7 +94,8 @@ class Sampler {
     double mass = 0;  // total weight kept
   };
 
-  const float* prepare(const float* logits, std::span<const int32_t> history, SamplerScratch& s);
+  const float* prepare(const float* logits, std::span<const int32_t> history, SamplerScratch& s,
+                       const uint64_t* allowed = nullptr);
   void apply_penalties(float* logits, std::span<const int32_t> history, SamplerScratch& s);
   bool truncates() const;
   // Fills s.weights (and, with_bins and an exact top-p cut to find, s.log_bins); returns their

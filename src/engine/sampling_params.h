@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "grammar/grammar.h"
 
 namespace hinge {
 
@@ -32,6 +34,10 @@ struct SamplingParams {
   // OpenAI and vLLM apply it): -100 all but bans a token, +100 all but forces it. A sparse add
   // (entries are few; OpenAI allows 300), distinct tokens. Logprobs stay the raw model's.
   std::vector<LogitBias> logit_bias{};
+  // Constrained decoding: every sampled token keeps the text a prefix of this grammar's
+  // language (grammar/matcher.h); EOS only where it may end, and the sample ends when nothing
+  // more can follow. Null: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
 
   // Checks ranges; the message names the parameter.
   Status validate() const;

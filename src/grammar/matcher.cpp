@@ -125,8 +125,17 @@ void Matcher::step(const std::vector<Stack>& in, uint32_t c, std::vector<Stack>*
 }
 
 bool Matcher::partial_possible(const std::vector<Stack>& stacks, const Partial& p) const {
-  for (const Stack& s : stacks)
-    if (!s.empty() && class_meets(s.back(), p.lo, p.hi)) return true;
+  // Surrogates (U+D800..DFFF) are not characters: UTF-8 never encodes them.
+  uint32_t lo = p.lo, hi = p.hi;
+  if (lo >= 0xD800 && hi <= 0xDFFF) return false;
+  if (lo >= 0xD800 && lo <= 0xDFFF) lo = 0xE000;
+  if (hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
+  for (const Stack& s : stacks) {
+    if (s.empty()) continue;
+    if (lo <= hi ? class_meets(s.back(), lo, hi)
+                 : class_meets(s.back(), p.lo, 0xD7FF) || class_meets(s.back(), 0xE000, p.hi))
+      return true;
+  }
   return false;
 }
 
@@ -157,6 +166,7 @@ bool Matcher::feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::
     }
     cp = p.value;
     p = {};
+    if (cp >= 0xD800 && cp <= 0xDFFF) return false;
   }
   step(stacks, cp, &scratch);
   if (scratch.empty()) return false;

@@ -439,6 +439,7 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   g.turn_starts = std::move(turns.turn_starts);
   g.sampling = req.sampling;
   g.sampling.seed = req.seed ? *req.seed : random_seed();
+  g.sampling.grammar = req.structured.grammar;
   // max_tokens 0 (echo, scoring the prompt): the engine samples one token, the job drops it.
   g.max_new_tokens = static_cast<int32_t>(std::max<int64_t>(1, max_tokens));
   g.n = req.best_of;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "server/json_field.h"
+#include "server/structured_output.h"
 
 namespace hinge::server {
 namespace {
@@ -509,15 +510,6 @@ OptError reject_unsupported(const Json& body, Endpoint endpoint) {
     return unsupported("functions", "it is deprecated; use 'tools'.");
   if (field(body, "function_call"))
     return unsupported("function_call", "it is deprecated; use 'tool_choice'.");
-  if (const Json* v = field(body, "response_format")) {
-    if (!v->is_object()) return type_error("response_format", "an object", *v);
-    const Json* type = field(*v, "type");
-    if (!type || !type->is_string() || type->get_ref<const std::string&>() != "text")
-      return ApiError::invalid_request(
-          "response_format",
-          "'response_format' is not supported: only {\"type\": \"text\"}; hinge does not "
-          "constrain output to JSON (json_object / json_schema).");
-  }
   if (const Json* v = field(body, "modalities")) {
     if (!v->is_array()) return type_error("modalities", "an array of strings", *v);
     for (const Json& m : *v)
@@ -584,6 +576,7 @@ ApiResult<OpenAiRequest> parse_generate(std::string_view text, Endpoint endpoint
   }
   HINGE_RETURN_IF_API_ERROR(parse_logprobs(body, &r));
   HINGE_RETURN_IF_API_ERROR(parse_logit_bias(body, &r));
+  HINGE_RETURN_IF_API_ERROR(parse_structured_output(body, &r.structured));
   HINGE_RETURN_IF_API_ERROR(parse_stream(body, &r));
   if (endpoint == Endpoint::kCompletions) {
     HINGE_RETURN_IF_API_ERROR(parse_echo_best_of(body, &r));

@@ -14,8 +14,9 @@
 //   every optional field. OpenAI fields hinge does not implement and whose silent ignore would
 //   change the result are a 400 naming the field: completions `suffix` (non-empty); chat
 //   `functions` / `function_call` (deprecated: the message points to `tools` / `tool_choice`),
-//   `response_format` other than {"type": "text"}, `modalities` other than ["text"], `audio`,
-//   `web_search_options`. Harmless ones (`user`, `metadata`, `store`, `service_tier`,
+//   `modalities` other than ["text"], `audio`, `web_search_options`, `guided_regex`.
+// - Structured outputs (`response_format`, `guided_*`, `grammar`, `json_schema`) compile to a
+//   grammar here (server/structured_output.h); a schema or grammar error is a 400 naming it. Harmless ones (`user`, `metadata`, `store`, `service_tier`,
 //   `prediction`, ...) are ignored.
 // - Tools: `tools` entries, `tool_choice` and `parallel_tool_calls` are checked (a tool_choice
 //   without tools, or naming a function not among them, is a 400); assistant history messages'
@@ -52,6 +53,7 @@
 #include "engine/sampling_params.h"
 #include "sched/request.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace hinge::server {
 
@@ -110,6 +112,9 @@ struct OpenAiRequest {
   std::optional<std::string> cache_salt;
   std::optional<std::string> prompt_cache_key;
   sched::Priority priority = sched::Priority::kInteractive;  // "interactive" | "batch"
+  // response_format json_object / json_schema, guided_json / guided_choice / guided_grammar,
+  // grammar, json_schema (server/structured_output.h): the grammar the output must follow.
+  StructuredOutput structured;
 };
 
 struct TokenizeRequest {

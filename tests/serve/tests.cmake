@@ -66,3 +66,16 @@ foreach(_case IN ITEMS run_budget bench_budget serve_budget cgroup_budget)
   set_tests_properties(ServeBudget.${_case} PROPERTIES TIMEOUT 300 RUN_SERIAL TRUE
     LABELS "serve" ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# Structured outputs (tests/serve/structured_outputs.py): JSON-schema requests validated by
+# Debian's python3-jsonschema over 200 seeds on stories260K and a random synth model; json_object,
+# guided_choice, GBNF; 400s naming the field.
+set(_hinge_structured ${CMAKE_CURRENT_LIST_DIR}/structured_outputs.py)
+foreach(_case IN ITEMS schema_200_seeds_trained schema_200_seeds_random_model
+    json_object_choice_and_grammar bad_schemas_and_grammars_are_400)
+  add_test(NAME ServeStructured.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_structured} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeStructured.${_case} PROPERTIES TIMEOUT 300 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
