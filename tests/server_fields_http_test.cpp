@@ -304,8 +304,8 @@ TEST(ServerFieldsHttp, UnsupportedFieldsAre400sNamingTheField) {
                "/v1/chat/completions");
   s.expect_400({{"messages", msgs}, {"function_call", "auto"}}, "function_call",
                "/v1/chat/completions");
-  s.expect_400({{"messages", msgs}, {"response_format", {{"type", "json_object"}}}},
-               "response_format", "/v1/chat/completions");
+  s.expect_400({{"messages", msgs}, {"response_format", {{"type", "json_schema"}}}},
+               "response_format.json_schema", "/v1/chat/completions");
   // Still serving.
   const Json ok = s.post({{"messages", msgs}, {"max_tokens", 2}, {"metadata", {{"k", "v"}}},
                           {"store", false}, {"service_tier", "auto"}},

@@ -96,9 +96,11 @@ TEST(ServerOpenaiFields, UnsupportedOpenAiFieldsAre400sNamingThem) {
   EXPECT_TRUE(parse_completion_request(completion(R"("suffix": null)")).ok());
   chat_error(R"("functions": [{"name": "f"}])", "functions", "use 'tools'");
   chat_error(R"("function_call": "auto")", "function_call", "use 'tool_choice'");
-  chat_error(R"("response_format": {"type": "json_object"})", "response_format", "json_schema");
-  chat_error(R"("response_format": {"type": "json_schema", "json_schema": {}})", "response_format",
-             "not supported");
+  // Structured outputs compile to a grammar (server/structured_output.h); malformed ones are 400s.
+  EXPECT_TRUE(parse_chat_request(chat(R"("response_format": {"type": "json_object"})"))->structured.grammar);
+  chat_error(R"("response_format": {"type": "json_schema", "json_schema": {}})",
+             "response_format.json_schema.name", "required");
+  chat_error(R"("response_format": {"type": "yaml"})", "response_format.type", "json_schema");
   chat_error(R"("response_format": "json")", "response_format", "an object");
   EXPECT_TRUE(parse_chat_request(chat(R"("response_format": {"type": "text"})")).ok());
   chat_error(R"("modalities": ["text", "audio"])", "modalities", "not supported");
