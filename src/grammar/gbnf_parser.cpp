@@ -38,6 +38,8 @@ class GbnfParser {
     for (size_t r = 0; r < g_.rules_.size(); ++r)
       if (!defined_[r]) return Status::Errorf("grammar: rule '{}' is used but not defined", g_.names_[r]);
     HINGE_RETURN_IF_ERROR(check_left_recursion());
+    g_.compute_min_lengths();
+    if (g_.min_length(g_.root_) == UINT32_MAX) return Status::Error("grammar: 'root' can never end");
     return std::move(g_);
   }
 
@@ -377,6 +379,47 @@ class GbnfParser {
 StatusOr<Grammar> Grammar::parse(std::string_view gbnf) {
   if (gbnf.size() > (1u << 20)) return Status::Error("grammar: longer than 1 MiB");
   return GbnfParser(gbnf).run();
+}
+
+uint64_t Grammar::min_length_from(const Elem* e) const {
+  uint64_t n = 0;
+  while (e->type != ElemType::kEnd && e->type != ElemType::kAlt) {
+    if (e->type == ElemType::kRuleRef) {
+      n += min_len_[e->value];
+      ++e;
+    } else {  // a class: the UTF-8 bytes of its smallest code point (a byte may be a token)
+      uint32_t lo = e->type == ElemType::kChar ? e->value : 0;  // negated / any: ASCII is likely
+      ++e;
+      while (e->type == ElemType::kCharUpper || e->type == ElemType::kCharAlt) {
+        if (e->type == ElemType::kCharAlt) lo = std::min(lo, e->value);
+        ++e;
+      }
+      n += lo < 0x80 ? 1 : lo < 0x800 ? 2 : lo < 0x10000 ? 3 : 4;
+    }
+  }
+  return n;
+}
+
+void Grammar::compute_min_lengths() {
+  min_len_.assign(rules_.size(), UINT32_MAX);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules_.size(); ++r) {
+      const Elem* e = rules_[r].data();
+      uint64_t best = UINT32_MAX;
+      while (true) {
+        best = std::min(best, min_length_from(e));
+        while (e->type != ElemType::kEnd && e->type != ElemType::kAlt) ++e;
+        if (e->type == ElemType::kEnd) break;
+        ++e;
+      }
+      const uint32_t v = static_cast<uint32_t>(std::min<uint64_t>(best, UINT32_MAX));
+      if (v < min_len_[r]) {
+        min_len_[r] = v;
+        changed = true;
+      }
+    }
+  }
 }
 
 bool class_matches(const Elem* e, uint32_t c, const Elem** end) {

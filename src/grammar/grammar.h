@@ -50,9 +50,15 @@ class Grammar {
   const std::vector<std::vector<Elem>>& rules() const { return rules_; }
   uint32_t root() const { return root_; }
   const std::string& rule_name(uint32_t i) const { return names_[i]; }
+  // The fewest UTF-8 bytes a rule's text can have (UINT32_MAX: it never ends).
+  uint32_t min_length(uint32_t rule) const { return min_len_[rule]; }
+  // The fewest UTF-8 bytes from `pos` (an element of a rule) to the end of its alternative.
+  uint64_t min_length_from(const Elem* pos) const;
 
  private:
+  void compute_min_lengths();
   std::vector<std::vector<Elem>> rules_;
+  std::vector<uint32_t> min_len_;
   std::vector<std::string> names_;
   uint32_t root_ = 0;
   friend class GbnfParser;

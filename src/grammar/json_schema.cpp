@@ -20,7 +20,6 @@ boolean ::= "true" | "false"
 null ::= "null"
 )";
 
-// A GBNF string literal of any UTF-8 text.
 std::string literal(const std::string& s) {
   std::string o = "\"";
   for (unsigned char c : s) {
@@ -46,12 +45,13 @@ std::string json_text(const Json& v) { return v.dump(-1, ' ', false, Json::error
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  Compiler(const Json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
 
+  // "<prefix>root ::= ..." and the rules it uses (no primitives).
   StatusOr<std::string> run() {
     auto top = rule_for(root_, "");
     if (!top.ok()) return top.status();
-    std::string out = "root ::= " + *top + "\n" + kPrimitives;
+    std::string out = prefix_ + "root ::= " + *top + "\n";
     for (const auto& r : rules_) out += r + "\n";
     return out;
   }
@@ -67,7 +67,7 @@ class Compiler {
     std::string n;
     for (char c : hint) n += (std::isalnum(static_cast<unsigned char>(c)) || c == '-') ? c : '-';
     if (n.empty() || n.size() > 40) n = "s";
-    return fmt::format("{}-{}", n, counter_++);
+    return fmt::format("{}{}-{}", prefix_, n, counter_++);
   }
   std::string add(const std::string& name, const std::string& body) {
     rules_.push_back(name + " ::= " + body);
@@ -267,6 +267,7 @@ class Compiler {
   }
 
   const Json& root_;
+  std::string prefix_;
   std::vector<std::string> rules_;
   std::unordered_map<std::string, std::string> refs_;
   int counter_ = 0;
@@ -275,17 +276,26 @@ class Compiler {
 
 }  // namespace
 
+constexpr const char* kAnyValue = R"(any-value ::= any-object | any-array | string | number | boolean | null
+any-object ::= "{" (string ws ":" ws any-value ("," ws string ws ":" ws any-value)*)? "}"
+any-array ::= "[" (any-value ("," ws any-value)*)? "]"
+)";
+
 StatusOr<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
-  return Compiler(schema).run();
+  auto rules = Compiler(schema, "").run();
+  if (!rules.ok()) return rules.status();
+  return *rules + kPrimitives;  // its root is "root"
 }
 
-std::string json_object_gbnf() {
-  return std::string(R"(root ::= object
-value ::= object | array | string | number | boolean | null
-object ::= "{" (string ws ":" ws value ("," ws string ws ":" ws value)*)? "}"
-array ::= "[" (value ("," ws value)*)? "]"
-)") + kPrimitives;
+StatusOr<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix) {
+  return Compiler(schema, prefix).run();
 }
+
+std::string json_primitives_gbnf() { return std::string(kPrimitives) + kAnyValue; }
+
+std::string gbnf_literal(const std::string& text) { return literal(text); }
+
+std::string json_object_gbnf() { return std::string("root ::= any-object\n") + kPrimitives + kAnyValue; }
 
 std::string choice_gbnf(const std::vector<std::string>& choices) {
   std::string body;

@@ -24,6 +24,13 @@
 namespace hinge::grammar {
 
 StatusOr<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema);
+// The schema's rules only, every name starting with `prefix`, its value rule `<prefix>root`; to
+// be joined with json_primitives_gbnf() once (several schemas in one grammar: tool calls).
+StatusOr<std::string> json_schema_rules(const nlohmann::ordered_json& schema, const std::string& prefix);
+// The shared rules: ws, string, integer, number, boolean, null, and any-object / any-value.
+std::string json_primitives_gbnf();
+// A GBNF string literal of any UTF-8 text.
+std::string gbnf_literal(const std::string& text);
 // Any JSON object (response_format {"type": "json_object"}).
 std::string json_object_gbnf();
 // One of the strings, exactly (vLLM's guided_choice).

@@ -1,6 +1,7 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace hinge::grammar {
 namespace {
@@ -194,7 +195,19 @@ bool Matcher::must_end() const {
          std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
 }
 
-void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask) const {
+uint64_t Matcher::min_remaining(const std::vector<Stack>& stacks, const Partial& p) const {
+  uint64_t best = UINT64_MAX;
+  for (const Stack& s : stacks) {
+    uint64_t n = static_cast<uint64_t>(p.left);
+    for (const Elem* e : s) n += g_->min_length_from(e);
+    best = std::min(best, n);
+  }
+  return best;
+}
+
+void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t budget) const {
+  const bool tight = budget < kBudgetWindow;
+  const uint64_t left = budget < 0 ? 0 : static_cast<uint64_t>(budget);
   std::fill(mask.begin(), mask.end(), 0);
   const auto& nodes = trie.nodes();
   auto allow = [&](int32_t t) { mask[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
@@ -216,7 +229,7 @@ void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask) const {
     todo.pop_back();
     const TokenTrie::Node& n = nodes[f.node];
     if (!feed_byte(f.stacks, f.partial, n.byte, scratch)) continue;  // the subtree is dead
-    if (n.token >= 0) {
+    if (n.token >= 0 && (!tight || min_remaining(f.stacks, f.partial) <= left)) {
       allow(n.token);
       for (int32_t t : trie.extra_tokens(f.node)) allow(t);
     }

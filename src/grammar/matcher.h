@@ -13,6 +13,7 @@
 // thread at a time.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -60,8 +61,14 @@ class Matcher {
   // Nothing more can follow (the only allowed continuation is the end).
   bool must_end() const;
   // Sets bit t of `mask` (n_vocab bits, uint64 words) for every token t of the trie that the
-  // grammar allows next; EOS is the caller's (can_end()).
-  void fill_mask(const TokenTrie& trie, std::span<uint64_t> mask) const;
+  // grammar allows next; EOS is the caller's (can_end()). `budget`: the tokens left after this
+  // one; a token is allowed only if the grammar can still end within them (min_remaining, in
+  // bytes), checked within the last kBudgetWindow tokens (each token then brings the end a
+  // byte closer: with byte tokens in the vocabulary, a constrained reply ends in time).
+  static constexpr int64_t kBudgetWindow = 512;
+  void fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t budget = INT64_MAX) const;
+  // The fewest UTF-8 bytes the text needs to reach an end.
+  uint64_t min_remaining() const { return min_remaining(stacks_, partial_); }
   size_t num_stacks() const { return stacks_.size(); }
 
  private:
@@ -74,6 +81,7 @@ class Matcher {
   // The stacks after code point c (empty: not allowed).
   void step(const std::vector<Stack>& in, uint32_t c, std::vector<Stack>* out) const;
   bool partial_possible(const std::vector<Stack>& stacks, const Partial& p) const;
+  uint64_t min_remaining(const std::vector<Stack>& stacks, const Partial& p) const;
   // Feeds one byte to (stacks, partial); false when the grammar rejects it.
   bool feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::vector<Stack>& scratch) const;
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/tool_grammar.h"
 #include "engine/output_processor.h"
 #include "sched/kv_demand.h"
 #include "server/openai_response.h"
@@ -364,10 +365,6 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   if (has_tools && endpoint == Endpoint::kChatCompletions && !api.chat_template())
     return fail(ApiError::invalid_request("tools", "this model has no chat template for tools"));
   using TC = OpenAiRequest::ToolChoice;
-  if (has_tools && (req.tool_choice_mode == TC::kRequired || req.tool_choice_mode == TC::kFunction))
-    return fail(ApiError::invalid_request(
-        "tool_choice", "tool_choice 'required' or a named function is enforced by constrained "
-                       "decoding, which this server does not have yet; use 'auto'"));
   if (has_tools && req.tool_choice_mode != TC::kNone && api.tool_format() == ToolFormat::kNone)
     return fail(ApiError::invalid_request(
         "tools", "this model's chat template has no tool-call syntax hinge knows; start the "
@@ -440,6 +437,20 @@ void handle_generation(ApiServer& api, Endpoint endpoint, HttpRequest request,
   g.sampling = req.sampling;
   g.sampling.seed = req.seed ? *req.seed : random_seed();
   g.sampling.grammar = req.structured.grammar;
+  // tool_choice "required" / a named function: the reply is constrained to calls.
+  if (has_tools && (req.tool_choice_mode == TC::kRequired || req.tool_choice_mode == TC::kFunction)) {
+    if (g.sampling.grammar)
+      return fail(ApiError::invalid_request(
+          "tool_choice", "tool_choice 'required' or a named function cannot be combined with '" +
+                             req.structured.param + "'"));
+    auto gbnf = tool_call_gbnf(api.tool_format(), req.tools,
+                               req.tool_choice_mode == TC::kFunction ? req.tool_choice_function : "",
+                               req.parallel_tool_calls, reasoning_open);
+    if (!gbnf.ok()) return fail(ApiError::invalid_request("tools", gbnf.status().message()));
+    auto compiled = grammar::Grammar::parse(*gbnf);
+    if (!compiled.ok()) return fail(ApiError::invalid_request("tools", compiled.status().message()));
+    g.sampling.grammar = std::make_shared<const grammar::Grammar>(std::move(compiled).value());
+  }
   // max_tokens 0 (echo, scoring the prompt): the engine samples one token, the job drops it.
   g.max_new_tokens = static_cast<int32_t>(std::max<int64_t>(1, max_tokens));
   g.n = req.best_of;

@@ -119,6 +119,86 @@ def json_object_choice_and_grammar():
         jsonschema.validate(json.loads(text), SCHEMA)
 
 
+TOOLS = [
+    {'type': 'function', 'function': {'name': 'get_weather', 'description': 'The weather in a place',
+     'parameters': {'type': 'object', 'properties': {
+         'location': {'type': 'string', 'maxLength': 12, 'description': 'a city'},
+         'unit': {'enum': ['celsius', 'fahrenheit'], 'description': 'the unit'}},
+         'required': ['location'], 'additionalProperties': False}}},
+    {'type': 'function', 'function': {'name': 'add', 'description': 'Adds two integers',
+     'parameters': {'type': 'object', 'properties': {
+         'a': {'type': 'integer', 'description': 'one'}, 'b': {'type': 'integer', 'description': 'two'}},
+         'required': ['a', 'b'], 'additionalProperties': False}}},
+]
+SCHEMAS = {t['function']['name']: t['function']['parameters'] for t in TOOLS}
+# One real template per tool-call format (chat/tool_format.h).
+TEMPLATES = {
+    'hermes': 'Qwen-Qwen2.5-7B-Instruct.jinja',
+    'llama3_json': 'meta-llama-Llama-3.1-8B-Instruct.jinja',
+    'mistral': 'mistralai-Mistral-Nemo-Instruct-2407.jinja',
+    'functionary_v3_1': 'meetkai-functionary-medium-v3.1.jinja',
+    'functionary_v3_2': 'meetkai-functionary-medium-v3.2.jinja',
+    'command_r7b': 'CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja',
+    'command_r_plus': 'CohereForAI-c4ai-command-r-plus-tool_use.jinja',
+    'firefunction_v2': 'fireworks-ai-llama-3-firefunction-v2.jinja',
+    'deepseek_r1': 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja',
+}
+
+
+def calls_of_stream(body):
+    """delta.tool_calls chunks joined per index: [(name, arguments)]."""
+    calls = {}
+    for line in body.splitlines():
+        if not line.startswith('data: {'):
+            continue
+        for ch in json.loads(line[6:])['choices']:
+            for tc in ch['delta'].get('tool_calls', []):
+                c = calls.setdefault(tc['index'], ['', ''])
+                c[0] += tc.get('function', {}).get('name', '')
+                c[1] += tc.get('function', {}).get('arguments', '')
+    return [tuple(calls[k]) for k in sorted(calls)]
+
+
+@test
+def tool_choice_required_every_format():
+    """tool_choice required / named, each format's real template, a random synth model: every
+    reply is calls whose arguments validate against the tool's schema, streamed or not"""
+    model = os.path.join(temp_dir('hinge-structured-'), 'tiny4k.gguf')
+    subprocess.run([ARGS.hinge, 'synth', '--preset', 'tiny', '--type', 'f16', '--context', '16384',
+                    '-o', model], check=True, capture_output=True)
+    ARGS.model = model
+    templates = os.path.join(os.path.dirname(ARGS.hinge), '..', '..', '..', 'shared', 'chat-templates')
+    if not os.path.isdir(templates):
+        templates = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', '..', 'shared',
+                                 'chat-templates')
+    for fmt, file in TEMPLATES.items():
+        with Server('--chat-template-file', os.path.join(templates, file), quiet=True) as s:
+            check(f'parsed as {fmt}' in s.logs(), f'{file}: detected as {fmt}')
+            for seed in range(6):
+                choice = 'required' if seed < 5 else {'type': 'function', 'function': {'name': 'add'}}
+                body = {'messages': [{'role': 'user', 'content': 'Weather in Paris?'}], 'tools': TOOLS,
+                        'tool_choice': choice, 'max_tokens': 200, 'temperature': 1.0, 'seed': seed}
+                status, _, text = s.request('POST', '/v1/chat/completions', body, timeout=120)
+                if status != 200:
+                    raise Fail(f'{fmt} seed {seed}: {status} {text[:300]}')
+                c = json.loads(text)['choices'][0]
+                calls = c['message'].get('tool_calls') or []
+                if c['finish_reason'] != 'tool_calls' or not calls:
+                    raise Fail(f'{fmt} seed {seed}: {c["finish_reason"]}, content {c["message"]["content"]!r:.300}')
+                for call in calls:
+                    name = call['function']['name']
+                    if seed == 5 and name != 'add':
+                        raise Fail(f'{fmt}: the named function was not called: {name}')
+                    jsonschema.validate(json.loads(call['function']['arguments']), SCHEMAS[name])
+                if seed == 0:  # the same seed streamed: the same calls in delta.tool_calls
+                    body['stream'] = True
+                    status, _, streamed = s.request('POST', '/v1/chat/completions', body, timeout=120)
+                    want = [(x['function']['name'], x['function']['arguments']) for x in calls]
+                    if calls_of_stream(streamed) != want:
+                        raise Fail(f'{fmt}: streamed {calls_of_stream(streamed)} != {want}')
+            check(True, f'{fmt}: 6 replies of valid calls, streamed alike')
+
+
 @test
 def bad_schemas_and_grammars_are_400():
     """unsupported keywords, bad GBNF, two constraints, guided_regex: 400s naming the field"""

@@ -72,7 +72,7 @@ endforeach()
 # guided_choice, GBNF; 400s naming the field.
 set(_hinge_structured ${CMAKE_CURRENT_LIST_DIR}/structured_outputs.py)
 foreach(_case IN ITEMS schema_200_seeds_trained schema_200_seeds_random_model
-    json_object_choice_and_grammar bad_schemas_and_grammars_are_400)
+    json_object_choice_and_grammar bad_schemas_and_grammars_are_400 tool_choice_required_every_format)
   add_test(NAME ServeStructured.${_case}
     COMMAND /usr/bin/python3 ${_hinge_structured} --hinge $<TARGET_FILE:hinge>
       --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
