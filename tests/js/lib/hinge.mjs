@@ -52,10 +52,11 @@ export function watchdog(ms, what) {
   return t;
 }
 
-// Starts `hinge serve -m MODEL --port 0 -t 1 -q ...extra` and resolves once it printed its
+// Starts `hinge serve -m MODEL --port 0 -t 1 -q ...extra` (MODEL: $HINGE_MODEL unless given)
+// and resolves once it printed its
 // "hinge: serving <name> on http(s)://127.0.0.1:<port>" line.
-export function startServer(extra = [], { readyTimeoutMs = 20000 } = {}) {
-  const args = ['serve', '-m', HINGE_MODEL(), '--port', '0', '-t', '1', '-q', ...extra];
+export function startServer(extra = [], { readyTimeoutMs = 20000, model = HINGE_MODEL() } = {}) {
+  const args = ['serve', '-m', model, '--port', '0', '-t', '1', '-q', ...extra];
   const child = spawn(HINGE_BIN(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   let stdout = '';
