@@ -212,6 +212,11 @@ struct EngineStats {
   // logprobs; on the pool): what sampling costs next to the forward pass, in the same run.
   double step_seconds = 0;
   double sample_seconds = 0;
+  // Constrained decoding: the CPU seconds spent computing grammar masks (summed over the
+  // threads that sample, so it may exceed sample_seconds), and the masks computed.
+  double mask_seconds = 0;
+  int64_t masks = 0;
+  int64_t mask_cache_hits = 0;  // masks copied from an earlier one of the same grammar state
 };
 
 class Engine {

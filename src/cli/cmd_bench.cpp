@@ -25,6 +25,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "cli/bench_constrained.h"
 #include "cli/bench_workload.h"
 #include "cli/commands.h"
 #include "common/percentile.h"
@@ -219,6 +220,14 @@ int bench_command(const BenchArgs& args) {
     r.max_new_tokens = static_cast<int32_t>(p.gen_tokens);
     prompt_lens.push_back(static_cast<int64_t>(r.prompt_token_ids.size()));
   }
+  if (args.constrained < 0 || args.constrained > n)
+    return fail(fmt::format("--constrained: 0 to --requests ({})", n));
+  if (args.constrained > 0) {  // the first N requests follow the grammar
+    auto g = bench_grammar(args);
+    if (!g.ok()) return fail(g.status().message());
+    for (int64_t i = 0; i < args.constrained; ++i) requests[static_cast<size_t>(i)].sampling.grammar = *g;
+  }
+  ConstrainedSplit split;
   int64_t total_expected = 0;
   for (const auto& r : requests) total_expected += r.max_new_tokens;
 
@@ -276,10 +285,15 @@ int bench_command(const BenchArgs& args) {
             ++first_tokens;
           } else {
             itl_ms.push_back((t - p.last_token_s) * 1e3);
+            (static_cast<int64_t>(it->second) < args.constrained ? split.itl_constrained_ms
+                                                                 : split.itl_free_ms)
+                .push_back((t - p.last_token_s) * 1e3);
           }
           p.last_token_s = t;
         }
         p.output_tokens += static_cast<int64_t>(d.token_ids.size());
+        (static_cast<int64_t>(it->second) < args.constrained ? split.constrained_tokens : split.free_tokens) +=
+            static_cast<int64_t>(d.token_ids.size());
         output_tokens += static_cast<int64_t>(d.token_ids.size());
       }
       const EngineStats s = engine.stats();
@@ -417,6 +431,10 @@ int bench_command(const BenchArgs& args) {
     j["sample_fraction"] = ratio(s.sample_seconds, s.step_seconds);
     j["decode_sample_fraction"] = ratio(decode_sample_s, decode_step_s);
     j["kv_dtype"] = dtype;
+    if (args.constrained > 0) {
+      j["constrained_requests"] = args.constrained;
+      split.to_json(&j, s.mask_seconds, s.masks, s.mask_cache_hits, decode_only_steps);
+    }
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : kv_groups)
       groups.push_back({{"layers", g.layers}, {"window", g.window},
@@ -522,6 +540,7 @@ int bench_command(const BenchArgs& args) {
     }
   }
   row("preemptions", fmt::format("{}", s.preemptions));
+  if (args.constrained > 0) split.print(s.mask_seconds, s.masks, s.mask_cache_hits, decode_only_steps);
   if (const std::string m = memory_budget_summary(s); !m.empty()) row("memory budget", m);
   row("sampling", fmt::format("{} of step time ({:.1f} of {:.1f} ms), {} of decode-only steps'",
                               pct(ratio(s.sample_seconds, s.step_seconds)),

@@ -95,6 +95,10 @@ struct BenchArgs {
   std::vector<int64_t> sweep_contexts = {128, 1024, 4096, 16384};
   std::vector<std::string> sweep_dtypes = {"f16", "int8"};
   std::string svg;              // --sweep: the chart
+  // --constrained N: the first N requests follow a grammar (--grammar FILE, GBNF, or
+  // --json-schema FILE; default: any JSON object); the rest are free (cli/bench_constrained.h).
+  int64_t constrained = 0;
+  std::string grammar_file, json_schema_file;
   EngineOptionsArgs engine;
 };
 int bench_command(const BenchArgs& args);

@@ -130,6 +130,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--prompt-tokens", bench.prompt_tokens,
                         "Random prompt tokens of each request's own (after the shared prefix)")
       ->capture_default_str();
+  bench_cmd->add_option("--constrained", bench.constrained,
+                        "The first N requests follow a grammar (constrained decoding; the rest free): "
+                        "their time per token against the free ones', and the mask time per step");
+  bench_cmd->add_option("--grammar", bench.grammar_file, "--constrained: a GBNF grammar file");
+  bench_cmd->add_option("--json-schema", bench.json_schema_file,
+                        "--constrained: a JSON Schema file (default: any JSON object)");
   bench_cmd->add_option("--gen-tokens", bench.gen_tokens, "Tokens generated per request (no EOS)")
       ->capture_default_str();
   bench_cmd->add_option("--shared-prefix", bench.shared_prefix,

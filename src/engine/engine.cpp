@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -263,6 +264,9 @@ class EngineImpl final : public Engine {
     s.steps = steps_;
     s.step_seconds = step_seconds_;
     s.sample_seconds = sample_seconds_;
+    s.mask_seconds = static_cast<double>(mask_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    s.masks = masks_.load(std::memory_order_relaxed);
+    s.mask_cache_hits = constrained_ ? constrained_->cache_hits() : 0;
     s.prompt_tokens_computed = prompt_tokens_computed_;
     s.output_tokens = output_tokens_;
     s.preemptions = ss.num_preemptions;
@@ -558,8 +562,13 @@ class EngineImpl final : public Engine {
         Draw& d = draws_[static_cast<size_t>(j)];
         const uint64_t* allowed = nullptr;
         if (d.st->matcher) {
+          const auto t0 = std::chrono::steady_clock::now();
           fill_allowed(*d.st, *constrained_);
           allowed = d.st->mask.data();
+          mask_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now() - t0).count(),
+                             std::memory_order_relaxed);
+          masks_.fetch_add(1, std::memory_order_relaxed);
         }
         d.token = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch, allowed);
       }
@@ -672,6 +681,7 @@ class EngineImpl final : public Engine {
   double step_seconds_ = 0;
   int32_t max_position_ = -1;
   double sample_seconds_ = 0;
+  std::atomic<int64_t> mask_ns_{0}, masks_{0};  // constrained samples' masks (pool threads)
   int64_t prompt_tokens_computed_ = 0;
   int64_t output_tokens_ = 0;
   int32_t kv_blocks_peak_ = 0;

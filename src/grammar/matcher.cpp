@@ -1,6 +1,8 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
+#include <array>
+#include <unordered_map>
 #include <climits>
 
 namespace hinge::grammar {
@@ -205,36 +207,124 @@ uint64_t Matcher::min_remaining(const std::vector<Stack>& stacks, const Partial&
   return best;
 }
 
-void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t budget) const {
-  const bool tight = budget < kBudgetWindow;
+uint64_t Matcher::hash(const StateKey& k) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t{k.value} << 8) ^ static_cast<uint64_t>(k.left);
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; h ^= h >> 29; };
+  for (const Stack& s : k.stacks) {
+    mix(s.size());
+    for (const Elem* e : s) mix(reinterpret_cast<uintptr_t>(e));
+  }
+  return h;
+}
+
+void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t budget,
+                        uint64_t* max_after) const {
+  const bool tight = budget != INT64_MAX;
   const uint64_t left = budget < 0 ? 0 : static_cast<uint64_t>(budget);
+  if (max_after) *max_after = 0;
   std::fill(mask.begin(), mask.end(), 0);
   const auto& nodes = trie.nodes();
   auto allow = [&](int32_t t) { mask[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
-  // Depth-first over the trie; each frame holds the state after its node's prefix.
+  // The stack sets this walk reaches, interned: a frame carries an index, and each state's
+  // transitions are computed once (inside a JSON string every ordinary character leads back to
+  // the same state, so the whole vocabulary is walked with table lookups).
+  struct State {
+    std::vector<Stack> stacks;
+    std::array<int32_t, 128> ascii;  // -2: not computed, -1: refused
+    std::unordered_map<uint32_t, int32_t> other;
+    uint64_t min_rem = UINT64_MAX;   // UINT64_MAX: not computed
+  };
+  std::vector<State> states;
+  std::unordered_map<uint64_t, std::vector<int32_t>> by_hash;
+  auto intern = [&](std::vector<Stack>&& st) -> int32_t {
+    const uint64_t h = hash(StateKey{st, 0, 0, 0, 0});
+    std::vector<int32_t>& ids = by_hash[h];
+    for (int32_t id : ids)
+      if (states[static_cast<size_t>(id)].stacks == st) return id;
+    State n;
+    n.stacks = std::move(st);
+    n.ascii.fill(-2);
+    states.push_back(std::move(n));
+    ids.push_back(static_cast<int32_t>(states.size() - 1));
+    return static_cast<int32_t>(states.size() - 1);
+  };
+  std::vector<Stack> scratch;
+  auto next = [&](int32_t id, uint32_t cp) -> int32_t {
+    int32_t* slot = cp < 128 ? &states[static_cast<size_t>(id)].ascii[cp] : nullptr;
+    if (slot != nullptr && *slot != -2) return *slot;
+    if (slot == nullptr) {
+      auto it = states[static_cast<size_t>(id)].other.find(cp);
+      if (it != states[static_cast<size_t>(id)].other.end()) return it->second;
+    }
+    step(states[static_cast<size_t>(id)].stacks, cp, &scratch);
+    const int32_t to = scratch.empty() ? -1 : intern(std::move(scratch));
+    scratch.clear();
+    if (cp < 128) states[static_cast<size_t>(id)].ascii[cp] = to;
+    else states[static_cast<size_t>(id)].other[cp] = to;
+    return to;
+  };
+  auto min_rem = [&](int32_t id) {
+    State& st = states[static_cast<size_t>(id)];
+    if (st.min_rem == UINT64_MAX) st.min_rem = min_remaining(st.stacks, Partial{});
+    return st.min_rem;
+  };
+  // One byte from (state, partial); false: refused.
+  auto feed = [&](int32_t& id, Partial& p, uint8_t b) -> bool {
+    if (p.left == 0 && b < 0x80) {
+      id = next(id, b);
+      return id >= 0;
+    }
+    std::vector<Stack>& cur = states[static_cast<size_t>(id)].stacks;
+    if (p.left == 0) {
+      const int n = (b >> 5) == 0x6 ? 1 : (b >> 4) == 0xE ? 2 : (b >> 3) == 0x1E ? 3 : -1;
+      if (n < 0) return false;
+      p.value = b & (0x3F >> n);
+      p.left = static_cast<int8_t>(n);
+      const uint32_t shift = 6 * static_cast<uint32_t>(n);
+      p.lo = std::max<uint32_t>(p.value << shift, n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000);
+      p.hi = std::min<uint32_t>((p.value << shift) | ((1u << shift) - 1), 0x10FFFF);
+      return p.lo <= p.hi && partial_possible(cur, p);
+    }
+    if ((b & 0xC0) != 0x80) return false;
+    p.value = (p.value << 6) | (b & 0x3F);
+    --p.left;
+    if (p.left > 0) {
+      const uint32_t shift = 6 * static_cast<uint32_t>(p.left);
+      p.lo = std::max(p.lo, p.value << shift);
+      p.hi = std::min(p.hi, (p.value << shift) | ((1u << shift) - 1));
+      return p.lo <= p.hi && partial_possible(cur, p);
+    }
+    const uint32_t cp = p.value;
+    p = {};
+    if (cp >= 0xD800 && cp <= 0xDFFF) return false;
+    id = next(id, cp);
+    return id >= 0;
+  };
   struct Frame {
     uint32_t node;
-    std::vector<Stack> stacks;
+    int32_t state;
     Partial partial;
   };
   std::vector<Frame> todo;
-  std::vector<Stack> scratch;
+  const int32_t start = intern(std::vector<Stack>(stacks_));
   const TokenTrie::Node& root = nodes[0];
-  for (uint32_t c = root.first_child; c < root.first_child + root.num_children; ++c) {
-    Frame f{c, stacks_, partial_};
-    todo.push_back(std::move(f));
-  }
+  for (uint32_t c = root.first_child; c < root.first_child + root.num_children; ++c)
+    todo.push_back({c, start, partial_});
   while (!todo.empty()) {
-    Frame f = std::move(todo.back());
+    Frame f = todo.back();
     todo.pop_back();
     const TokenTrie::Node& n = nodes[f.node];
-    if (!feed_byte(f.stacks, f.partial, n.byte, scratch)) continue;  // the subtree is dead
-    if (n.token >= 0 && (!tight || min_remaining(f.stacks, f.partial) <= left)) {
-      allow(n.token);
-      for (int32_t t : trie.extra_tokens(f.node)) allow(t);
+    if (!feed(f.state, f.partial, n.byte)) continue;  // the subtree is dead
+    if (n.token >= 0) {
+      const uint64_t after = tight || max_after ? min_rem(f.state) + static_cast<uint64_t>(f.partial.left) : 0;
+      if (!tight || after <= left) {
+        allow(n.token);
+        for (int32_t t : trie.extra_tokens(f.node)) allow(t);
+        if (max_after) *max_after = std::max(*max_after, after);
+      }
     }
     for (uint32_t c = n.first_child; c < n.first_child + n.num_children; ++c)
-      todo.push_back({c, f.stacks, f.partial});
+      todo.push_back({c, f.state, f.partial});
   }
 }
 

@@ -63,10 +63,24 @@ class Matcher {
   // Sets bit t of `mask` (n_vocab bits, uint64 words) for every token t of the trie that the
   // grammar allows next; EOS is the caller's (can_end()). `budget`: the tokens left after this
   // one; a token is allowed only if the grammar can still end within them (min_remaining, in
-  // bytes), checked within the last kBudgetWindow tokens (each token then brings the end a
-  // byte closer: with byte tokens in the vocabulary, a constrained reply ends in time).
-  static constexpr int64_t kBudgetWindow = 512;
-  void fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t budget = INT64_MAX) const;
+  // bytes: with byte tokens in the vocabulary, each token can bring the end a byte closer, so a
+  // constrained reply ends in time). INT64_MAX: no budget.
+  // `max_after` (optional): the largest min_remaining() of any allowed token's next state.
+  void fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t budget = INT64_MAX,
+                 uint64_t* max_after = nullptr) const;
+
+  // The state, comparable and hashable (a mask depends on nothing else): masks are cached by it.
+  struct StateKey {
+    std::vector<Stack> stacks;
+    uint32_t value = 0;
+    int8_t left = 0;
+    uint32_t lo = 0, hi = 0;
+    bool operator==(const StateKey&) const = default;
+  };
+  StateKey state_key() const { return {stacks_, partial_.value, partial_.left, partial_.lo, partial_.hi}; }
+  static uint64_t hash(const StateKey& k);
+  const Grammar* grammar() const { return g_.get(); }
+  const std::shared_ptr<const Grammar>& grammar_ptr() const { return g_; }
   // The fewest UTF-8 bytes the text needs to reach an end.
   uint64_t min_remaining() const { return min_remaining(stacks_, partial_); }
   size_t num_stacks() const { return stacks_.size(); }
