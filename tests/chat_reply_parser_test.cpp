@@ -12,6 +12,8 @@
 #include "chat/reply_parser.h"
 #include "chat/tool_call_syntax.h"
 #include "chat/tool_format.h"
+#include "chat/tool_grammar.h"
+#include "grammar/matcher.h"
 #include "test_util.h"
 
 namespace hinge {
@@ -213,6 +215,39 @@ TEST(ChatToolFormat, TheSharedTemplatesPickTheirFamilysFormat) {
     EXPECT_EQ(tool_format_from_name(tool_format_name(format)), format);
   }
   EXPECT_FALSE(tool_format_from_name("hermes2"));
+}
+
+// tool_choice required: the grammar of one call, or of several with parallel_tool_calls, and its
+// text parses back into those calls.
+TEST(ChatToolGrammar, OneCallOrSeveralAndTheParserReadsThem) {
+  const auto tools = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
+      "properties": {"a": {"type": "integer"}}, "required": ["a"]}}},
+    {"type": "function", "function": {"name": "ping"}}])");
+  const std::string one = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 3}}\n</tool_call>";
+  const std::string two = one + "\n<tool_call>\n{\"name\": \"ping\", \"arguments\": {\"x\": [1]}}\n</tool_call>";
+  auto run = [&](bool parallel, const std::string& only, const std::string& text) {
+    auto gbnf = tool_call_gbnf(ToolFormat::kHermes, tools, only, parallel, false);
+    EXPECT_TRUE(gbnf.ok()) << gbnf.status().message();
+    auto g = grammar::Grammar::parse(*gbnf);
+    EXPECT_TRUE(g.ok()) << g.status().message() << "\n" << *gbnf;
+    grammar::Matcher m(std::make_shared<const grammar::Grammar>(std::move(g).value()));
+    return m.accept(text) && m.can_end();
+  };
+  EXPECT_TRUE(run(false, "", one));
+  EXPECT_FALSE(run(false, "", two));   // one call only
+  EXPECT_TRUE(run(true, "", two));
+  EXPECT_FALSE(run(true, "ping", one));  // the named function only
+  EXPECT_FALSE(run(false, "", "Sure. " + one));  // calls, no text
+  const ParsedReply r = whole(ToolFormat::kHermes, two);
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[1].arguments, R"({"x":[1]})");
+  // A schema outside the subset is an error naming the tool.
+  auto bad = tool_call_gbnf(ToolFormat::kHermes, nlohmann::ordered_json::parse(R"([{"type": "function",
+      "function": {"name": "f", "parameters": {"type": "string", "pattern": "a"}}}])"), "", true, false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tools[0]"), std::string::npos);
+  EXPECT_FALSE(tool_call_gbnf(ToolFormat::kNone, tools, "", true, false).ok());
 }
 
 TEST(ChatToolSyntax, JsonScanFindsTheEndOutsideStrings) {

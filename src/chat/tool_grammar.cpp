@@ -61,9 +61,12 @@ StatusOr<std::string> tool_call_gbnf(ToolFormat f, const Json& tools, const std:
     ++k;
   }
   if (alternatives.empty()) return Status::Errorf("no tool named '{}' is in 'tools'", only);
+  // Llama 3's template takes one call per message back into the history ("This model only
+  // supports single tool-calls at once!"): its replies make one.
+  if (f == ToolFormat::kLlama3Json) parallel = false;
   std::string g = "one-call ::= " + alternatives + "\n";
   // The calls, and the family's wrapper around them.
-  const std::string more = parallel ? "*" : "";
+  const std::string more = parallel ? "*" : "{0}";  // the group after the first call
   std::string calls;
   switch (f) {
     case ToolFormat::kHermes: calls = fmt::format(R"(one-call ("\n" one-call){})", more); break;

@@ -1,7 +1,8 @@
 // The grammar of a reply that must call a tool (tool_choice "required" or a named function):
 // the family's call syntax (chat/tool_format.h) around arguments that follow each tool's
 // "parameters" schema (grammar/json_schema.h; a tool without one takes any JSON object). With
-// parallel calls, one or more calls; else exactly one. The reply parser (chat/reply_parser.h)
+// parallel calls, one or more calls; else exactly one (Llama 3: always one, as its template
+// takes back no more). The reply parser (chat/reply_parser.h)
 // then reads the calls back, so "required" is enforced by the sampler, not hoped for.
 //
 // Thread-safety: a pure function.

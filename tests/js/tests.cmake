@@ -75,5 +75,5 @@ set_tests_properties(ServeJs.Tls PROPERTIES
 add_test(NAME ServeJs.ToolCalls
   COMMAND ${_hinge_node} ${CMAKE_CURRENT_LIST_DIR}/tool_calls.mjs)
 set_tests_properties(ServeJs.ToolCalls PROPERTIES
-  FIXTURES_REQUIRED serve_js TIMEOUT 120 LABELS "js"
+  FIXTURES_REQUIRED serve_js TIMEOUT 180 LABELS "js"
   ENVIRONMENT "${_hinge_js_env}")

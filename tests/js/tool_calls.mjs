@@ -1,19 +1,19 @@
 // ServeJs.ToolCalls: the official `openai` npm client reads hinge's tool calls, streaming and not
-// (docs/tool-calls.md). A random `hinge synth` model with a long context serves the real Qwen 2.5
-// (hermes) and Mistral Nemo templates; tool_choice "required" makes its replies calls (constrained
+// (docs/tool-calls.md). A random `hinge synth` model with a long context serves the real
+// templates of all nine tool-call formats; tool_choice "required" makes its replies calls (constrained
 // decoding), so the client's own parsing is what is tested: message.tool_calls, the stream
 // helper's tool-call events and finalChatCompletion(), finish_reason "tool_calls".
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { HINGE_BIN, loadOpenAi, startServer, watchdog } from './lib/hinge.mjs';
 
-watchdog(80_000, 'ServeJs.ToolCalls');
+watchdog(150_000, 'ServeJs.ToolCalls');
 
 const { openai: mod, version } = loadOpenAi();
 const { OpenAI } = mod;
@@ -23,10 +23,12 @@ const T = { timeout: 30_000 };
 
 const tools = [
   { type: 'function', function: { name: 'get_weather', description: 'The weather in a city',
-    parameters: { type: 'object', properties: { location: { type: 'string', maxLength: 12 },
-      unit: { enum: ['celsius', 'fahrenheit'] } }, required: ['location'], additionalProperties: false } } },
+    parameters: { type: 'object', properties: { location: { type: 'string', maxLength: 12, description: 'a city' },
+      unit: { enum: ['celsius', 'fahrenheit'], description: 'the unit' } }, required: ['location'],
+      additionalProperties: false } } },
   { type: 'function', function: { name: 'add', description: 'Adds two integers',
-    parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+    parameters: { type: 'object', properties: { a: { type: 'integer', description: 'one' },
+      b: { type: 'integer', description: 'two' } },
       required: ['a', 'b'], additionalProperties: false } } },
 ];
 const names = new Set(tools.map((t) => t.function.name));
@@ -49,13 +51,25 @@ function checkCall(c, { mistral = false } = {}) {
   else assert.match(c.id, /^call_[A-Za-z0-9]{24}$/);
 }
 
-for (const [family, file, mistral] of [['hermes', 'Qwen-Qwen2.5-7B-Instruct.jinja', false],
-                                        ['mistral', 'mistralai-Mistral-Nemo-Instruct-2407.jinja', true]]) {
+// One real template per tool-call format (docs/tool-calls.md).
+const families = [
+  ['hermes', 'Qwen-Qwen2.5-7B-Instruct.jinja', false],
+  ['llama3_json', 'meta-llama-Llama-3.1-8B-Instruct.jinja', false],
+  ['mistral', 'mistralai-Mistral-Nemo-Instruct-2407.jinja', true],
+  ['functionary_v3_1', 'meetkai-functionary-medium-v3.1.jinja', false],
+  ['functionary_v3_2', 'meetkai-functionary-medium-v3.2.jinja', false],
+  ['command_r7b', 'CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja', false],
+  ['command_r_plus', 'CohereForAI-c4ai-command-r-plus-tool_use.jinja', false],
+  ['firefunction_v2', 'fireworks-ai-llama-3-firefunction-v2.jinja', false],
+  ['deepseek_r1', 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja', false],
+];
+for (const [family, file, mistral] of families) {
   describe(`${family} (${file})`, () => {
     let server;
     let client;
     before(async () => {
-      execFileSync(HINGE_BIN(), ['synth', '--preset', 'tiny', '--type', 'f16', '--context', '16384', '-o', model]);
+      if (!existsSync(model))
+        execFileSync(HINGE_BIN(), ['synth', '--preset', 'tiny', '--type', 'f16', '--context', '16384', '-o', model]);
       server = await startServer(['--chat-template-file', path.join(templates, file)], { model });
       client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'test', maxRetries: 0, timeout: 30_000 });
       console.log(`# openai@${version} against ${server.url}`);
