@@ -1,6 +1,7 @@
-// libFuzzer target: grammars and JSON schemas come from clients (guided_grammar, grammar,
-// response_format), i.e. hostile input. First byte even: the rest is GBNF; odd: a JSON Schema,
-// compiled to GBNF, which must then parse (a compiled schema that does not is a finding). A
+// libFuzzer target: grammars, JSON schemas and regexes come from clients (guided_grammar,
+// grammar, response_format, guided_regex), i.e. hostile input. First byte mod 3: 0, the rest is
+// GBNF; 1, a JSON Schema, compiled to GBNF, which must then parse (a compiled schema that does
+// not is a finding); 2, a regular expression compiled to GBNF. A
 // grammar that parses runs over fixed texts and a small vocabulary's masks. Errors must come back
 // as Status; crashes, sanitizer reports, hangs and unbounded memory are findings.
 #include <cstddef>
@@ -16,13 +17,19 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/regex.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
   std::string gbnf;
-  if (data[0] % 2 == 0) {
+  const int mode = data[0] % 3;
+  if (mode == 0) {
     gbnf = std::string(body);
+  } else if (mode == 2) {
+    auto g = hinge::grammar::regex_to_gbnf(body);
+    if (!g.ok()) return 0;
+    gbnf = *g;
   } else {
     const auto schema = nlohmann::ordered_json::parse(body, nullptr, false);
     if (schema.is_discarded()) return 0;
@@ -32,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto g = hinge::grammar::Grammar::parse(gbnf);
   if (!g.ok()) {
-    if (data[0] % 2 == 1) std::abort();  // the schema compiler wrote a grammar that does not parse
+    if (mode == 1) std::abort();  // the schema compiler wrote a grammar that does not parse
     return 0;
   }
   auto shared = std::make_shared<const hinge::grammar::Grammar>(std::move(g).value());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/regex.h"
 
 namespace hinge::grammar {
 namespace {
@@ -187,6 +189,67 @@ TEST(GrammarJsonSchema, UnsupportedKeywordsAreErrorsNamingThem) {
   EXPECT_TRUE(matches(*tree, R"({"kids": [{}, {"kids": []}]})")) << *tree;
   EXPECT_TRUE(matches(choice_gbnf({"yes", "no \"way\""}), "no \"way\""));
   EXPECT_FALSE(matches(choice_gbnf({"yes", "no"}), "maybe"));
+}
+
+// guided_regex: the grammar's language is the expression's (std::regex_match agrees on fixed
+// strings and on random walks through the masks), and the unsupported parts are errors.
+TEST(GrammarRegex, MatchesWhatStdRegexMatches) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {R"([A-Z][a-z]{2,5}-\d{3})", {"Abc-123", "Abcdef-000", "Ab-123", "abc-123", "Abc-12", "Abcdefg-123"}},
+      {R"((cat|dog)s?)", {"cat", "dogs", "cats", "bird", "catss", ""}},
+      {R"(\w+@\w+\.(com|org))", {"a@b.com", "x_1@y2.org", "a@b.net", "@b.com", "a@b.comm"}},
+      {R"(^a.b$)", {"axb", "a b", "ab", "a\nb", "axxb"}},
+      {R"([^"\\]*)", {"", "abc", "a\"b", "x\\y"}},
+      {R"((?:ab)*c|\s+)", {"c", "ababc", "abc", "  ", "abab", " c"}},
+      {R"(-?(0|[1-9]\d*)(\.\d+)?)", {"0", "-12.5", "01", "1.", "3.14", "-"}},
+      {R"([\d\-]{3}x{2,}?)", {"1-2xx", "123xxx", "12xx", "1a2xx"}},
+  };
+  std::vector<std::string> pieces;
+  for (int c = 0x20; c < 0x7f; ++c) pieces.push_back(std::string(1, static_cast<char>(c)));
+  for (const char* p : {"\n", "ab", "cat", "dog", ".com", "123"}) pieces.push_back(p);
+  TokenTrie trie(pieces, {});
+  for (const auto& [re, texts] : cases) {
+    auto gbnf = regex_to_gbnf(re);
+    ASSERT_TRUE(gbnf.ok()) << re << ": " << gbnf.status().message();
+    auto g = compile(*gbnf);
+    ASSERT_TRUE(g) << re;
+    const std::regex oracle(re);
+    for (const std::string& t : texts) {
+      Matcher m(g);
+      EXPECT_EQ(m.accept(t) && m.can_end(), std::regex_match(t, oracle)) << re << " on '" << t << "'\n" << *gbnf;
+    }
+    for (uint64_t seed = 0; seed < 30; ++seed) {
+      std::mt19937_64 rng(seed);
+      Matcher m(g);
+      std::string text;
+      for (int step = 0; step < 30 && !m.must_end(); ++step) {
+        if (m.can_end() && rng() % 4 == 0) break;
+        std::vector<uint64_t> mask((pieces.size() + 63) / 64);
+        m.fill_mask(trie, mask, 30 - step);
+        std::vector<size_t> ok;
+        for (size_t t = 0; t < pieces.size(); ++t)
+          if ((mask[t / 64] >> (t % 64)) & 1) ok.push_back(t);
+        if (ok.empty()) break;
+        const size_t t = ok[rng() % ok.size()];
+        ASSERT_TRUE(m.accept(pieces[t]));
+        text += pieces[t];
+      }
+      if (m.can_end()) {
+        EXPECT_TRUE(std::regex_match(text, oracle)) << re << " walked to '" << text << "'";
+      }
+    }
+  }
+  auto err = [](const std::string& re, const std::string& what) {
+    auto r = regex_to_gbnf(re);
+    ASSERT_FALSE(r.ok()) << re;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  err(R"((a)\1)", "backreferences");
+  err(R"((?=a)b)", "(?:");
+  err(R"(a^b)", "anchor");
+  err(R"(\bword)", "boundaries");
+  err(R"([abc)", "']'");
+  err(R"(*a)", "nothing to repeat");
 }
 
 }  // namespace

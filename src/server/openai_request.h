@@ -14,7 +14,7 @@
 //   every optional field. OpenAI fields hinge does not implement and whose silent ignore would
 //   change the result are a 400 naming the field: completions `suffix` (non-empty); chat
 //   `functions` / `function_call` (deprecated: the message points to `tools` / `tool_choice`),
-//   `modalities` other than ["text"], `audio`, `web_search_options`, `guided_regex`.
+//   `modalities` other than ["text"], `audio`, `web_search_options`.
 // - Structured outputs (`response_format`, `guided_*`, `grammar`, `json_schema`) compile to a
 //   grammar here (server/structured_output.h); a schema or grammar error is a 400 naming it. Harmless ones (`user`, `metadata`, `store`, `service_tier`,
 //   `prediction`, ...) are ignored.

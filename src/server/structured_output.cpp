@@ -1,6 +1,7 @@
 #include "server/structured_output.h"
 
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 
 namespace hinge::server {
 
@@ -90,9 +91,12 @@ OptError parse_structured_output(const Json& body, StructuredOutput* out) {
       if (!v->is_string()) return type_error(k, "a GBNF grammar (a string)", *v);
       return compile(v->get<std::string>(), k, out);
     }
-  if (field(body, "guided_regex"))
-    return ApiError::invalid_request("guided_regex",
-                                     "'guided_regex' is not supported yet: use guided_grammar (GBNF) or guided_json.");
+  if (const Json* v = field(body, "guided_regex")) {
+    if (!v->is_string()) return type_error("guided_regex", "a regular expression (a string)", *v);
+    auto gbnf = grammar::regex_to_gbnf(v->get_ref<const std::string&>());
+    if (!gbnf.ok()) return value_error("guided_regex", gbnf.status().message());
+    return compile(*gbnf, "guided_regex", out);
+  }
   return std::nullopt;
 }
 

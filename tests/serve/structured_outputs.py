@@ -94,7 +94,7 @@ def schema_200_seeds_random_model():
 
 @test
 def json_object_choice_and_grammar():
-    """json_object gives a JSON object; guided_choice one of its strings; GBNF its language"""
+    """json_object gives a JSON object; guided_choice one of its strings; GBNF and guided_regex their language"""
     with Server(quiet=True) as s:
         for seed in range(20):
             status, _, body = chat(s, {'response_format': {'type': 'json_object'}}, seed, max_tokens=300)
@@ -107,6 +107,10 @@ def json_object_choice_and_grammar():
             check(json.loads(body)['choices'][0]['message']['content'] in ('yes', 'no', 'maybe so'),
                   f'seed {seed}: one of the choices')
             gbnf = 'root ::= "Dear " name ",\\n" [a-z ]{0,20} "."\nname ::= [A-Z] [a-z]{1,8}\n'
+            status, _, body = chat(s, {'guided_regex': r'[A-Z][a-z]{1,8} (is|was) \d{1,3}( years)?'}, seed)
+            check(status == 200, f'status {status}')
+            text = json.loads(body)['choices'][0]['message']['content']
+            check(re.fullmatch(r'[A-Z][a-z]{1,8} (is|was) \d{1,3}( years)?', text), f'seed {seed}: the regex matches')
             status, _, body = chat(s, {'grammar': gbnf, 'stream': False}, seed)
             check(status == 200, f'status {status}')
             text = json.loads(body)['choices'][0]['message']['content']
@@ -209,7 +213,7 @@ def tool_choice_required_every_format():
 
 @test
 def bad_schemas_and_grammars_are_400():
-    """unsupported keywords, bad GBNF, two constraints, guided_regex: 400s naming the field"""
+    """unsupported keywords, bad GBNF and regexes, two constraints: 400s naming the field"""
     cases = [
         ({'response_format': {'type': 'json_schema', 'json_schema': {'name': 'x', 'schema': {
             'type': 'string', 'pattern': '^a'}}}}, 'response_format.json_schema.schema', "'pattern'"),
@@ -220,7 +224,7 @@ def bad_schemas_and_grammars_are_400():
         ({'grammar': 'root ::= undefined-rule'}, 'grammar', 'undefined-rule'),
         ({'guided_grammar': 'root ::= root "a"'}, 'guided_grammar', 'left-recursive'),
         ({'guided_choice': []}, 'guided_choice', 'non-empty'),
-        ({'guided_regex': 'a+'}, 'guided_regex', 'not supported'),
+        ({'guided_regex': '(a)\\1'}, 'guided_regex', 'backreferences'),
         ({'guided_json': {'type': 'object'}, 'grammar': 'root ::= "a"'}, 'response_format', 'at most one'),
     ]
     with Server(quiet=True) as s:
