@@ -55,6 +55,10 @@ void expect_same(const ParsedReply& a, const ParsedReply& b, const std::string& 
 }
 
 struct Case {
+  Case(ToolFormat f, std::string t, std::string c, std::vector<std::pair<std::string, std::string>> k,
+       std::string r = "", bool open = false)
+      : format(f), text(std::move(t)), content(std::move(c)), calls(std::move(k)), reasoning(std::move(r)),
+        reasoning_open(open) {}
   ToolFormat format;
   std::string text;
   std::string content;
