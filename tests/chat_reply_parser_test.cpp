@@ -14,6 +14,7 @@
 #include "chat/tool_format.h"
 #include "chat/tool_grammar.h"
 #include "grammar/matcher.h"
+#include "chat_test_util.h"
 #include "test_util.h"
 
 namespace hinge {
@@ -25,22 +26,7 @@ ParsedReply whole(ToolFormat f, std::string_view text, bool reasoning_open = fal
 
 // The same reply fed in pieces of random sizes (one byte at a time included).
 ParsedReply streamed(ToolFormat f, std::string_view text, uint64_t seed, bool reasoning_open = false) {
-  ReplyParser p({.format = f, .reasoning_open = reasoning_open, .id_seed = 42});
-  std::mt19937_64 rng(seed);
-  std::vector<ReplyEvent> events;
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = seed == 0 ? 1 : std::uniform_int_distribution<size_t>(1, 9)(rng);
-    p.feed(text.substr(i, n), &events);
-    i += n;
-  }
-  p.finish(&events);
-  ParsedReply r;
-  for (ReplyEvent& e : events) {
-    if (e.kind == ReplyEvent::Kind::kContent) r.content += e.text;
-    if (e.kind == ReplyEvent::Kind::kReasoning) r.reasoning_content += e.text;
-    if (e.kind == ReplyEvent::Kind::kToolCall) r.tool_calls.push_back(e.call);
-  }
-  return r;
+  return testing::parse_in_pieces({.format = f, .reasoning_open = reasoning_open, .id_seed = 42}, text, seed);
 }
 
 void expect_same(const ParsedReply& a, const ParsedReply& b, const std::string& what) {

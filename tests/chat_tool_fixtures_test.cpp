@@ -17,6 +17,7 @@
 #include "chat/reply_parser.h"
 #include "chat/tool_format.h"
 #include "chat/tool_history.h"
+#include "chat_test_util.h"
 #include "test_util.h"
 
 namespace hinge {
@@ -39,22 +40,7 @@ std::vector<Json> fixtures() {
 }
 
 ParsedReply parse_streamed(const ReplyParserOptions& o, const std::string& text, uint64_t seed) {
-  ReplyParser p(o);
-  std::mt19937_64 rng(seed);
-  std::vector<ReplyEvent> events;
-  for (size_t i = 0; i < text.size();) {
-    const size_t n = std::uniform_int_distribution<size_t>(1, 7)(rng);
-    p.feed(std::string_view(text).substr(i, n), &events);
-    i += n;
-  }
-  p.finish(&events);
-  ParsedReply r;
-  for (ReplyEvent& e : events) {
-    if (e.kind == ReplyEvent::Kind::kContent) r.content += e.text;
-    if (e.kind == ReplyEvent::Kind::kReasoning) r.reasoning_content += e.text;
-    if (e.kind == ReplyEvent::Kind::kToolCall) r.tool_calls.push_back(e.call);
-  }
-  return r;
+  return testing::parse_in_pieces(o, text, seed, 7);
 }
 
 void expect_matches(const ParsedReply& r, const Json& c, ToolFormat f, const std::string& what) {

@@ -514,6 +514,13 @@ void expect_json(const OJson& got, const std::string& expected) {
   EXPECT_EQ(to_body(got), OJson::parse(expected).dump());
 }
 
+ChoiceOutput choice(std::string text, FinishReason reason) {
+  ChoiceOutput c;
+  c.text = std::move(text);
+  c.finish_reason = reason;
+  return c;
+}
+
 TEST(ServerOpenaiResponse, FinishReasonsAndUsage) {
   EXPECT_EQ(finish_reason_json(FinishReason::kStop), "stop");
   EXPECT_EQ(finish_reason_json(FinishReason::kLength), "length");
@@ -532,8 +539,8 @@ TEST(ServerOpenaiResponse, FinishReasonsAndUsage) {
 
 TEST(ServerOpenaiResponse, ChatCompletionWithTwoChoices) {
   ResponseHeader h{"chatcmpl-abc123", 1700000000, "tiny", false};
-  const ChoiceOutput choices[] = {{"Hello \xc3\xa9", FinishReason::kStop},
-                                  {"Hi", FinishReason::kLength}};
+  const ChoiceOutput choices[] = {choice("Hello \xc3\xa9", FinishReason::kStop),
+                                  choice("Hi", FinishReason::kLength)};
   const RequestUsage samples[] = {{12, 8, 2}, {12, 8, 1}};
   expect_json(chat_completion_response(h, choices, total_usage(samples)), R"({
     "id": "chatcmpl-abc123", "object": "chat.completion", "created": 1700000000, "model": "tiny",
@@ -548,7 +555,7 @@ TEST(ServerOpenaiResponse, ChatCompletionWithTwoChoices) {
 
 TEST(ServerOpenaiResponse, TextCompletionWithTwoChoices) {
   ResponseHeader h{"cmpl-9f", 1700000001, "tiny", false};
-  const ChoiceOutput choices[] = {{" there", FinishReason::kLength}, {"", FinishReason::kAborted}};
+  const ChoiceOutput choices[] = {choice(" there", FinishReason::kLength), choice("", FinishReason::kAborted)};
   expect_json(completion_response(h, choices, RequestUsage{3, 0, 4}), R"({
     "id": "cmpl-9f", "object": "text_completion", "created": 1700000001, "model": "tiny",
     "choices": [
@@ -604,7 +611,7 @@ TEST(ServerOpenaiResponse, ToolCallsAndReasoningInTheMessage) {
   call.finish_reason = FinishReason::kStop;
   call.reasoning = "need weather";
   call.tool_calls = {{"call_abc", "get_weather", R"({"location":"Paris"})"}};
-  ChoiceOutput text{"It is sunny.", FinishReason::kLength};
+  const ChoiceOutput text = choice("It is sunny.", FinishReason::kLength);
   const ChoiceOutput choices[] = {call, text};
   expect_json(chat_completion_response(h, choices, RequestUsage{3, 0, 9}), R"({
     "id": "chatcmpl-t", "object": "chat.completion", "created": 1700000003, "model": "tiny",

@@ -33,6 +33,21 @@ std::optional<OJson> parse_json(std::string_view s) {
   return j;
 }
 
+std::string compact(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_handler_t::replace); }
+
+// A JSON object at buf[i] (after whitespace): kDone with *end past it and *args its compact text,
+// kNeedMore, or kBad (not an object, or invalid JSON).
+Scan object_at(std::string_view buf, size_t i, bool final, size_t* end, std::string* args) {
+  i = skip_ws(buf, i);
+  if (i == buf.size()) return final ? Scan::kBad : Scan::kNeedMore;
+  const Scan s = scan_json(buf, i, final, end);
+  if (s != Scan::kDone) return s;
+  auto a = parse_json(buf.substr(i, *end - i));
+  if (!a || !a->is_object()) return Scan::kBad;
+  *args = compact(*a);
+  return Scan::kDone;
+}
+
 // A call from {name_key: "...", args_key: {...} | "{...}"}; false when it is not one.
 bool call_from_object(const OJson& o, const char* name_key, std::initializer_list<const char*> args_keys,
                       RawCall* out) {
@@ -45,11 +60,11 @@ bool call_from_object(const OJson& o, const char* name_key, std::initializer_lis
     auto a = o.find(k);
     if (a == o.end() || a->is_null()) continue;
     if (a->is_object()) {
-      out->arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
+      out->arguments = compact(*a);
     } else if (a->is_string()) {  // JSON in a string, as some models write it
       auto inner = parse_json(a->get<std::string>());
       if (!inner || !inner->is_object()) return false;
-      out->arguments = inner->dump(-1, ' ', false, OJson::error_handler_t::replace);
+      out->arguments = compact(*inner);
     } else {
       return false;
     }
@@ -161,7 +176,7 @@ Region llama3(std::string_view buf, size_t i, std::string_view marker, bool fina
     RawCall c;
     if (!python_call(rest, &c)) {
       c.name = "code_interpreter";
-      c.arguments = OJson({{"code", std::string(rest)}}).dump(-1, ' ', false, OJson::error_handler_t::replace);
+      c.arguments = compact(OJson({{"code", std::string(rest)}}));
     }
     r.calls.push_back(std::move(c));
     r.scan = Scan::kDone;
@@ -229,21 +244,9 @@ Region mistral(std::string_view buf, size_t i, bool final) {
   RawCall c;
   c.name = std::string(buf.substr(i, args - i));
   while (!c.name.empty() && is_space(c.name.back())) c.name.pop_back();
-  const size_t j = skip_ws(buf, args + 6);
   if (c.name.empty() || c.name.find_first_of(" \n{}[]") != std::string::npos) return r;
-  if (j == buf.size()) {
-    r.scan = final ? Scan::kBad : Scan::kNeedMore;
-    return r;
-  }
-  r.scan = scan_json(buf, j, final, &r.end);
-  if (r.scan != Scan::kDone) return r;
-  auto a = parse_json(buf.substr(j, r.end - j));
-  if (!a || !a->is_object()) {
-    r.scan = Scan::kBad;
-    return r;
-  }
-  c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
-  r.calls.push_back(std::move(c));
+  r.scan = object_at(buf, args + 6, final, &r.end, &c.arguments);
+  if (r.scan == Scan::kDone) r.calls.push_back(std::move(c));
   return r;
 }
 
@@ -257,8 +260,7 @@ Region functionary31(std::string_view buf, size_t i, std::string_view marker, bo
     }
     RawCall c;
     c.name = "python";
-    c.arguments = OJson({{"code", std::string(buf.substr(i + marker.size()))}})
-                      .dump(-1, ' ', false, OJson::error_handler_t::replace);
+    c.arguments = compact(OJson({{"code", std::string(buf.substr(i + marker.size()))}}));
     r.calls.push_back(std::move(c));
     r.scan = Scan::kDone;
     r.end = buf.size();
@@ -273,20 +275,9 @@ Region functionary31(std::string_view buf, size_t i, std::string_view marker, bo
   RawCall c;
   c.name = std::string(buf.substr(i, gt - i));
   if (c.name.empty() || c.name.find_first_of(" \n{}<") != std::string::npos) return r;
-  const size_t j = skip_ws(buf, gt + 1);
-  if (j == buf.size()) {
-    r.scan = final ? Scan::kBad : Scan::kNeedMore;
-    return r;
-  }
   size_t e = 0;
-  r.scan = scan_json(buf, j, final, &e);
+  r.scan = object_at(buf, gt + 1, final, &e, &c.arguments);
   if (r.scan != Scan::kDone) return r;
-  auto a = parse_json(buf.substr(j, e - j));
-  if (!a || !a->is_object()) {
-    r.scan = Scan::kBad;
-    return r;
-  }
-  c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
   r.calls.push_back(std::move(c));
   r.scan = required_close(buf, e, "</function>", final, &r.end);
   return r;
@@ -322,21 +313,13 @@ Region functionary32(std::string_view buf, size_t i, std::string_view marker, bo
       return r;
     }
     r.end = next == std::string_view::npos ? buf.size() : next;
-    c.arguments = OJson({{"code", std::string(buf.substr(j, r.end - j))}})
-                      .dump(-1, ' ', false, OJson::error_handler_t::replace);
+    c.arguments = compact(OJson({{"code", std::string(buf.substr(j, r.end - j))}}));
     r.calls.push_back(std::move(c));
     r.scan = Scan::kDone;
     return r;
   }
-  r.scan = scan_json(buf, j, final, &r.end);
-  if (r.scan != Scan::kDone) return r;
-  auto a = parse_json(buf.substr(j, r.end - j));
-  if (!a || !a->is_object()) {
-    r.scan = Scan::kBad;
-    return r;
-  }
-  c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
-  r.calls.push_back(std::move(c));
+  r.scan = object_at(buf, j, final, &r.end, &c.arguments);
+  if (r.scan == Scan::kDone) r.calls.push_back(std::move(c));
   return r;
 }
 
@@ -428,12 +411,8 @@ Region deepseek(std::string_view buf, size_t i, std::string_view marker, bool fi
     m = match(buf, j, "```json", final, &e);
     if (m == Scan::kNeedMore || (j == buf.size() && !final)) return need(Scan::kNeedMore);
     if (m == Scan::kDone) j = skip_ws(buf, e);
-    if (j == buf.size()) return need(final ? Scan::kBad : Scan::kNeedMore);
-    const Scan s = scan_json(buf, j, final, &e);
+    const Scan s = object_at(buf, j, final, &e, &c.arguments);
     if (s != Scan::kDone) return need(s);
-    auto a = parse_json(buf.substr(j, e - j));
-    if (!a || !a->is_object()) return need(Scan::kBad);
-    c.arguments = a->dump(-1, ' ', false, OJson::error_handler_t::replace);
     r.calls.push_back(std::move(c));
     i = skip_ws(buf, e);
     m = match(buf, i, "```", final, &e);

@@ -142,35 +142,40 @@ bool Matcher::partial_possible(const std::vector<Stack>& stacks, const Partial& 
   return false;
 }
 
-bool Matcher::feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::vector<Stack>& scratch) const {
-  uint32_t cp = 0;
+int Matcher::utf8_byte(Partial& p, uint8_t b, uint32_t* cp) {
   if (p.left == 0) {
     if (b < 0x80) {
-      cp = b;
-    } else {
-      const int n = (b >> 5) == 0x6 ? 1 : (b >> 4) == 0xE ? 2 : (b >> 3) == 0x1E ? 3 : -1;
-      if (n < 0) return false;  // not a UTF-8 lead byte
-      p.value = b & (0x3F >> n);
-      p.left = static_cast<int8_t>(n);
-      const uint32_t shift = 6 * static_cast<uint32_t>(n);
-      p.lo = std::max<uint32_t>(p.value << shift, n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000);
-      p.hi = std::min<uint32_t>((p.value << shift) | ((1u << shift) - 1), 0x10FFFF);
-      return p.lo <= p.hi && partial_possible(stacks, p);
+      *cp = b;
+      return 1;
     }
-  } else {
-    if ((b & 0xC0) != 0x80) return false;
-    p.value = (p.value << 6) | (b & 0x3F);
-    --p.left;
-    if (p.left > 0) {
-      const uint32_t shift = 6 * static_cast<uint32_t>(p.left);
-      p.lo = std::max(p.lo, p.value << shift);
-      p.hi = std::min(p.hi, (p.value << shift) | ((1u << shift) - 1));
-      return p.lo <= p.hi && partial_possible(stacks, p);
-    }
-    cp = p.value;
-    p = {};
-    if (cp >= 0xD800 && cp <= 0xDFFF) return false;
+    const int n = (b >> 5) == 0x6 ? 1 : (b >> 4) == 0xE ? 2 : (b >> 3) == 0x1E ? 3 : -1;
+    if (n < 0) return -1;  // not a UTF-8 lead byte
+    p.value = b & (0x3F >> n);
+    p.left = static_cast<int8_t>(n);
+    const uint32_t shift = 6 * static_cast<uint32_t>(n);
+    p.lo = std::max<uint32_t>(p.value << shift, n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000);
+    p.hi = std::min<uint32_t>((p.value << shift) | ((1u << shift) - 1), 0x10FFFF);
+    return p.lo <= p.hi ? 0 : -1;
   }
+  if ((b & 0xC0) != 0x80) return -1;
+  p.value = (p.value << 6) | (b & 0x3F);
+  --p.left;
+  if (p.left > 0) {
+    const uint32_t shift = 6 * static_cast<uint32_t>(p.left);
+    p.lo = std::max(p.lo, p.value << shift);
+    p.hi = std::min(p.hi, (p.value << shift) | ((1u << shift) - 1));
+    return p.lo <= p.hi ? 0 : -1;
+  }
+  *cp = p.value;
+  p = {};
+  return *cp >= 0xD800 && *cp <= 0xDFFF ? -1 : 1;  // surrogates are not characters
+}
+
+bool Matcher::feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::vector<Stack>& scratch) const {
+  uint32_t cp = 0;
+  const int r = utf8_byte(p, b, &cp);
+  if (r < 0) return false;
+  if (r == 0) return partial_possible(stacks, p);
   step(stacks, cp, &scratch);
   if (scratch.empty()) return false;
   stacks.swap(scratch);
@@ -270,33 +275,10 @@ void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t
   };
   // One byte from (state, partial); false: refused.
   auto feed = [&](int32_t& id, Partial& p, uint8_t b) -> bool {
-    if (p.left == 0 && b < 0x80) {
-      id = next(id, b);
-      return id >= 0;
-    }
-    std::vector<Stack>& cur = states[static_cast<size_t>(id)].stacks;
-    if (p.left == 0) {
-      const int n = (b >> 5) == 0x6 ? 1 : (b >> 4) == 0xE ? 2 : (b >> 3) == 0x1E ? 3 : -1;
-      if (n < 0) return false;
-      p.value = b & (0x3F >> n);
-      p.left = static_cast<int8_t>(n);
-      const uint32_t shift = 6 * static_cast<uint32_t>(n);
-      p.lo = std::max<uint32_t>(p.value << shift, n == 1 ? 0x80 : n == 2 ? 0x800 : 0x10000);
-      p.hi = std::min<uint32_t>((p.value << shift) | ((1u << shift) - 1), 0x10FFFF);
-      return p.lo <= p.hi && partial_possible(cur, p);
-    }
-    if ((b & 0xC0) != 0x80) return false;
-    p.value = (p.value << 6) | (b & 0x3F);
-    --p.left;
-    if (p.left > 0) {
-      const uint32_t shift = 6 * static_cast<uint32_t>(p.left);
-      p.lo = std::max(p.lo, p.value << shift);
-      p.hi = std::min(p.hi, (p.value << shift) | ((1u << shift) - 1));
-      return p.lo <= p.hi && partial_possible(cur, p);
-    }
-    const uint32_t cp = p.value;
-    p = {};
-    if (cp >= 0xD800 && cp <= 0xDFFF) return false;
+    uint32_t cp = 0;
+    const int r = utf8_byte(p, b, &cp);
+    if (r < 0) return false;
+    if (r == 0) return partial_possible(states[static_cast<size_t>(id)].stacks, p);
     id = next(id, cp);
     return id >= 0;
   };

@@ -96,6 +96,9 @@ class Matcher {
   void step(const std::vector<Stack>& in, uint32_t c, std::vector<Stack>* out) const;
   bool partial_possible(const std::vector<Stack>& stacks, const Partial& p) const;
   uint64_t min_remaining(const std::vector<Stack>& stacks, const Partial& p) const;
+  // One byte into a UTF-8 decoder: 1 = a code point completed (*cp), 0 = more bytes to come,
+  // -1 = not UTF-8 (or a surrogate).
+  static int utf8_byte(Partial& p, uint8_t b, uint32_t* cp);
   // Feeds one byte to (stacks, partial); false when the grammar rejects it.
   bool feed_byte(std::vector<Stack>& stacks, Partial& p, uint8_t b, std::vector<Stack>& scratch) const;
 
