@@ -493,6 +493,41 @@ TEST(ServerHttp, ToolsWithATemplateThatCallsThem) {
   EXPECT_EQ(r->status, 200) << r->body;
 }
 
+// /v1/completions/render and /v1/chat/completions/render: the prompt's token ids as the
+// server computes them (what a request then counts as prompt_tokens), nothing generated.
+TEST(ServerHttp, RenderGivesThePromptTokensWithoutGenerating) {
+  const std::string qwen = testing::read_file(shared_path("chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  Server s({}, 8 << 20, 1 << 20, qwen);
+  const nlohmann::json chat = {{"messages", {{{"role", "system"}, {"content", "Be brief."}},
+                                             {{"role", "user"}, {"content", "Once upon a time"}}}},
+                               {"max_tokens", 1}};
+  auto r = http_call(s.port, "POST", "/v1/chat/completions/render", chat.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const auto j = nlohmann::json::parse(r->body);
+  EXPECT_EQ(j["request_id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(j["model"], "stories");
+  const size_t n = j["token_ids"].size();
+  EXPECT_EQ(j["prompt_tokens"], n);
+  auto g = http_call(s.port, "POST", "/v1/chat/completions", chat.dump());
+  ASSERT_TRUE(g);
+  EXPECT_EQ(nlohmann::json::parse(g->body)["usage"]["prompt_tokens"], n);  // the same prompt
+  // Completions: text as /tokenize with special tokens; ids as given.
+  r = http_call(s.port, "POST", "/v1/completions/render", R"({"prompt": "Once upon a time"})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto t = http_call(s.port, "POST", "/tokenize", R"({"prompt": "Once upon a time"})");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(nlohmann::json::parse(r->body)["token_ids"], nlohmann::json::parse(t->body)["tokens"]);
+  r = http_call(s.port, "POST", "/v1/completions/render", R"({"prompt": [1, 5, 9]})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(nlohmann::json::parse(r->body)["token_ids"], nlohmann::json::parse("[1, 5, 9]"));
+  expect_error(http_call(s.port, "POST", "/v1/completions/render", R"({"prompt": [1, 99999]})"), 400, "id range");
+  expect_error(http_call(s.port, "POST", "/v1/completions/render", R"({"prompt": "x", "model": "other"})"), 404,
+               "model");
+  expect_error(http_call(s.port, "POST", "/v1/chat/completions/render", R"({"messages": []})"), 400, "messages");
+}
+
 TEST(ServerHttp, ToolsWithATemplateWithoutToolSyntaxAre400) {
   const std::string gemma = testing::read_file(shared_path("chat-templates/google-gemma-2-2b-it.jinja"));
   Server s({}, 8 << 20, 1 << 20, gemma);

@@ -268,6 +268,7 @@ int serve_command(const ServeArgs& args) {
   sc.n_vocab = static_cast<int32_t>(loaded->config.n_vocab);
   sc.log_requests = !args.quiet;
   sc.tool_format = args.tool_format;
+  sc.metrics_compat_vllm = args.metrics_compat == "vllm";
   sc.cache_secret = *cache_secret;
   if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
   if (!args.api_key_file.empty()) {

@@ -232,6 +232,7 @@ struct ServeArgs {
   std::string max_body = "8MiB";
   bool quiet = false;              // no per-request log lines
   std::string tool_format = "auto";  // chat/tool_format.h: auto (from the template) or a name
+  std::string metrics_compat;        // --metrics-compat vllm: also vLLM's metric names
   std::string chat_template_file;  // --chat-template-file FILE: replaces the model's template
   std::string tenants;             // --tenants FILE (server/tenancy.h)
   std::string api_key;             // --api-key KEY: one shared key, without tenants

@@ -337,6 +337,10 @@ int main(int argc, char** argv) {
                         "Origins browsers may call from (\"*\" or scheme://host[:port], "
                         "several allowed); default: none");
   serve_cmd->add_flag("-q,--quiet", serve.quiet, "No per-request log lines on stderr");
+  serve_cmd->add_option("--metrics-compat", serve.metrics_compat,
+                        "vllm: /metrics also exports vLLM's names (vllm:num_requests_waiting, "
+                        "vllm:kv_cache_usage_perc, ...) for autoscalers and routers that read them")
+      ->check(CLI::IsMember({"vllm"}));
   serve_cmd->add_option("--tool-format", serve.tool_format,
                         "How replies write tool calls: auto (from the chat template), none, hermes, "
                         "llama3_json, mistral, functionary_v3_1, functionary_v3_2, command_r7b, "

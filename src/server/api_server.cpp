@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "server/generation_job.h"
+#include "server/metrics_compat.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "chat/chat_prompt.h"
@@ -347,6 +348,10 @@ const ApiServer::Route* ApiServer::find_route(const std::string& path) {
        [](ApiServer& a, R& r, const E& ex, Caller& c) {
          handle_generation(a, Endpoint::kCompletions, std::move(r), ex, std::move(c));
        }},
+      {"/v1/chat/completions/render", "POST", false, Access::kApi, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_render(Endpoint::kChatCompletions, r, ex); }},
+      {"/v1/completions/render", "POST", false, Access::kApi, K::kBulk,
+       [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_render(Endpoint::kCompletions, r, ex); }},
       {"/tokenize", "POST", false, Access::kApi, K::kBulk,
        [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_tokenize(r, ex); }},
       {"/detokenize", "POST", false, Access::kApi, K::kBulk,
@@ -491,6 +496,7 @@ void ApiServer::handle_metrics(const ExchangePtr& ex) {
   resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
   resp.body = metrics_.render_prometheus(engine_.stats());
   if (transport_stats_) resp.body += render_transport_metrics(transport_stats_(), metrics_.labels());
+  if (config_.metrics_compat_vllm) resp.body += vllm_compat_metrics(resp.body);
   resp.body += tenant_metrics();
   respond(ex, std::move(resp));
 }

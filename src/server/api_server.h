@@ -62,6 +62,7 @@
 #include "http/server.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
+#include "server/openai_request.h"
 #include "server/request_workers.h"
 #include "server/tenant_registry.h"
 #include "chat/chat_prompt.h"
@@ -94,6 +95,7 @@ struct ApiServerConfig {
   // How replies carry tool calls and reasoning (chat/tool_format.h): "auto" detects it from
   // the chat template, or a format's name ("none": replies are text).
   std::string tool_format = "auto";
+  bool metrics_compat_vllm = false;  // --metrics-compat vllm (server/metrics_compat.h)
 };
 
 class ApiServer {
@@ -163,6 +165,9 @@ class ApiServer {
   static const Route* find_route(const std::string& path);
   void handle_tokenize(const HttpRequest& r, const ExchangePtr& ex);    // on a worker
   void handle_detokenize(const HttpRequest& r, const ExchangePtr& ex);  // on a worker
+  // POST /v1/chat/completions/render, /v1/completions/render: the token ids a request's prompt
+  // becomes, without generating (what llm-d's scheduler asks a renderer); api_render.cpp.
+  void handle_render(Endpoint endpoint, const HttpRequest& r, const ExchangePtr& ex);  // on a worker
   void handle_models(const HttpRequest& r, const ExchangePtr& ex);
   void handle_health(const ExchangePtr& ex);
   void handle_metrics(const ExchangePtr& ex);
