@@ -16,6 +16,7 @@ void dedupe(std::vector<Matcher::Stack>* v) {
 }
 
 constexpr size_t kMaxStacks = 4096;  // an ambiguous grammar's state is cut here
+constexpr size_t kMaxWalkStates = 1 << 16, kMaxWalkStacks = 1 << 20;  // one mask walk's bound
 
 }  // namespace
 
@@ -254,6 +255,7 @@ void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t
     return static_cast<int32_t>(states.size() - 1);
   };
   std::vector<Stack> scratch;
+  size_t held = 0;  // stacks in interned states
   auto next = [&](int32_t id, uint32_t cp) -> int32_t {
     int32_t* slot = cp < 128 ? &states[static_cast<size_t>(id)].ascii[cp] : nullptr;
     if (slot != nullptr && *slot != -2) return *slot;
@@ -262,7 +264,11 @@ void Matcher::fill_mask(const TokenTrie& trie, std::span<uint64_t> mask, int64_t
       if (it != states[static_cast<size_t>(id)].other.end()) return it->second;
     }
     step(states[static_cast<size_t>(id)].stacks, cp, &scratch);
-    const int32_t to = scratch.empty() ? -1 : intern(std::move(scratch));
+    // A hostile grammar could make every prefix a new state of thousands of stacks: past the
+    // walk's bound, new states are refused (their tokens left out), never memory without end.
+    held += scratch.size();
+    const bool over = states.size() >= kMaxWalkStates || held > kMaxWalkStacks;
+    const int32_t to = scratch.empty() || over ? -1 : intern(std::move(scratch));
     scratch.clear();
     if (cp < 128) states[static_cast<size_t>(id)].ascii[cp] = to;
     else states[static_cast<size_t>(id)].other[cp] = to;

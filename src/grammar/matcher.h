@@ -7,7 +7,9 @@
 // class can still match some completion of them.
 //
 // Masks walk a byte trie of the vocabulary (TokenTrie, built once per tokenizer), so tokens that
-// share a prefix share its work and a dead prefix prunes its whole subtree.
+// share a prefix share its work and a dead prefix prunes its whole subtree. A walk is bounded
+// (65,536 states, 2^20 stacks): a grammar ambiguous enough to pass that loses the tokens beyond
+// it rather than the server its memory.
 //
 // Thread-safety: a TokenTrie is immutable and shared; a Matcher is one sequence's, used by one
 // thread at a time.
