@@ -1,5 +1,6 @@
 #include "chat/tool_call_syntax.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,28 @@ std::optional<OJson> parse_json(std::string_view s) {
   return j;
 }
 
+// The delimiter after a short field (a name, a recipient) at buf[from]: found within `limit`
+// bytes -> kDone and *at; not there while the window is complete -> kBad; else it may still come.
+// The same answer however the text arrives (a stream and a whole reply agree).
+Scan delimited(std::string_view buf, size_t from, std::string_view delim, size_t limit, bool final, size_t* at) {
+  const size_t window = std::min(buf.size(), from + limit + delim.size());
+  const size_t pos = buf.substr(0, window).find(delim, from);
+  if (pos != std::string_view::npos && pos - from <= limit) {
+    *at = pos;
+    return Scan::kDone;
+  }
+  if (window == from + limit + delim.size() || final) return Scan::kBad;
+  return Scan::kNeedMore;
+}
+
+// A function name as a model writes it: 1 to 64 of letters, digits, '_', '-' and '.'.
+bool valid_name(std::string_view n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  return true;
+}
+
 std::string compact(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_handler_t::replace); }
 
 // A JSON object at buf[i] (after whitespace): kDone with *end past it and *args its compact text,
@@ -53,7 +76,7 @@ bool call_from_object(const OJson& o, const char* name_key, std::initializer_lis
                       RawCall* out) {
   if (!o.is_object()) return false;
   auto n = o.find(name_key);
-  if (n == o.end() || !n->is_string() || n->get<std::string>().empty()) return false;
+  if (n == o.end() || !n->is_string() || !valid_name(n->get<std::string>())) return false;
   out->name = n->get<std::string>();
   out->arguments = "{}";
   for (const char* k : args_keys) {
@@ -236,15 +259,13 @@ Region mistral(std::string_view buf, size_t i, bool final) {
     return r;
   }
   // name[ARGS]{...}
-  const size_t args = buf.find("[ARGS]", i);
-  if (args == std::string_view::npos) {
-    r.scan = final || buf.size() - i > 256 ? Scan::kBad : Scan::kNeedMore;
-    return r;
-  }
+  size_t args = 0;
+  r.scan = delimited(buf, i, "[ARGS]", 64, final, &args);
+  if (r.scan != Scan::kDone) return r;
+  r.scan = Scan::kBad;
   RawCall c;
   c.name = std::string(buf.substr(i, args - i));
-  while (!c.name.empty() && is_space(c.name.back())) c.name.pop_back();
-  if (c.name.empty() || c.name.find_first_of(" \n{}[]") != std::string::npos) return r;
+  if (!valid_name(c.name)) return r;
   r.scan = object_at(buf, args + 6, final, &r.end, &c.arguments);
   if (r.scan == Scan::kDone) r.calls.push_back(std::move(c));
   return r;
@@ -267,14 +288,13 @@ Region functionary31(std::string_view buf, size_t i, std::string_view marker, bo
     return r;
   }
   i += marker.size();
-  const size_t gt = buf.find('>', i);
-  if (gt == std::string_view::npos) {
-    r.scan = final || buf.size() - i > 256 ? Scan::kBad : Scan::kNeedMore;
-    return r;
-  }
+  size_t gt = 0;
+  r.scan = delimited(buf, i, ">", 64, final, &gt);
+  if (r.scan != Scan::kDone) return r;
+  r.scan = Scan::kBad;
   RawCall c;
   c.name = std::string(buf.substr(i, gt - i));
-  if (c.name.empty() || c.name.find_first_of(" \n{}<") != std::string::npos) return r;
+  if (!valid_name(c.name)) return r;
   size_t e = 0;
   r.scan = object_at(buf, gt + 1, final, &e, &c.arguments);
   if (r.scan != Scan::kDone) return r;
@@ -287,18 +307,16 @@ Region functionary31(std::string_view buf, size_t i, std::string_view marker, bo
 Region functionary32(std::string_view buf, size_t i, std::string_view marker, bool final) {
   Region r;
   i += marker.size();
-  const size_t nl = buf.find('\n', i);
-  if (nl == std::string_view::npos) {
-    r.scan = final || buf.size() - i > 128 ? Scan::kBad : Scan::kNeedMore;
-    return r;
-  }
+  size_t nl = 0;
+  r.scan = delimited(buf, i, "\n", 64, final, &nl);
+  if (r.scan != Scan::kDone) return r;
   const std::string_view name = buf.substr(i, nl - i);
   if (name == "all") {  // text follows, to the next ">>>"
-    r.scan = Scan::kDone;
     r.end = nl + 1;
     return r;
   }
-  if (name.empty() || name.find_first_of(" {}<>\"") != std::string_view::npos) return r;
+  r.scan = Scan::kBad;
+  if (!valid_name(name)) return r;
   RawCall c;
   c.name = std::string(name);
   const size_t j = skip_ws(buf, nl + 1);
@@ -400,13 +418,12 @@ Region deepseek(std::string_view buf, size_t i, std::string_view marker, bool fi
       if (r.calls.empty()) return need(Scan::kBad);
       return need(Scan::kBad);  // text after the calls without their end marker
     }
-    const size_t sep = buf.find(kSep, e);
-    if (sep == std::string_view::npos) return need(final || buf.size() - e > 64 ? Scan::kBad : Scan::kNeedMore);
-    const size_t nl = buf.find('\n', sep + kSep.size());
-    if (nl == std::string_view::npos) return need(final ? Scan::kBad : Scan::kNeedMore);
+    size_t sep = 0, nl = 0;
+    if (Scan d = delimited(buf, e, kSep, 16, final, &sep); d != Scan::kDone) return need(d);
+    if (Scan d = delimited(buf, sep + kSep.size(), "\n", 64, final, &nl); d != Scan::kDone) return need(d);
     RawCall c;
     c.name = std::string(buf.substr(sep + kSep.size(), nl - sep - kSep.size()));
-    if (c.name.empty() || c.name.find_first_of(" {}<") != std::string::npos) return need(Scan::kBad);
+    if (!valid_name(c.name)) return need(Scan::kBad);
     size_t j = skip_ws(buf, nl + 1);
     m = match(buf, j, "```json", final, &e);
     if (m == Scan::kNeedMore || (j == buf.size() && !final)) return need(Scan::kNeedMore);
