@@ -121,19 +121,6 @@ Scan required_close(std::string_view buf, size_t i, std::string_view close, bool
   return match(buf, k, close, final, end);
 }
 
-Region hermes(std::string_view buf, size_t i, bool final) {
-  Region r;
-  i = skip_ws(buf, i);
-  if (i == buf.size()) {
-    r.scan = final ? Scan::kBad : Scan::kNeedMore;
-    return r;
-  }
-  size_t e = 0;
-  r.scan = json_calls(buf, i, final, "name", {"arguments", "parameters"}, &e, &r.calls);
-  if (r.scan == Scan::kDone) r.scan = required_close(buf, e, "</tool_call>", final, &r.end);
-  return r;
-}
-
 // name.call(key="value", n=3) -> {"key": "value", "n": 3} (Llama 3.1's built-in tools).
 bool python_call(std::string_view s, RawCall* out) {
   const size_t dot = s.find(".call(");
@@ -509,7 +496,8 @@ const Markers& markers(ToolFormat f) {
 Region parse_region(ToolFormat f, std::string_view buf, size_t start, std::string_view marker,
                     bool final) {
   switch (f) {
-    case ToolFormat::kHermes: return hermes(buf, start + marker.size(), final);
+    case ToolFormat::kHermes:
+      return json_list_then(buf, start + marker.size(), "name", {"arguments", "parameters"}, "</tool_call>", final);
     case ToolFormat::kLlama3Json: return llama3(buf, start, marker, final);
     case ToolFormat::kMistral: return mistral(buf, start + marker.size(), final);
     case ToolFormat::kFunctionaryV31: return functionary31(buf, start, marker, final);
