@@ -56,6 +56,18 @@ bool valid_name(std::string_view n) {
   return true;
 }
 
+// A function name at buf[i] ended by `delim` (within 64 bytes): kDone with the name and *after
+// past the delimiter; kBad when the name is not one.
+Scan name_then(std::string_view buf, size_t i, std::string_view delim, bool final, std::string* name,
+               size_t* after) {
+  size_t at = 0;
+  const Scan d = delimited(buf, i, delim, 64, final, &at);
+  if (d != Scan::kDone) return d;
+  *name = std::string(buf.substr(i, at - i));
+  *after = at + delim.size();
+  return valid_name(*name) ? Scan::kDone : Scan::kBad;
+}
+
 std::string compact(const OJson& j) { return j.dump(-1, ' ', false, OJson::error_handler_t::replace); }
 
 // A JSON object at buf[i] (after whitespace): kDone with *end past it and *args its compact text,
@@ -246,14 +258,11 @@ Region mistral(std::string_view buf, size_t i, bool final) {
     return r;
   }
   // name[ARGS]{...}
-  size_t args = 0;
-  r.scan = delimited(buf, i, "[ARGS]", 64, final, &args);
-  if (r.scan != Scan::kDone) return r;
-  r.scan = Scan::kBad;
   RawCall c;
-  c.name = std::string(buf.substr(i, args - i));
-  if (!valid_name(c.name)) return r;
-  r.scan = object_at(buf, args + 6, final, &r.end, &c.arguments);
+  size_t args = 0;
+  r.scan = name_then(buf, i, "[ARGS]", final, &c.name, &args);
+  if (r.scan != Scan::kDone) return r;
+  r.scan = object_at(buf, args, final, &r.end, &c.arguments);
   if (r.scan == Scan::kDone) r.calls.push_back(std::move(c));
   return r;
 }
@@ -275,15 +284,11 @@ Region functionary31(std::string_view buf, size_t i, std::string_view marker, bo
     return r;
   }
   i += marker.size();
-  size_t gt = 0;
-  r.scan = delimited(buf, i, ">", 64, final, &gt);
-  if (r.scan != Scan::kDone) return r;
-  r.scan = Scan::kBad;
   RawCall c;
-  c.name = std::string(buf.substr(i, gt - i));
-  if (!valid_name(c.name)) return r;
-  size_t e = 0;
-  r.scan = object_at(buf, gt + 1, final, &e, &c.arguments);
+  size_t gt = 0, e = 0;
+  r.scan = name_then(buf, i, ">", final, &c.name, &gt);
+  if (r.scan != Scan::kDone) return r;
+  r.scan = object_at(buf, gt, final, &e, &c.arguments);
   if (r.scan != Scan::kDone) return r;
   r.calls.push_back(std::move(c));
   r.scan = required_close(buf, e, "</function>", final, &r.end);

@@ -1,6 +1,7 @@
 #include "engine/constrained.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace hinge {
 namespace {
@@ -71,7 +72,8 @@ uint64_t ConstrainedVocab::cached_mask(const grammar::Matcher& m, std::vector<ui
   return max_after;
 }
 
-void fill_allowed(SampleState& st, const ConstrainedVocab& v) {
+const uint64_t* fill_allowed(SampleState& st, const ConstrainedVocab& v) {
+  const auto t0 = std::chrono::steady_clock::now();
   // The tokens left after this one, less one for the EOS that ends a grammar that could go on:
   // the grammar must be able to end within them.
   const int64_t budget = static_cast<int64_t>(st.params->max_new_tokens) - st.usage.completion_tokens - 2;
@@ -84,6 +86,8 @@ void fill_allowed(SampleState& st, const ConstrainedVocab& v) {
   const bool none = empty();
   if (st.matcher->can_end() || none)
     for (int32_t t : v.eog()) st.mask[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  v.count_mask(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  return st.mask.data();
 }
 
 bool advance_grammar(SampleState& st, const ConstrainedVocab& v, int32_t token) {

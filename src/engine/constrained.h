@@ -37,6 +37,12 @@ class ConstrainedVocab {
   // Fills `mask` for m's state (computing and keeping it on a miss); returns max_after.
   uint64_t cached_mask(const grammar::Matcher& m, std::vector<uint64_t>& mask) const;
   int64_t cache_hits() const { return hits_.load(std::memory_order_relaxed); }
+  int64_t masks() const { return masks_.load(std::memory_order_relaxed); }
+  double mask_seconds() const { return static_cast<double>(mask_ns_.load(std::memory_order_relaxed)) * 1e-9; }
+  void count_mask(int64_t ns) const {
+    masks_.fetch_add(1, std::memory_order_relaxed);
+    mask_ns_.fetch_add(ns, std::memory_order_relaxed);
+  }
 
  private:
   struct Entry {
@@ -53,13 +59,14 @@ class ConstrainedVocab {
   mutable std::vector<std::pair<const grammar::Grammar*, grammar::Matcher::StateKey>> computing_;
   mutable std::unordered_multimap<uint64_t, Entry> cache_;
   mutable uint64_t clock_ = 0;
-  mutable std::atomic<int64_t> hits_{0};
+  mutable std::atomic<int64_t> hits_{0}, masks_{0}, mask_ns_{0};
   size_t max_entries_ = 0;
 };
 
 // st.mask = the tokens the grammar allows next, EOS among them where it may end. When nothing
-// is allowed (a grammar the vocabulary cannot spell), EOS alone, so the sample ends.
-void fill_allowed(SampleState& st, const ConstrainedVocab& v);
+// is allowed (a grammar the vocabulary cannot spell), EOS alone, so the sample ends. Counts the
+// mask and its CPU time in v (EngineStats::masks, mask_seconds). Returns st.mask's words.
+const uint64_t* fill_allowed(SampleState& st, const ConstrainedVocab& v);
 // Advances st.matcher over the token; true when the grammar is complete and nothing may
 // follow (the sample ends there).
 bool advance_grammar(SampleState& st, const ConstrainedVocab& v, int32_t token);

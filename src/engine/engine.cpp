@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -264,9 +263,11 @@ class EngineImpl final : public Engine {
     s.steps = steps_;
     s.step_seconds = step_seconds_;
     s.sample_seconds = sample_seconds_;
-    s.mask_seconds = static_cast<double>(mask_ns_.load(std::memory_order_relaxed)) * 1e-9;
-    s.masks = masks_.load(std::memory_order_relaxed);
-    s.mask_cache_hits = constrained_ ? constrained_->cache_hits() : 0;
+    if (constrained_) {
+      s.mask_seconds = constrained_->mask_seconds();
+      s.masks = constrained_->masks();
+      s.mask_cache_hits = constrained_->cache_hits();
+    }
     s.prompt_tokens_computed = prompt_tokens_computed_;
     s.output_tokens = output_tokens_;
     s.preemptions = ss.num_preemptions;
@@ -281,16 +282,7 @@ class EngineImpl final : public Engine {
     s.kv_blocks_used = s.kv.pool.num_used_blocks - s.kv_blocks_withheld;
     s.kv_blocks_limit = std::min(reclaimer_.limit(), s.kv_blocks_total);
     s.kv_bytes_released = reclaimer_.bytes_released();
-    const KvMemoryGuardStats& g = guard_.stats();
-    s.memory_budget_bytes = guard_.config().budget_bytes;
-    s.rss_bytes = g.rss_bytes;
-    s.rss_peak_bytes = g.rss_peak_bytes;
-    s.kv_resident_bytes = g.kv_resident_bytes;
-    s.memory_budget_kv_limit_blocks = g.limit_blocks;
-    s.memory_budget_limited = g.limited_readings;
-    s.memory_budget_overshoots = g.overshoots;
-    s.kv_trimmed_bytes = g.trimmed_bytes;
-    s.kv_low_watermark_bytes = guard_.config().low_watermark_bytes;
+    fill_memory_budget_stats(guard_, &s);
     s.max_num_seqs_now = sched_.max_num_seqs_now();
     s.max_batched_tokens_now = sched_.max_batched_tokens_now();
     const ThreadAdapterStats ts = threads_.stats(pool_);
@@ -560,16 +552,7 @@ class EngineImpl final : public Engine {
     auto draw_range = [&](int64_t b, int64_t e, SamplerScratch& scratch) {
       for (int64_t j = b; j < e; ++j) {
         Draw& d = draws_[static_cast<size_t>(j)];
-        const uint64_t* allowed = nullptr;
-        if (d.st->matcher) {
-          const auto t0 = std::chrono::steady_clock::now();
-          fill_allowed(*d.st, *constrained_);
-          allowed = d.st->mask.data();
-          mask_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                 std::chrono::steady_clock::now() - t0).count(),
-                             std::memory_order_relaxed);
-          masks_.fetch_add(1, std::memory_order_relaxed);
-        }
+        const uint64_t* allowed = d.st->matcher ? fill_allowed(*d.st, *constrained_) : nullptr;
         d.token = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch, allowed);
       }
     };
@@ -681,7 +664,6 @@ class EngineImpl final : public Engine {
   double step_seconds_ = 0;
   int32_t max_position_ = -1;
   double sample_seconds_ = 0;
-  std::atomic<int64_t> mask_ns_{0}, masks_{0};  // constrained samples' masks (pool threads)
   int64_t prompt_tokens_computed_ = 0;
   int64_t output_tokens_ = 0;
   int32_t kv_blocks_peak_ = 0;

@@ -106,4 +106,17 @@ Status check_weights_fit(int64_t budget_bytes, const std::string& source,
   return plan_memory(m).status();
 }
 
+void fill_memory_budget_stats(const KvMemoryGuard& guard, EngineStats* s) {
+  const KvMemoryGuardStats& g = guard.stats();
+  s->memory_budget_bytes = guard.config().budget_bytes;
+  s->rss_bytes = g.rss_bytes;
+  s->rss_peak_bytes = g.rss_peak_bytes;
+  s->kv_resident_bytes = g.kv_resident_bytes;
+  s->memory_budget_kv_limit_blocks = g.limit_blocks;
+  s->memory_budget_limited = g.limited_readings;
+  s->memory_budget_overshoots = g.overshoots;
+  s->kv_trimmed_bytes = g.trimmed_bytes;
+  s->kv_low_watermark_bytes = guard.config().low_watermark_bytes;
+}
+
 }  // namespace hinge

@@ -19,6 +19,8 @@
 
 #include "common/status.h"
 #include "engine/kv_budget.h"
+#include "hinge/engine.h"
+#include "kv/kv_memory_guard.h"
 
 namespace hinge {
 
@@ -68,6 +70,10 @@ StatusOr<int64_t> kv_arena_blocks(const ArenaSizing& z, std::string* breakdown);
 // fewer tokens (then "; context lowered from X to Y tokens ..." is appended to *breakdown).
 int32_t budget_context_tokens(const ArenaSizing& z, int64_t blocks, int32_t max_model_len,
                               std::string* breakdown);
+
+// The budget held while running, as EngineStats reports it (memory_budget_bytes, rss_bytes,
+// the KV limit, overshoots, ...).
+void fill_memory_budget_stats(const KvMemoryGuard& guard, EngineStats* s);
 
 // Before the model is packed: do the mapped weights alone (file_bytes) fit the budget?
 Status check_weights_fit(int64_t budget_bytes, const std::string& source,
