@@ -7,12 +7,16 @@
 // Run with the real hash and with one that piles every block into a few index positions: the
 // second must be just as correct. And with several KV groups: each group's slots hold their own
 // fingerprints (the group is part of them), so a group reading another's block fails.
+// With events on (kv_events.h), a consumer applying every operation's events in order holds
+// exactly the hashes the pool holds: a stored hash is new and its parent is held, a removed
+// hash is held, and the set's size is the pool's num_announced() after every operation.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <map>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
@@ -56,6 +60,13 @@ class Stress {
   int64_t hit_tokens() const { return m_.stats().num_prefix_hit_tokens; }
   int64_t cow_copies() const { return m_.stats().num_cow_copies; }
   int64_t evictions() const { return m_.stats().pool.num_evictions; }
+  int64_t events_removed() const { return events_removed_; }
+
+  // Records KV events from now on and checks them after every operation.
+  void enable_events() {
+    m_.enable_events();
+    events_on_ = true;
+  }
 
   void run(int num_ops) {
     for (int op = 0; op < num_ops; ++op) {
@@ -72,6 +83,11 @@ class Stress {
       ASSERT_TRUE(st.ok()) << "op " << op << ": " << st.message();
       const auto c = m_.stats().pool;
       ASSERT_EQ(c.num_free_blocks + c.num_used_blocks, c.num_total_blocks);
+      if (events_on_) {
+        apply_events();
+        if (::testing::Test::HasFatalFailure()) return;
+        ASSERT_EQ(static_cast<int32_t>(announced_.size()), m_.pool().num_announced()) << "op " << op;
+      }
       for (const auto& [id, l] : live_) {
         ASSERT_EQ(m_.num_tokens(RequestId(id)), static_cast<int32_t>(l.tokens.size()));
         verify_reads(id, l);
@@ -109,6 +125,41 @@ class Stress {
       std::copy_n(shadow_.begin() + static_cast<ptrdiff_t>(copy.src.value) * bs_, bs_,
                   shadow_.begin() + static_cast<ptrdiff_t>(copy.dst.value) * bs_);
   }
+  // A consumer of the events (a router's index): applies the log, checking it as it goes.
+  void apply_events() {
+    KvEventLog& log = m_.event_log();
+    for (const KvEvent& e : log.events()) {
+      const auto hashes = log.hashes(e);
+      ASSERT_EQ(hashes.empty(), e.kind == KvEventKind::kAllCleared);
+      switch (e.kind) {
+        case KvEventKind::kStored: {
+          ASSERT_EQ(log.tokens(e).size(), hashes.size() * static_cast<size_t>(bs_));
+          uint64_t parent = e.parent;
+          for (const uint64_t h : hashes) {
+            ASSERT_NE(h, 0u);
+            ASSERT_LT(h, uint64_t{1} << 63);
+            if (parent != 0) {
+              ASSERT_TRUE(announced_.count(parent)) << "parent not announced";
+            }
+            ASSERT_TRUE(announced_.insert(h).second) << "hash stored twice";
+            parent = h;
+          }
+          break;
+        }
+        case KvEventKind::kRemoved:
+          for (const uint64_t h : hashes) {
+            ASSERT_EQ(announced_.erase(h), 1u) << "removed a hash never stored";
+            ++events_removed_;
+          }
+          break;
+        case KvEventKind::kAllCleared:
+          announced_.clear();
+          break;
+      }
+    }
+    log.clear();
+  }
+
   uint64_t pick() {
     auto it = live_.begin();
     std::advance(it, static_cast<ptrdiff_t>(rng_() % live_.size()));
@@ -194,6 +245,9 @@ class Stress {
   std::array<std::vector<int32_t>, 3> bases_;
   std::map<uint64_t, Live> live_;  // ordered: the run is deterministic
   uint64_t next_id_ = 1;
+  bool events_on_ = false;
+  std::set<uint64_t> announced_;  // what the events say the cache holds
+  int64_t events_removed_ = 0;
 };
 
 TEST(KvStress, RandomOpsRealHash) {
@@ -205,6 +259,23 @@ TEST(KvStress, RandomOpsRealHash) {
   EXPECT_GT(s.hit_tokens(), 5000);
   EXPECT_GT(s.cow_copies(), 50);
   EXPECT_GT(s.evictions(), 1000);
+}
+
+TEST(KvStress, RandomOpsEventsTrackThePool) {
+  Stress s({.num_blocks = 48, .block_size_tokens = 4}, &hash_block_tokens, 1234);
+  s.enable_events();
+  s.run(4000);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(s.evictions(), 1000);
+  EXPECT_GT(s.events_removed(), 1000);  // every eviction of a last copy is a removal
+}
+
+TEST(KvStress, RandomOpsEventsThreeKvGroups) {
+  Stress s({.num_blocks = 144, .block_size_tokens = 4, .num_groups = 3}, &hash_block_tokens, 4321);
+  s.enable_events();
+  s.run(3000);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(s.events_removed(), 500);
 }
 
 TEST(KvStress, RandomOpsWeakHashCollisions) {

@@ -27,6 +27,7 @@
 
 #include "common/status.h"
 #include "engine/sampling_params.h"
+#include "kv/kv_events.h"
 #include "kv/kv_ids.h"
 #include "kv/kv_spec.h"
 #include "kv/kv_stats.h"
@@ -90,6 +91,11 @@ struct EngineConfig {
   // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a
   // sample) — the server detokenizes and matches stop strings on its own threads.
   bool detokenize = true;
+  // KV events (kv/kv_events.h): when set, the prefix cache's stored / removed / cleared events
+  // go to this sink, an all-cleared first, then at the end of every step and of each call
+  // below that changes the cache (purge, reset, import, wipe, pressure). Called on the engine
+  // thread; must outlive the engine.
+  kv::KvEventSink* kv_event_sink = nullptr;
 
   Status validate() const;
 };
@@ -250,6 +256,9 @@ class Engine {
   virtual int32_t retire_cache_epochs(int32_t owner, uint64_t current) = 0;
   // purge_cache_owner, and the owner's requests never cache again (its tenant was removed).
   virtual int32_t retire_cache_owner(int32_t owner) = 0;
+  // Drops every cached prefix block of every owner (running requests keep theirs); a KV event
+  // sink sees one AllBlocksCleared. Returns the blocks freed.
+  virtual int32_t reset_prefix_cache() = 0;
   // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
   // returned by the next step(). False when the id is unknown or already finished.
   virtual bool abort(RequestId id) = 0;

@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cluster/kv_event_publisher.h"
 #include "common/units.h"
 #include "server/engine_thread.h"
 #include "http/server.h"
@@ -234,6 +235,34 @@ int serve_command(const ServeArgs& args) {
   const int64_t model_ctx = loaded->config.context_length;
   engine_config.max_model_len =
       static_cast<int32_t>(resolve_ctx_size(engine_config.max_model_len, model_ctx, model_ctx));
+  // KV events: the publisher outlives the engine (declared first, destroyed last).
+  const std::string model_name =
+      args.model_names.empty() ? default_model_name(args.model) : args.model_names[0];
+  std::unique_ptr<cluster::KvEventPublisher> events;
+  if (!args.kv_events.empty()) {
+    cluster::KvEventPublisherOptions po;
+    po.endpoint = args.kv_events;
+    po.replay_endpoint = args.kv_events_replay;
+    po.topic = args.kv_events_topic.empty()
+                   ? cluster::kv_event_topic(args.host, (*http)->port(), model_name)
+                   : args.kv_events_topic;
+    auto format = cluster::parse_kv_event_format(args.kv_events_format);
+    if (!format.ok()) return fail(format.status().message());
+    po.wire.format = *format;
+    po.wire.block_size = engine_config.block_size;
+    po.wire.medium = args.kv_events_medium;
+    po.buffer_batches = static_cast<size_t>(args.kv_events_buffer);
+    auto p = cluster::KvEventPublisher::start(po);
+    if (!p.ok()) return fail(p.status().message());
+    events = std::move(p).value();
+    engine_config.kv_event_sink = events.get();
+    std::fprintf(stderr, "hinge: KV events (%s) on %s, topic %s%s%s\n",
+                 args.kv_events_format.c_str(), events->endpoint().c_str(), po.topic.c_str(),
+                 events->replay_endpoint().empty() ? "" : ", replay on ",
+                 events->replay_endpoint().c_str());
+  } else if (!args.kv_events_replay.empty()) {
+    return fail("--kv-events-replay needs --kv-events");
+  }
   auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
   print_memory_breakdown(**engine);
@@ -261,7 +290,7 @@ int serve_command(const ServeArgs& args) {
   }
 
   server::ApiServerConfig sc;
-  sc.model_name = args.model_names.empty() ? default_model_name(args.model) : args.model_names[0];
+  sc.model_name = model_name;
   if (args.model_names.size() > 1)
     sc.model_aliases.assign(args.model_names.begin() + 1, args.model_names.end());
   sc.worker_threads = static_cast<int32_t>(args.request_workers);

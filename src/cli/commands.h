@@ -244,6 +244,13 @@ struct ServeArgs {
   std::string tls_cert;            // PEM certificate chain; with tls_key: HTTPS only
   std::string tls_key;             // PEM private key
   PressureArgs pressure;           // memory pressure (pressure/, pressure/pressure_policy.h)
+  // KV events (cluster/kv_event_publisher.h): ZeroMQ PUB endpoint hinge binds, in vLLM's format.
+  std::string kv_events;           // --kv-events tcp://HOST:PORT (empty: none)
+  std::string kv_events_replay;    // --kv-events-replay tcp://HOST:PORT: ROUTER replay service
+  std::string kv_events_format = "positional";  // or "map"
+  std::string kv_events_topic;     // empty: kv@<host>:<port>@<model>
+  std::string kv_events_medium = "CPU";
+  int64_t kv_events_buffer = 10000;  // batches kept for replay
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);

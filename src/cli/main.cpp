@@ -379,6 +379,27 @@ int main(int argc, char** argv) {
                         "Seconds after which a cached prefix block never hits again (0: no "
                         "limit; a tenant's cache_ttl_s overrides it)")
       ->capture_default_str();
+  serve_cmd->add_option("--kv-events", serve.kv_events,
+                        "Publish KV cache events (blocks stored / removed / cleared) in vLLM's "
+                        "format on a ZeroMQ PUB socket bound here, e.g. tcp://127.0.0.1:5557 "
+                        "(port 0: any free port), for llm-d / Dynamo routers and hinge route "
+                        "(docs/cluster.md)");
+  serve_cmd->add_option("--kv-events-replay", serve.kv_events_replay,
+                        "Answer replay requests (a start sequence number) on a ZeroMQ ROUTER "
+                        "socket bound here, as vLLM's replay endpoint");
+  serve_cmd->add_option("--kv-events-format", serve.kv_events_format,
+                        "positional (vLLM's tagged arrays) or map (fields by name)")
+      ->capture_default_str()->check(CLI::IsMember({"positional", "map"}));
+  serve_cmd->add_option("--kv-events-topic", serve.kv_events_topic,
+                        "Topic frame of every event message (default: kv@HOST:PORT@MODEL, the "
+                        "HTTP address and the served model name)");
+  serve_cmd->add_option("--kv-events-medium", serve.kv_events_medium,
+                        "The events' medium field (vLLM says GPU for its device cache; hinge's "
+                        "cache is in RAM)")
+      ->capture_default_str();
+  serve_cmd->add_option("--kv-events-buffer", serve.kv_events_buffer,
+                        "Event batches kept for replay")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
 
   hinge::cli::ChatArgs chat;

@@ -104,6 +104,10 @@ class EngineImpl final : public Engine {
     step_rows_.reserve(seqs);
     sampled_.reserve(seqs);
     book_.delta_sids.reserve(seqs);
+    if (config.kv_event_sink != nullptr) {
+      sched_.enable_kv_events();
+      flush_events();
+    }
   }
 
   Status check_request(const GenerateRequest& req) const override {
@@ -127,11 +131,12 @@ class EngineImpl final : public Engine {
     sched_.set_cache_owner_policy(owner, cache_share >= 1 ? INT32_MAX : static_cast<int32_t>(blocks),
                                      ttl_s);
   }
-  int32_t purge_cache_owner(int32_t owner) override { return sched_.purge_cache_owner(owner); }
+  int32_t purge_cache_owner(int32_t owner) override { return flushed(sched_.purge_cache_owner(owner)); }
   int32_t retire_cache_epochs(int32_t owner, uint64_t current) override {
-    return sched_.retire_cache_owner_epochs(owner, current);
+    return flushed(sched_.retire_cache_owner_epochs(owner, current));
   }
-  int32_t retire_cache_owner(int32_t owner) override { return sched_.retire_cache_owner(owner); }
+  int32_t retire_cache_owner(int32_t owner) override { return flushed(sched_.retire_cache_owner(owner)); }
+  int32_t reset_prefix_cache() override { return flushed(sched_.reset_prefix_cache()); }
 
   std::string kv_block_map() const override {
     std::string map = sched_.kv().pool().render_map(1 << 30);
@@ -142,8 +147,11 @@ class EngineImpl final : public Engine {
   int32_t max_model_len() const override { return max_model_len_; }
   const std::string& memory_breakdown() const override { return memory_breakdown_; }
 
-  void set_kv_block_limit(int32_t blocks) override { reclaimer_.set_limit(blocks); }
-  int64_t shrink_kv_cache() override { return reclaimer_.shrink(); }
+  void set_kv_block_limit(int32_t blocks) override {
+    reclaimer_.set_limit(blocks);
+    flush_events();
+  }
+  int64_t shrink_kv_cache() override { return flushed(reclaimer_.shrink()); }
   void set_step_limits(int32_t max_num_seqs, int32_t max_batched_tokens) override {
     sched_.set_limits(max_num_seqs, max_batched_tokens);
   }
@@ -310,12 +318,14 @@ class EngineImpl final : public Engine {
   StatusOr<int32_t> import_prefix_kv(std::span<const int32_t> tokens, const CacheScope& scope,
                                      std::span<const uint8_t> bytes) override {
     reclaimer_.reconcile();  // blocks withheld under pressure stay out of reach
-    return transfer_.import_prefix(tokens, scope, bytes);
+    auto imported = transfer_.import_prefix(tokens, scope, bytes);
+    flush_events();
+    return imported;
   }
   int64_t wipe_kv_cache() override {
     const int64_t zeroed = transfer_.wipe_free_blocks();
     reclaimer_.shrink();
-    return zeroed;
+    return flushed(zeroed);
   }
   const kv::KvSpec& kv_spec() const override { return spec_; }
   const Status& init_status() const { return arena_status_.ok() ? init_status_ : arena_status_; }
@@ -491,6 +501,18 @@ class EngineImpl final : public Engine {
     if (config_.kv_debug)
       std::fprintf(stderr, "step %lld\n%s\n", static_cast<long long>(steps_),
                    sched_.kv().debug_string().c_str());
+    flush_events();
+  }
+
+  // The cache's events so far go to the sink (EngineConfig::kv_event_sink).
+  void flush_events() {
+    kv::KvEventLog& log = sched_.kv_event_log();
+    if (config_.kv_event_sink != nullptr && !log.empty()) config_.kv_event_sink->publish(&log);
+  }
+  template <class T>
+  T flushed(T result) {
+    flush_events();
+    return result;
   }
 
   // The prompt positions of r whose logits give prompt logprobs this step: those in

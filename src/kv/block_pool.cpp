@@ -164,6 +164,14 @@ void BlockPool::drop_hash(BlockMeta& m, int32_t b) {
   const bool erased = cached_.erase(m.hash, b);
   HINGE_CHECK(erased);
   m.has_hash = false;
+  if (m.group == 0 && !announced(m.hash)) {
+    --num_announced_;
+    if (log_ != nullptr) log_->removed(external_block_hash(m.hash));
+  }
+}
+
+bool BlockPool::announced(BlockHash hash) const {
+  return cached_.find(hash, [&](int32_t c) { return meta_[static_cast<size_t>(c)].group == 0; }) >= 0;
 }
 
 bool BlockPool::expired(const BlockMeta& m, double now) const {
@@ -187,7 +195,7 @@ std::optional<BlockId> BlockPool::lookup(BlockHash hash, BlockHash parent,
   return BlockId(b);
 }
 
-void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
+bool BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
                             std::span<const int32_t> block_tokens, int32_t group,
                             const CacheNamespace& ns, int32_t owner_id, double now,
                             uint64_t epoch) {
@@ -197,9 +205,11 @@ void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
   if (m.has_hash) {
     HINGE_CHECK_MSG(m.hash == hash && m.parent == parent && m.group == group && m.ns == ns,
                     "block {} re-cached as different content", id.value);
-    return;
+    return false;
   }
   owner(owner_id);  // range check, table entry
+  const bool announce = group == 0 && !announced(hash);
+  if (announce) ++num_announced_;
   cached_.insert(hash, id.value);
   m.has_hash = true;
   m.group = group;
@@ -211,6 +221,7 @@ void BlockPool::cache_block(BlockId id, BlockHash hash, BlockHash parent,
   m.ns = ns;
   std::copy(block_tokens.begin(), block_tokens.end(),
             tokens_.begin() + static_cast<ptrdiff_t>(id.value) * block_size_tokens_);
+  return announce;
 }
 
 void BlockPool::uncache(BlockId id) {
@@ -265,6 +276,19 @@ int32_t BlockPool::uncache_free() {
   return n;
 }
 
+int32_t BlockPool::uncache_all() {
+  KvEventLog* log = std::exchange(log_, nullptr);
+  int32_t n = 0;
+  for (int32_t b = 0; b < num_blocks(); ++b) {
+    if (!meta_[static_cast<size_t>(b)].has_hash) continue;
+    uncache(BlockId(b));
+    ++n;
+  }
+  log_ = log;
+  if (log_ != nullptr) log_->all_cleared();
+  return n;
+}
+
 int32_t BlockPool::owner_cached_free(int32_t o) const {
   return static_cast<size_t>(o) < owners_.size() ? owners_[static_cast<size_t>(o)].count : 0;
 }
@@ -299,6 +323,7 @@ BlockPoolCounters BlockPool::counters() const {
   c.num_evictions = num_evictions_;
   c.num_quota_evictions = num_quota_evictions_;
   c.num_expired = num_expired_;
+  c.num_cached_hashes = num_announced_;
   return c;
 }
 
@@ -365,6 +390,15 @@ Status BlockPool::check_invariants() const {
     return Status::Errorf("hash index size {} != hashed blocks {}", cached_.size(), with_hash);
   if (cached_free != num_cached_free_)
     return Status::Errorf("cached-free count {} != {}", num_cached_free_, cached_free);
+  {
+    std::vector<BlockHash> group0;
+    for (const BlockMeta& m : meta_)
+      if (m.has_hash && m.group == 0) group0.push_back(m.hash);
+    std::sort(group0.begin(), group0.end());
+    const auto distinct = std::unique(group0.begin(), group0.end()) - group0.begin();
+    if (distinct != num_announced_)
+      return Status::Errorf("announced hashes {} != {} distinct in group 0", num_announced_, distinct);
+  }
   if (shared != num_shared_) return Status::Errorf("shared count {} != {}", num_shared_, shared);
   // Each owner's list holds exactly its cached free blocks.
   int32_t listed = 0;

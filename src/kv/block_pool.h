@@ -39,6 +39,7 @@
 #include "common/status.h"
 #include "kv/block_hash.h"
 #include "kv/block_hash_index.h"
+#include "kv/kv_events.h"
 #include "kv/kv_ids.h"
 #include "kv/kv_stats.h"
 
@@ -75,8 +76,9 @@ class BlockPool {
   // Registers full block b (ref > 0) as holding the content (hash, parent, tokens) of KV group
   // `group`. Other blocks may hold the same content (computed concurrently) or the same hash
   // with other content (a collision): all stay cached, lookups compare. Re-caching b with its
-  // own content is a no-op.
-  void cache_block(BlockId b, BlockHash hash, BlockHash parent,
+  // own content is a no-op. Returns true when b is now the only block of group 0 holding the
+  // hash (an entry to announce: kv_events.h).
+  bool cache_block(BlockId b, BlockHash hash, BlockHash parent,
                    std::span<const int32_t> block_tokens, int32_t group = 0,
                    const CacheNamespace& ns = {}, int32_t owner = kSharedOwner, double now = 0,
                    uint64_t epoch = 0);
@@ -96,6 +98,16 @@ class BlockPool {
   // Drops the entry of every free cached block (they move to the head of the free list): the
   // prefix cache shrinks to the blocks in use. Returns how many (memory pressure).
   int32_t uncache_free();
+  // Drops every entry, free and in use, recording one all_cleared() instead of the removals.
+  // Returns how many.
+  int32_t uncache_all();
+  // Removals of announced hashes (the last group-0 block holding one lost its entry) are
+  // recorded into *log from now on (nullptr: not recorded). The log must outlive the pool.
+  void set_event_log(KvEventLog* log) { log_ = log; }
+  // Distinct hashes held by group-0 blocks: the set a consumer of the events holds.
+  int32_t num_announced() const { return num_announced_; }
+  // Whether a group-0 block holds the hash.
+  bool announced(BlockHash hash) const;
   int32_t owner_cached_free(int32_t owner) const;
   // Blocks holding an entry of `owner`, free or in use.
   int32_t owner_cached(int32_t owner) const;
@@ -172,6 +184,8 @@ class BlockPool {
   int64_t num_quota_evictions_ = 0;
   int64_t num_expired_ = 0;
   std::vector<Owner> owners_;  // grown on demand
+  KvEventLog* log_ = nullptr;
+  int32_t num_announced_ = 0;
 };
 
 }  // namespace hinge::kv

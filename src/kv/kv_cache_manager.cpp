@@ -213,6 +213,10 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
   const size_t bs = static_cast<size_t>(config_.block_size_tokens);
   const size_t num_full = static_cast<size_t>(num_tokens) / bs;
   for (size_t i = st.hashes.size(); i < num_full; ++i) {
+    // A lookup walks the chain from its first block, so a block whose predecessor lost its
+    // entry (expired while in use) could never hit: it and the rest stay uncached (and
+    // unannounced: an announced block's parent is always cached).
+    if (i > 0 && !pool_.announced(st.hashes[i - 1])) return;
     const BlockHash parent = chain_parent(st.scope, i, st.hashes, config_.fingerprint);
     const auto block_tokens = tokens.subspan(i * bs, bs);
     const BlockHash h = i < known.size() ? known[i] : hash_fn_(parent, block_tokens);
@@ -221,9 +225,12 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
     for (int32_t g = 0; g < config_.num_groups; ++g) {
       const BlockId b = st.tables[static_cast<size_t>(g)][static_cast<int32_t>(i)];
       if (b == kReleasedBlock) continue;  // behind a window before it was published
-      pool_.cache_block(b, h, parent,
-                        block_tokens, g, st.scope.ns_of_block(i), st.scope.owner_of_block(i), now_,
-                        i < static_cast<size_t>(st.scope.public_blocks) ? 0 : st.scope.epoch);
+      const bool announce = pool_.cache_block(
+          b, h, parent, block_tokens, g, st.scope.ns_of_block(i), st.scope.owner_of_block(i), now_,
+          i < static_cast<size_t>(st.scope.public_blocks) ? 0 : st.scope.epoch);
+      if (announce && events_on_)
+        events_.stored(external_block_hash(h), i == 0 ? 0 : external_block_hash(st.hashes[i - 1]),
+                       block_tokens);
     }
     st.hashes.push_back(h);
   }
@@ -240,6 +247,17 @@ void KvCacheManager::uncache_uncomputed(RequestId id, int32_t num_computed_token
       pool_.uncache(t[static_cast<int32_t>(st.hashes.size() - 1)]);
     st.hashes.pop_back();
   }
+}
+
+void KvCacheManager::enable_events() {
+  events_on_ = true;
+  pool_.set_event_log(&events_);
+  events_.all_cleared();
+}
+
+int32_t KvCacheManager::reset_prefix_cache() {
+  for (auto& [id, st] : requests_) st.publish = false;
+  return pool_.uncache_all();
 }
 
 int32_t KvCacheManager::purge_owner(int32_t owner) {

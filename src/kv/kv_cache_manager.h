@@ -45,6 +45,7 @@
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
 #include "kv/block_table.h"
+#include "kv/kv_events.h"
 #include "kv/kv_ids.h"
 
 namespace hinge::kv {
@@ -98,6 +99,9 @@ class KvCacheManager {
  public:
   // hash_fn is replaceable for tests (forced collisions).
   explicit KvCacheManager(const KvCacheConfig& config, BlockHashFn hash_fn = &hash_block_tokens);
+  // Not copyable or movable: the pool records into the manager's event log.
+  KvCacheManager(const KvCacheManager&) = delete;
+  KvCacheManager& operator=(const KvCacheManager&) = delete;
 
   int32_t block_size_tokens() const { return config_.block_size_tokens; }
   int32_t num_groups() const { return config_.num_groups; }
@@ -165,6 +169,14 @@ class KvCacheManager {
   int32_t retire_owner_epochs(int32_t owner, uint64_t current);
   // purge_owner, and the owner never publishes again (a tenant removed from the server).
   int32_t retire_owner(int32_t owner);
+  // Drops every entry (free and in use; vLLM's reset_prefix_cache), live requests publish no
+  // more. Recorded as one all_cleared(). Returns the entries dropped.
+  int32_t reset_prefix_cache();
+  // KV events (kv_events.h): from now on, entries announced and removed are recorded into
+  // event_log(), starting with an all_cleared(). The engine drains it each step.
+  void enable_events();
+  bool events_enabled() const { return events_on_; }
+  KvEventLog& event_log() { return events_; }
   // Drops entries past their owner's TTL at now() (so they are reused first).
   int32_t expire_entries() { return pool_.expire(now_); }
 
@@ -271,6 +283,8 @@ class KvCacheManager {
   std::unordered_map<int32_t, bool> retired_owners_;   // set by retire_owner
   int64_t num_cow_copies_ = 0;
   int64_t num_window_released_ = 0;
+  bool events_on_ = false;
+  KvEventLog events_;
 };
 
 }  // namespace hinge::kv

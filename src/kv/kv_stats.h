@@ -15,6 +15,7 @@ struct BlockPoolCounters {
   int64_t num_evictions = 0;           // cached hashes dropped to reuse a block
   int64_t num_quota_evictions = 0;     // dropped because their owner was over its quota
   int64_t num_expired = 0;             // dropped by expire() past their owner's TTL
+  int32_t num_cached_hashes = 0;       // distinct block hashes cached (KV events' set, group 0)
 };
 
 struct KvCacheStats {

@@ -159,6 +159,12 @@ class Scheduler {
     return kv_.retire_owner_epochs(owner, current);
   }
   int32_t retire_cache_owner(int32_t owner) { return kv_.retire_owner(owner); }
+  // Drops every cached entry (vLLM's reset_prefix_cache); live requests keep their blocks.
+  int32_t reset_prefix_cache() { return kv_.reset_prefix_cache(); }
+  // KV events (kv/kv_events.h): the cache logs stored / removed / cleared blocks from now on;
+  // the engine drains the log after each step and cache operation.
+  void enable_kv_events() { kv_.enable_events(); }
+  kv::KvEventLog& kv_event_log() { return kv_.event_log(); }
   // The cache for the kv/ components that move blocks' bytes or withhold free blocks
   // (kv/kv_transfer.h, kv/kv_reclaimer.h), bound once when the engine starts.
   kv::KvCacheManager& cache_for_kv_components() { return kv_; }

@@ -277,6 +277,7 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
              {"bytes_released", e.kv_bytes_released},
              {"blocks_cached", e.kv.pool.num_cached_free_blocks},
              {"blocks_shared", e.kv.pool.num_shared_blocks},
+             {"cached_hashes", e.kv.pool.num_cached_hashes},
              {"blocks_reserved", s.admission ? s.admission->reserved_blocks : 0},
              {"blocks_peak", e.kv_blocks_peak},
              {"block_size", engine_.block_size()},
@@ -374,6 +375,9 @@ const ApiServer::Route* ApiServer::find_route(const std::string& path) {
        [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_admin(r, ex); }},
       {"/admin/tenants/", "POST", true, Access::kAdminOnly, K::kBulk,
        [](ApiServer& a, R& r, const E& ex, Caller&) { a.handle_admin(r, ex); }},
+      // vLLM's path: routers and tests clear the prefix cache (events: AllBlocksCleared).
+      {"/reset_prefix_cache", "POST", false, Access::kAdmin, K::kBulk,
+       [](ApiServer& a, R&, const E& ex, Caller&) { a.handle_reset_prefix_cache(ex); }},
   };
   for (const Route& rt : kRoutes) {
     if (rt.prefix ? path.rfind(rt.path, 0) == 0 && path.size() > std::strlen(rt.path)
@@ -450,7 +454,9 @@ void ApiServer::handle(HttpRequest r, ExchangePtr ex, Listener listener) {
         return respond_error(ex, ApiError::not_found(fmt::format(
                                      "{} needs tenants (hinge serve --tenants FILE)",
                                      r.path.substr(0, 200))));
-      if (a == Access::kApi && config_.api_key_digest) {
+      // A POST to an admin route changes the server: the --api-key guards it as well.
+      const bool keyed = a == Access::kApi || (a == Access::kAdmin && r.method == "POST");
+      if (keyed && config_.api_key_digest) {
         const KeyDigest d = key_digest(key);
         if (key.empty() || sodium_memcmp(d.data(), config_.api_key_digest->data(), d.size()) != 0)
           return respond_error(ex, unauthorized(), {{"WWW-Authenticate", "Bearer"}});

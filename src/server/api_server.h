@@ -175,6 +175,7 @@ class ApiServer {
   void handle_stats(const ExchangePtr& ex);
   void handle_usage(const Caller& caller, const ExchangePtr& ex);
   void handle_admin(const HttpRequest& r, const ExchangePtr& ex);  // on a worker
+  void handle_reset_prefix_cache(const ExchangePtr& ex);  // on a worker
   nlohmann::json tenants_json() const;
   std::string tenant_metrics() const;  // Prometheus lines labelled by tenant id (tenants only)
   void ticker();

@@ -79,3 +79,15 @@ foreach(_case IN ITEMS schema_200_seeds_trained schema_200_seeds_random_model
   set_tests_properties(ServeStructured.${_case} PROPERTIES TIMEOUT 300 LABELS "serve"
     ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# KV events (tests/serve/kv_events.py): a strict subscriber from vLLM's field lists (Debian's
+# python3-zmq, python3-msgpack) decodes both formats, checks contiguous sequence numbers, a
+# removal for every eviction, replay; bad flags refuse to start.
+set(_hinge_kv_events ${CMAKE_CURRENT_LIST_DIR}/kv_events.py)
+foreach(_case IN ITEMS positional map bad_flags)
+  add_test(NAME ServeKvEvents.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_kv_events} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeKvEvents.${_case} PROPERTIES TIMEOUT 180 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
