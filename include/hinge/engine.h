@@ -28,6 +28,7 @@
 #include "common/status.h"
 #include "engine/sampling_params.h"
 #include "kv/kv_events.h"
+#include "kv/kv_tier.h"
 #include "kv/kv_ids.h"
 #include "kv/kv_spec.h"
 #include "kv/kv_stats.h"
@@ -223,6 +224,13 @@ struct EngineStats {
   double mask_seconds = 0;
   int64_t masks = 0;
   int64_t mask_cache_hits = 0;  // masks copied from an earlier one of the same grammar state
+  // The KV tier (EngineConfig::kv_tier): requests that waited for a read, blocks brought back
+  // into RAM, blocks written, blocks not queued for writing (queue full), the time waited.
+  int64_t kv_tier_fetches = 0;
+  int64_t kv_tier_restored_blocks = 0;
+  int64_t kv_tier_written_blocks = 0;
+  int64_t kv_tier_dropped_writes = 0;
+  double kv_tier_wait_seconds = 0;
 };
 
 class Engine {
@@ -259,6 +267,15 @@ class Engine {
   // Drops every cached prefix block of every owner (running requests keep theirs); a KV event
   // sink sees one AllBlocksCleared. Returns the blocks freed.
   virtual int32_t reset_prefix_cache() = 0;
+  // A KV tier (kv/kv_tier.h: disk, Redis), before the first request: finished requests' full
+  // blocks are written to it and a new request's prompt continuing beyond its RAM hit is read
+  // back from it before it is scheduled (engine/kv_tiering.h). Errors: the prefix cache is
+  // off, sliding-window layers (no whole prefix is kept). The store must outlive the engine.
+  virtual Status attach_kv_tier(kv::KvTierStore* store) = 0;
+  // Bytes of one block as a tier stores it (every KV group's block).
+  virtual int64_t kv_tier_block_bytes() const = 0;
+  // Waits until every block queued for the KV tier reached it (tests, tools).
+  virtual void flush_kv_tier() = 0;
   // Finishes a live request (all its samples) with kAborted; a final delta for each sample is
   // returned by the next step(). False when the id is unknown or already finished.
   virtual bool abort(RequestId id) = 0;

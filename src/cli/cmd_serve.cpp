@@ -19,6 +19,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/serve_tiers.h"
 #include "cluster/kv_event_publisher.h"
 #include "common/units.h"
 #include "server/engine_thread.h"
@@ -266,6 +267,11 @@ int serve_command(const ServeArgs& args) {
   auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
   print_memory_breakdown(**engine);
+  // The KV tiers outlive the engine thread (declared before it).
+  auto tier = open_kv_tiers(args, **engine, *cache_secret);
+  if (!tier.ok()) return fail(tier.status().message());
+  std::vector<kv::KvTierStore*> tiers;
+  if (*tier) tiers.push_back(tier->get());
   const EngineConfig ec = (*engine)->config();
   const int64_t kv_bytes = (*engine)->stats().kv_bytes_total;
 
@@ -299,6 +305,7 @@ int serve_command(const ServeArgs& args) {
   sc.tool_format = args.tool_format;
   sc.metrics_compat_vllm = args.metrics_compat == "vllm";
   sc.cache_secret = *cache_secret;
+  sc.kv_tiers = tiers;
   if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
   if (!args.api_key_file.empty()) {
     auto d = read_api_key_digest(args.api_key_file);
@@ -311,6 +318,7 @@ int serve_command(const ServeArgs& args) {
     to.secret = *cache_secret;
     to.default_ttl_s = args.cache_ttl;
     to.block_size = et->block_size();
+    to.kv_tiers = tiers;
     auto reg = server::TenantRegistry::open(to, **tok, *et);
     if (!reg.ok()) return fail("--tenants: " + reg.status().message());
     sc.tenants = std::move(reg).value();

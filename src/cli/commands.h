@@ -251,6 +251,8 @@ struct ServeArgs {
   std::string kv_events_topic;     // empty: kv@<host>:<port>@<model>
   std::string kv_events_medium = "CPU";
   int64_t kv_events_buffer = 10000;  // batches kept for replay
+  std::string kv_disk;                // --kv-disk DIR: the encrypted disk tier
+  std::string kv_disk_size = "4GiB";
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);

@@ -400,6 +400,17 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--kv-events-buffer", serve.kv_events_buffer,
                         "Event batches kept for replay")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  serve_cmd->add_option("--kv-disk", serve.kv_disk,
+                        "Encrypted disk tier of the KV cache in this directory: finished "
+                        "requests' full blocks are sealed (XChaCha20-Poly1305, per-tenant keys "
+                        "from the cache secret) into one file each, and a later request "
+                        "continuing a prefix evicted from RAM reads them back instead of "
+                        "computing them. Give --cache-secret-file so a restarted server can "
+                        "read them (docs/cluster.md)");
+  serve_cmd->add_option("--kv-disk-size", serve.kv_disk_size,
+                        "Most bytes the disk tier holds (least recently used blocks go first), "
+                        "e.g. 20GiB")
+      ->capture_default_str();
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
 
   hinge::cli::ChatArgs chat;

@@ -24,6 +24,7 @@
 #include "engine/memory_budget.h"
 #include "engine/request_check.h"
 #include "engine/constrained.h"
+#include "engine/kv_tiering.h"
 #include "engine/sample_state.h"
 #include "pressure/thread_adapter.h"
 #include "kv/kv_arena.h"
@@ -173,7 +174,12 @@ class EngineImpl final : public Engine {
     p.keep_tokens = req.keep_tokens;
     p.turn_starts = req.turn_starts;
     for (int32_t i = 1; i < req.n; ++i) p.sample_ids.push_back(RequestId(next_id_ + i));
-    HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
+    if (tiering_ && !p.skip_prefix_cache && sched_.check_request(id, p).ok() &&
+        tiering_->start_fetch(id, p.prompt_token_ids, p.cache_scope)) {
+      tier_waiting_.emplace(id, std::move(p));  // scheduled when its blocks are read
+    } else {
+      HINGE_RETURN_IF_ERROR(sched_.add_request(id, std::move(p)));
+    }
     next_id_ += static_cast<uint64_t>(req.n);
 
     book_.add(id, std::move(req), model_.config.n_vocab, tok_, config_.detokenize);
@@ -183,6 +189,10 @@ class EngineImpl final : public Engine {
   bool abort(RequestId id) override {
     auto g = book_.groups.find(id);
     if (g == book_.groups.end()) return false;
+    if (tier_waiting_.erase(id) > 0) {  // still waiting for the tier: never scheduled
+      for (RequestId sid : g->second->ids) pending_aborts_.push_back(sid);
+      return true;
+    }
     bool any = false;
     for (RequestId sid : g->second->ids) {
       if (!book_.samples.contains(sid)) continue;  // this sample already finished
@@ -230,6 +240,7 @@ class EngineImpl final : public Engine {
       next_expiry_scan_ = now + 1.0;
     }
     guard_.tick(now, false);
+    if (tiering_) admit_fetched();
     if (reclaimer_.budget_limit() < arena_.num_blocks()) hold_budget();
     if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed
     threads_.tick(pool_);
@@ -259,10 +270,44 @@ class EngineImpl final : public Engine {
       if (it != book_.samples.end() && it->second.stop_seen && sched_.find(s.id) != nullptr)
         sched_.finish_request(s.id, FinishReason::kStop);
     }
-    finish_step(deltas);
+    finish_step(deltas, tier_failed_);
+    tier_failed_.clear();
     deltas->resize(book_.num_deltas);
     if (book_.samples.empty()) guard_.tick(seconds_since_created(), true);
+    // Nothing to run but reads of the tier: wait for one (briefly) instead of spinning.
+    if (out.empty() && !tier_waiting_.empty()) tiering_->wait(0.005);
     return Status::Ok();
+  }
+
+  // Requests whose tier reads finished (their blocks now cached) go to the scheduler.
+  void admit_fetched() {
+    tier_ready_.clear();
+    tiering_->poll(&tier_ready_);
+    for (RequestId id : tier_ready_) {
+      auto it = tier_waiting_.find(id);
+      if (it == tier_waiting_.end()) continue;  // aborted while waiting
+      sched::RequestParams p = std::move(it->second);
+      tier_waiting_.erase(it);
+      std::vector<RequestId> sids{id};
+      sids.insert(sids.end(), p.sample_ids.begin(), p.sample_ids.end());
+      if (!sched_.add_request(id, std::move(p)).ok())  // checked when it arrived: not expected
+        tier_failed_.insert(tier_failed_.end(), sids.begin(), sids.end());
+    }
+    flush_events();
+  }
+  Status attach_kv_tier(kv::KvTierStore* store) override {
+    if (!config_.enable_prefix_cache)
+      return Status::Error("a KV tier needs the prefix cache (drop --no-prefix-cache)");
+    if (!std::ranges::all_of(spec_.group_windows(), [](int32_t w) { return w == 0; }))
+      return Status::Error("this model has sliding-window layers, whose KV is not kept for a "
+                           "whole prefix: a KV tier cannot hold its blocks");
+    tiering_ = std::make_unique<KvTiering>(&sched_.cache_for_kv_components(), &arena_,
+                                           &transfer_, store);
+    return Status::Ok();
+  }
+  int64_t kv_tier_block_bytes() const override { return transfer_.bytes_per_token_block(); }
+  void flush_kv_tier() override {
+    if (tiering_) tiering_->flush();
   }
 
   EngineStats stats() const override {
@@ -283,7 +328,15 @@ class EngineImpl final : public Engine {
     s.context_dropped_tokens = ss.num_dropped_tokens;
     s.max_position = max_position_;
     s.running = ss.num_running;
-    s.waiting = ss.num_waiting;
+    s.waiting = ss.num_waiting + static_cast<int32_t>(tier_waiting_.size());
+    if (tiering_) {
+      const KvTieringStats t = tiering_->stats();
+      s.kv_tier_fetches = t.fetches;
+      s.kv_tier_restored_blocks = t.restored_blocks;
+      s.kv_tier_written_blocks = t.written_blocks;
+      s.kv_tier_dropped_writes = t.dropped_writes;
+      s.kv_tier_wait_seconds = t.fetch_wait_seconds;
+    }
     s.kv = sched_.kv().stats();
     s.kv_blocks_total = s.kv.pool.num_total_blocks;
     s.kv_blocks_withheld = s.kv.num_withheld_blocks;
@@ -490,7 +543,14 @@ class EngineImpl final : public Engine {
   // The end of every step: final deltas of the requests the scheduler finished, of `errored`
   // (kError) and of pending aborts; each delta's usage.
   void finish_step(std::vector<RequestDelta>* deltas, std::span<const RequestId> errored = {}) {
-    for (sched::Request& r : sched_.take_finished()) book_.finish(r.id(), r.finish_reason(), deltas);
+    for (sched::Request& r : sched_.take_finished()) {
+      // Its full blocks (prompt and output, still cached) to the KV tier; not after a context
+      // shift, whose cache view is no longer a prefix.
+      if (tiering_ && r.num_dropped_tokens() == 0)
+        tiering_->write_back(r.token_ids().first(static_cast<size_t>(r.num_computed_tokens())),
+                             r.cache_scope());
+      book_.finish(r.id(), r.finish_reason(), deltas);
+    }
     for (RequestId sid : errored) book_.finish(sid, FinishReason::kError, deltas);
     for (RequestId sid : pending_aborts_) book_.finish(sid, FinishReason::kAborted, deltas);
     pending_aborts_.clear();
@@ -657,6 +717,11 @@ class EngineImpl final : public Engine {
   KvReclaimer reclaimer_;  // memory pressure: withholds blocks of sched_'s pool, pages of arena_
   KvMemoryGuard guard_;    // the memory budget held while running (through reclaimer_)
   KvTransfer transfer_;    // saved sessions: prefix blocks out of and into arena_
+  std::unique_ptr<KvTiering> tiering_;  // EngineConfig::kv_tier
+  // Requests waiting for a read of the KV tier, not in the scheduler yet.
+  std::unordered_map<RequestId, sched::RequestParams> tier_waiting_;
+  std::vector<RequestId> tier_ready_;
+  std::vector<RequestId> tier_failed_;
 
   uint64_t next_id_ = 1;
   SampleBook book_;  // live samples, their groups, this step's deltas

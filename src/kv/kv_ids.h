@@ -62,6 +62,9 @@ struct CacheScope {
   // The owner's permission version when the request arrived: entries of the owner made under
   // another one are dropped when it changes (KvCacheManager::retire_owner_epochs).
   uint64_t epoch = 0;
+  // The tenant and permission version its entries belong to in a KV tier (kv/kv_tier.h), for
+  // purges; derived by the server under its secret. 0: shared (no tenants, public prefixes).
+  uint64_t tier_group = 0;
   constexpr CacheScope() = default;
   constexpr CacheScope(CacheNamespace n) : ns(n) {}  // NOLINT: a plain namespace is a scope
   constexpr CacheScope(CacheNamespace n, int32_t o) : ns(n), owner(o) {}

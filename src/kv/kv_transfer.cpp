@@ -53,14 +53,15 @@ StatusOr<int32_t> KvTransfer::export_prefix(std::span<const int32_t> tokens,
 
 StatusOr<int32_t> KvTransfer::import_prefix(std::span<const int32_t> tokens,
                                             const kv::CacheScope& scope,
-                                            std::span<const uint8_t> bytes) {
+                                            std::span<const uint8_t> bytes,
+                                            int32_t first_block) {
   HINGE_RETURN_IF_ERROR(check_full_attention());
   const int64_t per = bytes_per_token_block();
   const int32_t bs = kv_->block_size_tokens();
   if (static_cast<int64_t>(bytes.size()) % per != 0)
     return Status::Errorf("KV bytes: {} is not a whole number of {}-byte blocks", bytes.size(),
                           per);
-  const int64_t given = static_cast<int64_t>(bytes.size()) / per;
+  const int64_t given = static_cast<int64_t>(bytes.size()) / per + first_block;
   if (given > static_cast<int64_t>(tokens.size()) / bs)
     return Status::Errorf("KV bytes: {} blocks for {} tokens ({} full blocks)", given,
                           tokens.size(), tokens.size() / static_cast<size_t>(bs));
@@ -71,6 +72,7 @@ StatusOr<int32_t> KvTransfer::import_prefix(std::span<const int32_t> tokens,
   kv::ComputedBlocks hit = kv_->get_computed_blocks(probe, scope);
   const int32_t have = std::min(hit.num_hit_blocks(), n);
   if (have == n) return n;
+  if (have < first_block) return have;  // the chain's head is gone: the rest cannot attach
   // The adopted head counts in the prefix counters as a query that hit in full (an import is
   // not a prompt: nothing it brings is a miss).
   hit.num_query_tokens = hit.num_cached_tokens;
@@ -83,7 +85,7 @@ StatusOr<int32_t> KvTransfer::import_prefix(std::span<const int32_t> tokens,
     const bool first = i == have;
     const auto alloc = kv_->allocate_slots(kImportRequest, bs, first ? &hit : nullptr);
     if (!alloc) break;
-    const uint8_t* src = bytes.data() + static_cast<int64_t>(i) * per;
+    const uint8_t* src = bytes.data() + static_cast<int64_t>(i - first_block) * per;
     for (int32_t g = 0; g < kv_->num_groups(); ++g) {
       const kv::BlockId b = kv_->block_table(kImportRequest, g)[i];
       std::memcpy(arena_->base() + int64_t{b.value} * bpb, src + g * bpb,

@@ -40,8 +40,10 @@ class KvTransfer {
   // Writes the blocks in `bytes` (a whole number of exported blocks, at most the full blocks of
   // tokens) back as cache entries of `scope`; returns how many of the prefix's blocks are cached
   // afterwards (fewer than given when the pool lacks free blocks: the earliest ones are kept).
+  // first_block > 0: bytes hold blocks [first_block, ...) only (a tier's continuation of a RAM
+  // hit); when the cache no longer holds blocks [0, first_block) nothing is imported.
   StatusOr<int32_t> import_prefix(std::span<const int32_t> tokens, const kv::CacheScope& scope,
-                                  std::span<const uint8_t> bytes);
+                                  std::span<const uint8_t> bytes, int32_t first_block = 0);
   // Evicts every cached block no request uses and zeroes the bytes of every free block (a
   // logout: nothing of the conversation stays readable in the arena). Returns the bytes zeroed.
   int64_t wipe_free_blocks();

@@ -79,6 +79,14 @@ void Scheduler::set_limits(int32_t max_num_seqs, int32_t max_batched_tokens) {
 }
 
 Status Scheduler::add_request(RequestId id, RequestParams params) {
+  HINGE_RETURN_IF_ERROR(check_request(id, params));
+  for (RequestId sid : params.sample_ids) reserved_ids_.insert(sid);
+  requests_.emplace(id, Request(id, std::move(params), next_arrival_seq_++));
+  insert_sorted(&waiting_, id);
+  return Status::Ok();
+}
+
+Status Scheduler::check_request(RequestId id, const RequestParams& params) const {
   if (requests_.contains(id)) return Status::Errorf("request {} already exists", id.value);
   if (reserved_ids_.contains(id))
     return Status::Errorf("request {}: id reserved for a parallel sample of another request",
@@ -139,9 +147,6 @@ Status Scheduler::add_request(RequestId id, RequestParams params) {
         "has {}",
         id.value, num_prompt, params.max_new_tokens, params.n, max_blocks, config_.num_kv_blocks);
   }
-  for (RequestId sid : params.sample_ids) reserved_ids_.insert(sid);
-  requests_.emplace(id, Request(id, std::move(params), next_arrival_seq_++));
-  insert_sorted(&waiting_, id);
   return Status::Ok();
 }
 

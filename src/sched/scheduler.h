@@ -104,6 +104,8 @@ class Scheduler {
   // cache even alone: its prompt blocks once plus, per sample, the blocks of its output (and a
   // copy of the partial last prompt block) at max_new_tokens.
   Status add_request(RequestId id, RequestParams params);
+  // add_request's checks alone: whether it would accept the request now.
+  Status check_request(RequestId id, const RequestParams& params) const;
   // Removes a live request (freeing its blocks) with reason kAborted. False when unknown (a
   // sample id before its fork is unknown: abort the parent id, which aborts the whole request
   // then; after the fork every sample id is a request of its own, the engine aborts each).

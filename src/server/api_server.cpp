@@ -12,6 +12,7 @@
 
 #include "server/generation_job.h"
 #include "server/metrics_compat.h"
+#include "server/metrics_tier.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "chat/chat_prompt.h"
@@ -500,8 +501,10 @@ void ApiServer::handle_health(const ExchangePtr& ex) {
 void ApiServer::handle_metrics(const ExchangePtr& ex) {
   HttpResponse resp;
   resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  resp.body = metrics_.render_prometheus(engine_.stats());
+  const EngineThreadStats stats = engine_.stats();
+  resp.body = metrics_.render_prometheus(stats);
   if (transport_stats_) resp.body += render_transport_metrics(transport_stats_(), metrics_.labels());
+  resp.body += render_tier_metrics(config_.kv_tiers, stats.engine, metrics_.labels());
   if (config_.metrics_compat_vllm) resp.body += vllm_compat_metrics(resp.body);
   resp.body += tenant_metrics();
   respond(ex, std::move(resp));

@@ -87,6 +87,7 @@ struct ApiServerConfig {
   int32_t max_queued_bodies = 256;         // waiting for a worker; past it 503
   int32_t n_vocab = 0;
   CacheSecret cache_secret{};             // the namespaces' key (tenancy.h)
+  std::vector<kv::KvTierStore*> kv_tiers;  // /metrics of the KV tiers (outlive the server)
   std::optional<KeyDigest> api_key_digest;  // --api-key without tenants
   std::shared_ptr<TenantRegistry> tenants;  // --tenants; null: one shared namespace
   double history_interval_s = 2.0;   // the dashboard's chart resolution

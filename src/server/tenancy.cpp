@@ -106,6 +106,14 @@ kv::CacheNamespace derive_namespace(const CacheSecret& secret, std::string_view 
   return keyed_namespace(secret, m);
 }
 
+uint64_t tier_group(const CacheSecret& secret, std::string_view tenant_id, int64_t permission_version) {
+  std::string m = "hinge-kv-tier-group-v1";
+  put_field(&m, tenant_id);
+  put_u64(&m, static_cast<uint64_t>(permission_version));
+  const uint64_t g = keyed_namespace(secret, m).words[0];
+  return g == 0 ? 1 : g;
+}
+
 kv::CacheNamespace public_prefix_namespace(const CacheSecret& secret, std::string_view prefix_id) {
   std::string m = "hinge-cache-public-v1";
   put_field(&m, prefix_id);

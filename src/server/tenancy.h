@@ -92,6 +92,9 @@ kv::CacheNamespace derive_namespace(const CacheSecret& secret, std::string_view 
                                     int64_t permission_version,
                                     const std::optional<std::string>& cache_salt,
                                     const std::optional<std::string>& prompt_cache_key);
+// The KV tier group of a tenant's permission version (kv::CacheScope::tier_group): its blocks
+// on disk and in Redis are deleted together when it is purged or the version bumped. Non-zero.
+uint64_t tier_group(const CacheSecret& secret, std::string_view tenant_id, int64_t permission_version);
 // The namespace of a public prefix (shared by every tenant).
 kv::CacheNamespace public_prefix_namespace(const CacheSecret& secret, std::string_view prefix_id);
 

@@ -95,11 +95,17 @@ Status TenantRegistry::apply(TenantsConfig config) {
   }
   std::vector<int32_t> removed;
   if (old)
-    for (size_t i = 0; i < old->config.tenants.size(); ++i)
-      if (snap->config.find(old->config.tenants[i].id) == nullptr) {
+    for (size_t i = 0; i < old->config.tenants.size(); ++i) {
+      const TenantConfig& was = old->config.tenants[i];
+      const TenantConfig* now = snap->config.find(was.id);
+      // Its tier blocks go with a removed tenant or a replaced permission version.
+      if (now == nullptr || now->permission_version != was.permission_version)
+        forget_tier_group(was.id, was.permission_version);
+      if (now == nullptr) {
         removed.push_back(old->owners[i]);
-        owner_ids_.erase(old->config.tenants[i].id);
+        owner_ids_.erase(was.id);
       }
+    }
   engine_.call([&policies, &removed](Engine& e) {
     for (const Policy& p : policies) {
       e.set_cache_owner_policy(p.owner, p.share, p.ttl_s);
@@ -130,6 +136,8 @@ StatusOr<int32_t> TenantRegistry::set_permission_version(const std::string& id, 
   int32_t owner = 0;
   for (size_t i = 0; i < snap->config.tenants.size(); ++i)
     if (snap->config.tenants[i].id == id) {
+      if (snap->config.tenants[i].permission_version != version)
+        forget_tier_group(id, snap->config.tenants[i].permission_version);
       snap->config.tenants[i].permission_version = version;
       owner = snap->owners[i];
     }
@@ -147,6 +155,7 @@ StatusOr<int32_t> TenantRegistry::purge(const std::string& id) {
   for (size_t i = 0; i < s->config.tenants.size(); ++i)
     if (s->config.tenants[i].id == id) {
       const int32_t owner = s->owners[i];
+      forget_tier_group(id, s->config.tenants[i].permission_version);
       return engine_.call([owner](Engine& e) { return e.purge_cache_owner(owner); });
     }
   return Status::Errorf("no tenant `{}`", id.substr(0, 64));
@@ -174,6 +183,11 @@ int32_t public_prefix_blocks(const std::vector<PublicPrefix>& prefixes,
   return best;
 }
 
+void TenantRegistry::forget_tier_group(std::string_view tenant_id, int64_t permission_version) {
+  const uint64_t g = tier_group(options_.secret, tenant_id, permission_version);
+  for (kv::KvTierStore* t : options_.kv_tiers) t->forget_group(g);
+}
+
 kv::CacheScope TenantRegistry::scope_for(const TenantSnapshot& s, size_t t,
                                          std::span<const int32_t> prompt,
                                          const std::optional<std::string>& cache_salt,
@@ -183,6 +197,7 @@ kv::CacheScope TenantRegistry::scope_for(const TenantSnapshot& s, size_t t,
                                         prompt_cache_key),
                        s.owners[t]);
   scope.epoch = static_cast<uint64_t>(tc.permission_version);
+  scope.tier_group = tier_group(options_.secret, tc.id, tc.permission_version);
   const PublicPrefix* p = nullptr;
   scope.public_blocks = public_prefix_blocks(s.public_prefixes, prompt, options_.block_size, &p);
   if (p != nullptr) scope.public_ns = p->ns;

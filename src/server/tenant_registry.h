@@ -24,6 +24,7 @@
 
 #include "common/status.h"
 #include "server/engine_thread.h"
+#include "kv/kv_tier.h"
 #include "server/tenancy.h"
 
 namespace hinge {
@@ -62,6 +63,9 @@ class TenantRegistry {
     CacheSecret secret{};        // namespaces' key
     double default_ttl_s = 0;    // --cache-ttl (0: no limit)
     int32_t block_size = 16;     // the engine's; public prefixes count in its full blocks
+    // KV tiers (disk, Redis): a purged tenant's blocks there are deleted, and those of a
+    // permission version replaced or a tenant removed (crypto-shredding). Outlive the registry.
+    std::vector<kv::KvTierStore*> kv_tiers;
   };
   // Reads the file (errors: I/O, or the parser's "line N: field: ..."), applies it.
   static StatusOr<std::unique_ptr<TenantRegistry>> open(const Options& options,
@@ -89,6 +93,9 @@ class TenantRegistry {
                            const std::optional<std::string>& prompt_cache_key) const;
 
  private:
+  // Deletes the KV tiers' blocks of (tenant, version): its keys are derived per block and
+  // never stored, so nothing of it stays readable.
+  void forget_tier_group(std::string_view tenant_id, int64_t permission_version);
   TenantRegistry(const Options& options, const Tokenizer& tokenizer, EngineThread& engine)
       : options_(options), tok_(tokenizer), engine_(engine) {}
   // Builds the snapshot of `config` and tells the engine; caller holds admin_mu_.

@@ -91,3 +91,15 @@ foreach(_case IN ITEMS positional map bad_flags)
   set_tests_properties(ServeKvEvents.${_case} PROPERTIES TIMEOUT 180 LABELS "serve"
     ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# The encrypted disk tier (tests/serve/kv_tiers.py): hits after a reset and a restart, flipped
+# bytes refused and removed, another secret reads nothing, tenants isolated through the disk,
+# a marker in no file, purge deletes a tenant's files only; bad flags refuse to start.
+set(_hinge_kv_tiers ${CMAKE_CURRENT_LIST_DIR}/kv_tiers.py)
+foreach(_case IN ITEMS restart_and_tamper tenants_purge_and_marker bad_flags)
+  add_test(NAME ServeKvTiers.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_kv_tiers} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeKvTiers.${_case} PROPERTIES TIMEOUT 180 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
