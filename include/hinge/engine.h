@@ -230,6 +230,7 @@ struct EngineStats {
   int64_t kv_tier_restored_blocks = 0;
   int64_t kv_tier_written_blocks = 0;
   int64_t kv_tier_dropped_writes = 0;
+  int64_t kv_tier_queued_bytes = 0;  // waiting to be written now
   double kv_tier_wait_seconds = 0;
 };
 

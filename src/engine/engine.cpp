@@ -335,6 +335,7 @@ class EngineImpl final : public Engine {
       s.kv_tier_restored_blocks = t.restored_blocks;
       s.kv_tier_written_blocks = t.written_blocks;
       s.kv_tier_dropped_writes = t.dropped_writes;
+      s.kv_tier_queued_bytes = t.queued_bytes;
       s.kv_tier_wait_seconds = t.fetch_wait_seconds;
     }
     s.kv = sched_.kv().stats();

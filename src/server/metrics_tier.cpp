@@ -52,6 +52,9 @@ std::string render_tier_metrics(std::span<kv::KvTierStore* const> tiers, const E
          static_cast<double>(e.kv_tier_written_blocks));
   engine("kv_tier_dropped_writes_total", "KV blocks not written: the write queue was full.",
          static_cast<double>(e.kv_tier_dropped_writes));
+  o += fmt::format("# HELP hinge:kv_tier_queued_bytes KV block bytes waiting to be written to "
+                   "the tier.\n# TYPE hinge:kv_tier_queued_bytes gauge\nhinge:kv_tier_queued_bytes{{{}}} {}\n",
+                   labels, e.kv_tier_queued_bytes);
   engine("kv_tier_wait_seconds_total", "Seconds requests waited for reads of the tier.",
          e.kv_tier_wait_seconds);
   return o;
