@@ -21,27 +21,8 @@ using testing::load_or_die;
 using testing::seeded_request;
 using testing::shared_path;
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<float> logprobs;
-  RequestUsage usage;
-};
-
-Outcome generate(Engine& e, GenerateRequest r) {
-  r.logprobs = 0;
-  EXPECT_TRUE(e.add_request(std::move(r)).ok());
-  Outcome out;
-  std::vector<RequestDelta> deltas;
-  while (e.has_unfinished()) {
-    EXPECT_TRUE(e.step(&deltas).ok());
-    for (const RequestDelta& d : deltas) {
-      out.tokens.insert(out.tokens.end(), d.token_ids.begin(), d.token_ids.end());
-      for (const PositionLogprobs& lp : d.logprobs) out.logprobs.push_back(lp.sampled.logprob);
-      out.usage = d.usage;
-    }
-  }
-  return out;
-}
+using testing::Outcome;
+Outcome generate(Engine& e, GenerateRequest r) { return testing::generate_outcome(e, std::move(r)); }
 
 EngineConfig config(KvDtype dtype) {
   EngineConfig c = testing::small_f32_engine_config(1, 4 << 20);
@@ -103,6 +84,7 @@ TEST_P(KvTierEngine, RestoredBlocksHitAndContinueBitIdentically) {
   const Outcome again = generate(*b, next);
   EXPECT_EQ(again.usage.cached_tokens, 80);
   EXPECT_EQ(again.logprobs, want.logprobs);
+  b.reset();  // the engine first: its tier worker may still be writing to the store
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, KvTierEngine,
@@ -134,6 +116,7 @@ TEST(KvTierEngineErrors, TamperedFileIsRecomputedAndBadSetupsRefused) {
   off.enable_prefix_cache = false;
   auto c = Engine::create(*m, nullptr, off).value();
   EXPECT_FALSE(c->attach_kv_tier(disk.get()).ok());
+  a.reset();  // the engine first: its tier worker may still be writing to the store
 }
 
 }  // namespace

@@ -44,6 +44,30 @@ inline GenerateRequest seeded_request(uint64_t seed, int32_t prompt_len, int32_t
   return r;
 }
 
+// What one request produced: its tokens, each sampled token's logprob, its final usage.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  RequestUsage usage;
+};
+
+// Runs r alone on e to the end, with logprobs of the sampled tokens.
+inline Outcome generate_outcome(Engine& e, GenerateRequest r) {
+  r.logprobs = 0;
+  EXPECT_TRUE(e.add_request(std::move(r)).ok());
+  Outcome out;
+  std::vector<RequestDelta> deltas;
+  while (e.has_unfinished()) {
+    EXPECT_TRUE(e.step(&deltas).ok());
+    for (const RequestDelta& d : deltas) {
+      out.tokens.insert(out.tokens.end(), d.token_ids.begin(), d.token_ids.end());
+      for (const PositionLogprobs& lp : d.logprobs) out.logprobs.push_back(lp.sampled.logprob);
+      out.usage = d.usage;
+    }
+  }
+  return out;
+}
+
 // A preset name ("tiny-gemma3") as a GoogleTest parameter name ("tiny_gemma3").
 inline std::string param_name(const ::testing::TestParamInfo<const char*>& info) {
   std::string n = info.param;
