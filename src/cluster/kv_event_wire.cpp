@@ -31,64 +31,46 @@ void pack_parent(Packer& p, uint64_t parent) {
     p.pack(parent);
 }
 
+// One tagged event: vLLM's positional form [tag, field...] or the map form
+// {"type": tag, name: field...}; key() names the next field in the map form only.
+struct EventWriter {
+  Packer& p;
+  bool map;
+  void begin(std::string_view tag, uint32_t num_fields) {
+    if (map) {
+      p.pack_map(num_fields + 1);
+      pack_str(p, "type");
+    } else {
+      p.pack_array(num_fields + 1);
+    }
+    pack_str(p, tag);
+  }
+  Packer& key(std::string_view name) {
+    if (map) pack_str(p, name);
+    return p;
+  }
+};
+
 void pack_event(Packer& p, const kv::KvEventLog& log, const kv::KvEvent& e, const KvEventWire& w) {
-  const bool map = w.format == KvEventFormat::kMap;
+  EventWriter ev{p, w.format == KvEventFormat::kMap};
   switch (e.kind) {
     case kv::KvEventKind::kStored:
-      if (map) {
-        p.pack_map(8);
-        pack_str(p, "type");
-        pack_str(p, "BlockStored");
-        pack_str(p, "block_hashes");
-        pack_ints(p, log.hashes(e));
-        pack_str(p, "parent_block_hash");
-        pack_parent(p, e.parent);
-        pack_str(p, "token_ids");
-        pack_ints(p, log.tokens(e));
-        pack_str(p, "block_size");
-        p.pack(w.block_size);
-        pack_str(p, "lora_id");
-        p.pack_nil();
-        pack_str(p, "medium");
-        pack_str(p, w.medium);
-        pack_str(p, "lora_name");
-        p.pack_nil();
-      } else {
-        p.pack_array(8);
-        pack_str(p, "BlockStored");
-        pack_ints(p, log.hashes(e));
-        pack_parent(p, e.parent);
-        pack_ints(p, log.tokens(e));
-        p.pack(w.block_size);
-        p.pack_nil();
-        pack_str(p, w.medium);
-        p.pack_nil();
-      }
+      ev.begin("BlockStored", 7);
+      pack_ints(ev.key("block_hashes"), log.hashes(e));
+      pack_parent(ev.key("parent_block_hash"), e.parent);
+      pack_ints(ev.key("token_ids"), log.tokens(e));
+      ev.key("block_size").pack(w.block_size);
+      ev.key("lora_id").pack_nil();
+      pack_str(ev.key("medium"), w.medium);
+      ev.key("lora_name").pack_nil();
       return;
     case kv::KvEventKind::kRemoved:
-      if (map) {
-        p.pack_map(3);
-        pack_str(p, "type");
-        pack_str(p, "BlockRemoved");
-        pack_str(p, "block_hashes");
-        pack_ints(p, log.hashes(e));
-        pack_str(p, "medium");
-        pack_str(p, w.medium);
-      } else {
-        p.pack_array(3);
-        pack_str(p, "BlockRemoved");
-        pack_ints(p, log.hashes(e));
-        pack_str(p, w.medium);
-      }
+      ev.begin("BlockRemoved", 2);
+      pack_ints(ev.key("block_hashes"), log.hashes(e));
+      pack_str(ev.key("medium"), w.medium);
       return;
     case kv::KvEventKind::kAllCleared:
-      if (map) {
-        p.pack_map(1);
-        pack_str(p, "type");
-      } else {
-        p.pack_array(1);
-      }
-      pack_str(p, "AllBlocksCleared");
+      ev.begin("AllBlocksCleared", 0);
       return;
   }
 }
