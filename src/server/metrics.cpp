@@ -39,10 +39,12 @@ std::string escape_label(const std::string& s) {
   }
   return o;
 }
-void header(std::string* out, const std::string& name, const char* type, const char* help) {
+}  // namespace
+
+void prometheus_header(std::string* out, std::string_view name, const char* type,
+                       const char* help) {
   *out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
-}  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -144,12 +146,12 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
   const std::string& L = labels_;
   auto gauge = [&](const char* name, const char* help, double v) {
     const std::string n = std::string("hinge:") + name;
-    header(&o, n, "gauge", help);
+    prometheus_header(&o, n, "gauge", help);
     o += fmt::format("{}{{{}}} {}\n", n, L, fmt_double(v));
   };
   auto counter = [&](const char* name, const char* help, double v) {
     const std::string n = std::string("hinge:") + name;
-    header(&o, n, "counter", help);
+    prometheus_header(&o, n, "counter", help);
     o += fmt::format("{}{{{}}} {}\n", n, L, fmt_double(v));
   };
   const EngineStats& e = s.engine;
@@ -198,7 +200,7 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           "Temperature level (thermal zones' trip points): 0 normal, 1 elevated, 2 critical.",
           static_cast<int>(p.thermal));
     const std::string n = "hinge:memory_pressure_transitions_total";
-    header(&o, n, "counter", "Entries into each memory-pressure level.");
+    prometheus_header(&o, n, "counter", "Entries into each memory-pressure level.");
     for (int l = 0; l < 3; ++l)
       o += fmt::format("{}{{{},level=\"{}\"}} {}\n", n, L,
                        pressure::pressure_level_name(static_cast<pressure::PressureLevel>(l)),
@@ -257,7 +259,7 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           static_cast<double>(accepted_));
   {
     const std::string n = "hinge:requests_rejected_total";
-    header(&o, n, "counter", "Generation requests not admitted, by reason.");
+    prometheus_header(&o, n, "counter", "Generation requests not admitted, by reason.");
     for (const char* r : {"invalid", "too_large", "user_limit", "queue_full", "queue_timeout",
                           "shutting_down", "memory_pressure", "cancelled"})
       if (!rejected_.contains(r)) o += fmt::format("{}{{{},reason=\"{}\"}} 0\n", n, L, r);
@@ -266,7 +268,7 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
   }
   {
     const std::string n = "hinge:requests_aborted_total";
-    header(&o, n, "counter", "Requests cancelled because their connection closed, by reason.");
+    prometheus_header(&o, n, "counter", "Requests cancelled because their connection closed, by reason.");
     for (const char* r : {"client_gone", "client_too_slow"})
       if (!aborted_.contains(r)) o += fmt::format("{}{{{},reason=\"{}\"}} 0\n", n, L, r);
     for (const auto& [r, v] : aborted_)
@@ -274,18 +276,18 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
   }
   {
     const std::string n = "hinge:request_success_total";
-    header(&o, n, "counter", "Requests finished, by finish reason.");
+    prometheus_header(&o, n, "counter", "Requests finished, by finish reason.");
     for (const auto& [r, v] : finished_)
       o += fmt::format("{}{{{},finished_reason=\"{}\"}} {}\n", n, L, escape_label(r), v);
   }
   {
     const std::string n = "hinge:http_responses_total";
-    header(&o, n, "counter", "HTTP responses by status code.");
+    prometheus_header(&o, n, "counter", "HTTP responses by status code.");
     for (const auto& [st, v] : http_) o += fmt::format("{}{{code=\"{}\"}} {}\n", n, st, v);
   }
   auto hist = [&](const char* name, const char* help, const Histogram& h) {
     const std::string n = std::string("hinge:") + name;
-    header(&o, n, "histogram", help);
+    prometheus_header(&o, n, "histogram", help);
     h.render(n, L, &o);
   };
   hist("time_to_first_token_seconds", "Time from request arrival to its first token.", ttft_);
@@ -346,7 +348,7 @@ std::string render_transport_metrics(const http::ServerStats& s, const std::stri
   std::string o;
   auto one = [&](const char* name, const char* type, const char* help, int64_t v) {
     const std::string n = std::string("hinge:") + name;
-    header(&o, n, type, help);
+    prometheus_header(&o, n, type, help);
     o += fmt::format("{}{{{}}} {}\n", n, labels, v);
   };
   one("http_connections", "gauge", "Open HTTP connections.", s.connections);
@@ -363,7 +365,7 @@ std::string render_transport_metrics(const http::ServerStats& s, const std::stri
   one("http_clients_too_slow_total", "counter",
       "Connections cut because the client stopped reading.", s.clients_too_slow);
   const std::string n = "hinge:http_timeouts_total";
-  header(&o, n, "counter", "Connections closed by a read deadline, by phase.");
+  prometheus_header(&o, n, "counter", "Connections closed by a read deadline, by phase.");
   o += fmt::format("{}{{{},phase=\"idle\"}} {}\n", n, labels, s.timeouts_idle);
   o += fmt::format("{}{{{},phase=\"header\"}} {}\n", n, labels, s.timeouts_header);
   o += fmt::format("{}{{{},phase=\"body\"}} {}\n", n, labels, s.timeouts_body);

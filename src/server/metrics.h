@@ -89,6 +89,9 @@ class Metrics {
 };
 
 // Prometheus text of the transport's counters (hinge:http_*), with `labels`.
+// A family's "# HELP" and "# TYPE" lines.
+void prometheus_header(std::string* out, std::string_view name, const char* type, const char* help);
+
 std::string render_transport_metrics(const http::ServerStats& s, const std::string& labels);
 
 }  // namespace hinge::server

@@ -2,17 +2,25 @@
 
 #include <fmt/format.h>
 
+#include "server/metrics.h"
+
 namespace hinge::server {
 
 std::string render_tier_metrics(std::span<kv::KvTierStore* const> tiers, const EngineStats& e,
-                                 const std::string& labels) {
+                                const std::string& labels) {
   std::string o;
   if (tiers.empty()) return o;
+  // One family: a line per tier (labelled tier="disk" / "redis"), or the engine's one line.
   auto family = [&](const char* name, const char* type, const char* help, auto value) {
-    o += fmt::format("# HELP hinge:{} {}\n# TYPE hinge:{} {}\n", name, help, name, type);
+    const std::string n = std::string("hinge:") + name;
+    prometheus_header(&o, n, type, help);
     for (const kv::KvTierStore* t : tiers)
-      o += fmt::format("hinge:{}{{{},tier=\"{}\"}} {}\n", name, labels, t->name(),
-                       value(t->counters()));
+      o += fmt::format("{}{{{},tier=\"{}\"}} {}\n", n, labels, t->name(), value(t->counters()));
+  };
+  auto engine = [&](const char* name, const char* type, const char* help, double v) {
+    const std::string n = std::string("hinge:") + name;
+    prometheus_header(&o, n, type, help);
+    o += fmt::format("{}{{{}}} {}\n", n, labels, v);
   };
   using C = kv::KvTierCounters;
   family("kv_tier_puts_total", "counter", "KV blocks written to the tier.",
@@ -39,23 +47,20 @@ std::string render_tier_metrics(std::span<kv::KvTierStore* const> tiers, const E
          [](const C& c) { return c.bytes; });
   family("kv_tier_capacity_bytes", "gauge", "The tier's size limit (0: none).",
          [](const C& c) { return c.capacity_bytes; });
-  auto engine = [&](const char* name, const char* help, double v) {
-    o += fmt::format("# HELP hinge:{} {}\n# TYPE hinge:{} counter\nhinge:{}{{{}}} {}\n", name,
-                     help, name, name, labels, v);
-  };
-  engine("kv_tier_fetches_total", "Requests that waited for a read of the KV tier.",
+  engine("kv_tier_fetches_total", "counter", "Requests that waited for a read of the KV tier.",
          static_cast<double>(e.kv_tier_fetches));
-  engine("kv_tier_restored_blocks_total",
+  engine("kv_tier_restored_blocks_total", "counter",
          "KV blocks brought back into RAM from the tier (their tokens count as cached).",
          static_cast<double>(e.kv_tier_restored_blocks));
-  engine("kv_tier_written_blocks_total", "KV blocks the engine handed to the tier and it stored.",
+  engine("kv_tier_written_blocks_total", "counter",
+         "KV blocks the engine handed to the tier and it stored.",
          static_cast<double>(e.kv_tier_written_blocks));
-  engine("kv_tier_dropped_writes_total", "KV blocks not written: the write queue was full.",
+  engine("kv_tier_dropped_writes_total", "counter",
+         "KV blocks not written: the write queue was full.",
          static_cast<double>(e.kv_tier_dropped_writes));
-  o += fmt::format("# HELP hinge:kv_tier_queued_bytes KV block bytes waiting to be written to "
-                   "the tier.\n# TYPE hinge:kv_tier_queued_bytes gauge\nhinge:kv_tier_queued_bytes{{{}}} {}\n",
-                   labels, e.kv_tier_queued_bytes);
-  engine("kv_tier_wait_seconds_total", "Seconds requests waited for reads of the tier.",
+  engine("kv_tier_queued_bytes", "gauge", "KV block bytes waiting to be written to the tier.",
+         static_cast<double>(e.kv_tier_queued_bytes));
+  engine("kv_tier_wait_seconds_total", "counter", "Seconds requests waited for reads of the tier.",
          e.kv_tier_wait_seconds);
   return o;
 }
