@@ -104,7 +104,7 @@ StatusOr<std::vector<plan::SimRequest>> workload(const SimulateArgs& a, int64_t 
     if (a.requests < 1 || a.requests > 1000000) return Status::Error("--requests must be in [1, 1000000]");
     return generate(a, vocab);
   }
-  plan::WorkloadSpec w;
+  plan::WorkloadSpec w = a.workload_spec;
   w.name = a.workload;
   w.vocab = vocab;
   w.seed = a.seed;
@@ -114,13 +114,6 @@ StatusOr<std::vector<plan::SimRequest>> workload(const SimulateArgs& a, int64_t 
   w.mixed_lengths = a.mixed_lengths;
   w.rate = a.rate;
   w.requests = a.requests;
-  w.turns = a.turns;
-  w.think_s = a.think_s;
-  w.documents = a.documents;
-  w.document_tokens = a.document_tokens;
-  w.zipf = a.zipf;
-  w.bursts = a.bursts;
-  w.interval_s = a.burst_interval;
   return plan::generate_workload(w);
 }
 

@@ -12,6 +12,7 @@
 #include "cli/pressure_options.h"
 #include "engine/sampling_params.h"
 #include "model/loaded_model.h"
+#include "plan/workloads.h"
 
 namespace CLI {
 class App;
@@ -175,12 +176,9 @@ struct SimulateArgs {
   double max_request_share = 0.5;
   // --workload chat / rag / burst (plan/workloads.h); bench: the generator above.
   std::string workload = "bench";
-  int64_t turns = 4;
-  double think_s = 2;
-  int64_t documents = 16, document_tokens = 512;
-  double zipf = 1.0;
-  int64_t bursts = 2;
-  double burst_interval = 10;
+  // The workloads' own flags (--turns, --think-s, --documents, --document-tokens, --zipf,
+  // --bursts, --burst-interval); the rest of the spec comes from the flags above.
+  plan::WorkloadSpec workload_spec;
   // --sweep: `hinge bench --sweep`'s grid, predicted; --compare: its measurement (--json).
   bool sweep = false;
   std::vector<int64_t> sweep_batches = {1, 4, 16, 64};

@@ -81,18 +81,18 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateArgs& a) {
                 "question of --prompt-tokens each) or burst (--bursts of --requests prompts, "
                 "--burst-interval apart)")
       ->capture_default_str();
-  c->add_option("--turns", a.turns, "--workload chat: messages per conversation")
+  c->add_option("--turns", a.workload_spec.turns, "--workload chat: messages per conversation")
       ->capture_default_str();
-  c->add_option("--think-s", a.think_s,
+  c->add_option("--think-s", a.workload_spec.think_s,
                 "--workload chat: seconds between an answer and the next message")
       ->capture_default_str();
-  c->add_option("--documents", a.documents, "--workload rag: documents")->capture_default_str();
-  c->add_option("--document-tokens", a.document_tokens, "--workload rag: tokens per document")
+  c->add_option("--documents", a.workload_spec.documents, "--workload rag: documents")->capture_default_str();
+  c->add_option("--document-tokens", a.workload_spec.document_tokens, "--workload rag: tokens per document")
       ->capture_default_str();
-  c->add_option("--zipf", a.zipf, "--workload rag: popularity exponent (0: uniform)")
+  c->add_option("--zipf", a.workload_spec.zipf, "--workload rag: popularity exponent (0: uniform)")
       ->capture_default_str();
-  c->add_option("--bursts", a.bursts, "--workload burst: bursts")->capture_default_str();
-  c->add_option("--burst-interval", a.burst_interval, "--workload burst: seconds between bursts")
+  c->add_option("--bursts", a.workload_spec.bursts, "--workload burst: bursts")->capture_default_str();
+  c->add_option("--burst-interval", a.workload_spec.interval_s, "--workload burst: seconds between bursts")
       ->capture_default_str();
   c->add_flag("--sweep", a.sweep,
               "Predict hinge bench --sweep's grid: decode tok/s of B sequences at context L per KV "
