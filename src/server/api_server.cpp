@@ -324,6 +324,13 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
   respond(ex, std::move(r));
 }
 
+void ApiServer::handle_reset_prefix_cache(const ExchangePtr& ex) {
+  const int32_t n = engine_.call([](Engine& e) { return e.reset_prefix_cache(); });
+  std::fprintf(stderr, "hinge: prefix cache reset: %d entries dropped\n", n);
+  const nlohmann::json j = {{"reset", n >= 0}, {"dropped_blocks", std::max(n, 0)}};
+  respond(ex, json_response(200, j.dump()));
+}
+
 // One entry per route: its path (exact, or a prefix of a longer path), its method (GET routes
 // also take HEAD), who may call it, and its handler. POST handlers run on a request worker (the
 // body's work: parsing, templates, tokenization) from the queue `kind` names; GET handlers run

@@ -1,7 +1,4 @@
 // The tenant side of ApiServer: a request's cache scope, GET /v1/usage and the /admin/* routes.
-#include <algorithm>
-#include <cstdio>
-
 #include <fmt/format.h>
 
 #include "server/api_server.h"
@@ -90,12 +87,6 @@ std::string ApiServer::tenant_metrics() const {
   family("tenant_completion_tokens_total", "Completion tokens, by tenant.",
          &TenantUsage::completion_tokens);
   return o;
-}
-
-void ApiServer::handle_reset_prefix_cache(const ExchangePtr& ex) {
-  const int32_t n = engine_.call([](Engine& e) { return e.reset_prefix_cache(); });
-  std::fprintf(stderr, "hinge: prefix cache reset: %d entries dropped\n", n);
-  respond(ex, json_ok({{"reset", n >= 0}, {"dropped_blocks", std::max(n, 0)}}));
 }
 
 void ApiServer::handle_admin(const HttpRequest& r, const ExchangePtr& ex) {
