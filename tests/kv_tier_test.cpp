@@ -54,7 +54,8 @@ BlockFormat format(int64_t bytes = 64) {
 }
 
 TierBlockKey key(uint64_t ns, uint64_t h, uint64_t group = 7) {
-  return TierBlockKey{.ns = kv::CacheNamespace(ns), .hash = {h, h * 3}, .group = group};
+  return TierBlockKey{.ns = kv::CacheNamespace(ns), .hash = {h, h * 3}, .group = group,
+                      .root_ns = kv::CacheNamespace(ns), .root = {1, 2}};
 }
 
 std::vector<uint8_t> payload(int64_t n, uint8_t seed) {
@@ -117,9 +118,9 @@ TEST(DiskTier, PutGetRestartTamperForeignLruAndForget) {
   {
     auto t = open_disk(dir, 3 * blob);
     EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
-    ASSERT_TRUE(t->put(key(1, 1), payload(64, 1)).ok());
-    ASSERT_TRUE(t->put(key(1, 2), payload(64, 2)).ok());
-    ASSERT_TRUE(t->put(key(1, 2), payload(64, 2)).ok());  // held already: no second file
+    ASSERT_TRUE(t->put(key(1, 1), payload(64, 1), 0).ok());
+    ASSERT_TRUE(t->put(key(1, 2), payload(64, 2), 0).ok());
+    ASSERT_TRUE(t->put(key(1, 2), payload(64, 2), 0).ok());  // held already: no second file
     EXPECT_EQ(num_files(dir), 2u);
     EXPECT_TRUE(t->may_contain(key(1, 1)));
     EXPECT_FALSE(t->may_contain(key(1, 3)));
@@ -145,15 +146,15 @@ TEST(DiskTier, PutGetRestartTamperForeignLruAndForget) {
     EXPECT_EQ(t->counters().rejected, 1);
     EXPECT_FALSE(fs::exists(f));
     // LRU within 3 blobs: the fourth put evicts the least recent (key 2 was read: 3 goes).
-    ASSERT_TRUE(t->put(key(1, 3), payload(64, 3)).ok());
-    ASSERT_TRUE(t->put(key(1, 4), payload(64, 4)).ok());
+    ASSERT_TRUE(t->put(key(1, 3), payload(64, 3), 0).ok());
+    ASSERT_TRUE(t->put(key(1, 4), payload(64, 4), 0).ok());
     ASSERT_TRUE(t->get(key(1, 2), &out).value());
-    ASSERT_TRUE(t->put(key(1, 5), payload(64, 5)).ok());
+    ASSERT_TRUE(t->put(key(1, 5), payload(64, 5), 0).ok());
     EXPECT_FALSE(t->may_contain(key(1, 3)));
     EXPECT_EQ(t->counters().evictions, 1);
     EXPECT_EQ(num_files(dir), 3u);
     // forget_group deletes the group's files only.
-    ASSERT_TRUE(t->put(key(9, 9, 99), payload(64, 9)).ok());  // evicts key 4
+    ASSERT_TRUE(t->put(key(9, 9, 99), payload(64, 9), 0).ok());  // evicts key 4
     EXPECT_EQ(t->forget_group(7), 2);
     EXPECT_EQ(num_files(dir), 1u);
     EXPECT_TRUE(t->may_contain(key(9, 9, 99)));

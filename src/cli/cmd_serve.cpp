@@ -268,10 +268,9 @@ int serve_command(const ServeArgs& args) {
   if (!engine.ok()) return fail(engine.status().message());
   print_memory_breakdown(**engine);
   // The KV tiers outlive the engine thread (declared before it).
-  auto tier = open_kv_tiers(args, **engine, *cache_secret);
-  if (!tier.ok()) return fail(tier.status().message());
-  std::vector<kv::KvTierStore*> tiers;
-  if (*tier) tiers.push_back(tier->get());
+  auto kv_tiers = open_kv_tiers(args, **engine, *cache_secret);
+  if (!kv_tiers.ok()) return fail(kv_tiers.status().message());
+  const std::vector<kv::KvTierStore*> tiers = kv_tiers->tiers;
   const EngineConfig ec = (*engine)->config();
   const int64_t kv_bytes = (*engine)->stats().kv_bytes_total;
 

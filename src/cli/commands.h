@@ -251,6 +251,9 @@ struct ServeArgs {
   int64_t kv_events_buffer = 10000;  // batches kept for replay
   std::string kv_disk;                // --kv-disk DIR: the encrypted disk tier
   std::string kv_disk_size = "4GiB";
+  std::string kv_redis;               // --kv-redis redis://HOST:PORT[/DB]: the shared tier
+  double kv_redis_ttl = 3600;         // seconds a block lives in Redis (a tenant's TTL is shorter)
+  double kv_redis_timeout = 0.25;     // seconds: connect and each command
   EngineOptionsArgs engine;
 };
 int serve_command(const ServeArgs& args);

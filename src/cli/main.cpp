@@ -411,6 +411,19 @@ int main(int argc, char** argv) {
                         "Most bytes the disk tier holds (least recently used blocks go first), "
                         "e.g. 20GiB")
       ->capture_default_str();
+  serve_cmd->add_option("--kv-redis", serve.kv_redis,
+                        "Shared KV tier on Redis, redis://[[USER]:PASSWORD@]HOST:PORT[/DB]: the "
+                        "same sealed blocks as --kv-disk, one key each (an atomic SET with EX), "
+                        "so replicas with the same --cache-secret-file read each other's "
+                        "prefixes. Redis down or slow costs hits, never a request "
+                        "(docs/cluster.md)");
+  serve_cmd->add_option("--kv-redis-ttl", serve.kv_redis_ttl,
+                        "Seconds a block lives in Redis (a tenant's cache_ttl_s, when shorter, "
+                        "wins; 0: no expiry, leave it to Redis's maxmemory policy)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  serve_cmd->add_option("--kv-redis-timeout", serve.kv_redis_timeout,
+                        "Seconds to wait for Redis to connect or answer before counting it down")
+      ->capture_default_str()->check(CLI::Range(0.001, 60.0));
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
 
   hinge::cli::ChatArgs chat;

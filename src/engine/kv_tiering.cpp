@@ -36,7 +36,11 @@ KvTiering::~KvTiering() {
 kv::TierBlockKey KvTiering::key_of(const kv::CacheScope& scope, size_t i,
                                    const kv::BlockHash& h) const {
   const bool shared = i < static_cast<size_t>(scope.public_blocks);
-  return kv::TierBlockKey{.ns = scope.ns_of_block(i), .hash = h, .group = shared ? 0 : scope.tier_group};
+  return kv::TierBlockKey{.ns = scope.ns_of_block(i),
+                          .hash = h,
+                          .group = shared ? 0 : scope.tier_group,
+                          .root_ns = scope.ns_of_block(0),
+                          .root = hashes_[0]};
 }
 
 bool KvTiering::start_fetch(kv::RequestId id, std::span<const int32_t> prompt,
@@ -118,7 +122,8 @@ void KvTiering::write_back(std::span<const int32_t> tokens, const kv::CacheScope
     const kv::TierBlockKey key = key_of(scope, static_cast<size_t>(i), hashes_[static_cast<size_t>(i)]);
     const uint64_t tag = written_tag(key);
     if (written_.contains(tag)) continue;
-    Write w{key, std::vector<uint8_t>(static_cast<size_t>(bpb * groups))};
+    Write w{key, std::vector<uint8_t>(static_cast<size_t>(bpb * groups)),
+            kv_->owner_ttl(scope.owner_of_block(static_cast<size_t>(i)))};
     for (int32_t g = 0; g < groups; ++g) {
       const kv::BlockId b = hit.blocks[static_cast<size_t>(g * n + i)];
       std::memcpy(w.bytes.data() + g * bpb, arena_->base() + int64_t{b.value} * bpb,
@@ -173,7 +178,7 @@ void KvTiering::run() {
     writes_.pop_front();
     writing_ = true;
     lock.unlock();
-    const Status st = store_->put(w.key, w.bytes);
+    const Status st = store_->put(w.key, w.bytes, w.ttl_s);
     lock.lock();
     writing_ = false;
     stats_.queued_bytes -= static_cast<int64_t>(w.bytes.size());

@@ -77,7 +77,9 @@ class KvTiering {
   struct Write {
     kv::TierBlockKey key;
     std::vector<uint8_t> bytes;
+    double ttl_s = 0;  // the owner's TTL (0: the store's default)
   };
+  // The key of full block i (hashes_ holds the chain's hashes from block 0).
   kv::TierBlockKey key_of(const kv::CacheScope& scope, size_t i, const kv::BlockHash& h) const;
   void run();
 

@@ -90,6 +90,12 @@ class BlockPool {
   // lowering it evicts at once), entries older than ttl_s (0: forever) miss. owner in
   // [0, kMaxCacheOwners).
   void set_owner_policy(int32_t owner, int32_t max_cached_free, double ttl_s);
+  // The owner's TTL (0: none, also for an owner never given a policy).
+  double owner_ttl(int32_t owner) const {
+    return owner >= 0 && static_cast<size_t>(owner) < owners_.size()
+               ? owners_[static_cast<size_t>(owner)].ttl_s
+               : 0.0;
+  }
   // Drops every cache entry of `owner` (free and in use) whose epoch is not *keep_epoch (all
   // of them when keep_epoch is nullptr). Returns how many.
   int32_t uncache_owner(int32_t owner, const uint64_t* keep_epoch = nullptr);

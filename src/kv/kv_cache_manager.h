@@ -158,6 +158,8 @@ class KvCacheManager {
   void set_owner_policy(int32_t owner, int32_t max_cached_free_blocks, double ttl_s) {
     pool_.set_owner_policy(owner, max_cached_free_blocks, ttl_s);
   }
+  // The owner's TTL (0: none).
+  double owner_ttl(int32_t owner) const { return pool_.owner_ttl(owner); }
   // Drops every cache entry of `owner` now (free blocks go to the head of the free list) and
   // stops its live requests from publishing more. Returns the entries dropped.
   int32_t purge_owner(int32_t owner);

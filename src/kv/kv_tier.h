@@ -31,7 +31,13 @@ struct TierBlockKey {
   CacheNamespace ns;
   BlockHash hash;
   uint64_t group = 0;  // CacheScope::tier_group of the block (0: shared / public)
-  bool operator==(const TierBlockKey&) const = default;
+  // The chain's first block (its namespace and hash): a shared store keeps a chain together by
+  // it (Redis Cluster hash tags). Not part of the block's identity.
+  CacheNamespace root_ns;
+  BlockHash root;
+  bool operator==(const TierBlockKey& o) const {
+    return ns == o.ns && hash == o.hash && group == o.group;
+  }
 };
 
 // Per-store counters (monotonic, except bytes and entries).
@@ -47,6 +53,7 @@ struct KvTierCounters {
   int64_t entries = 0;         // blocks held now (a local store; -1: unknown)
   int64_t bytes = 0;           // bytes held now (a local store; -1: unknown)
   int64_t capacity_bytes = 0;  // the size limit (0: none)
+  int64_t up = 1;              // 1: reachable; 0: down (a remote store; its reads and writes fail fast)
 };
 
 // A store of sealed blocks. Thread-safe: the engine's tier worker calls it, the server's admin
@@ -56,8 +63,10 @@ class KvTierStore {
   virtual ~KvTierStore() = default;
   // "disk", "redis": the label of its metrics.
   virtual const char* name() const = 0;
-  // Stores the block's bytes (plaintext; the store seals them). An error leaves no entry.
-  virtual Status put(const TierBlockKey& key, std::span<const uint8_t> bytes) = 0;
+  // Stores the block's bytes (plaintext; the store seals them). ttl_s > 0: the block must not
+  // hit after that many seconds (its tenant's TTL); 0: the store's default. An error leaves
+  // no entry.
+  virtual Status put(const TierBlockKey& key, std::span<const uint8_t> bytes, double ttl_s) = 0;
   // The block's bytes into *out: true on a hit; false on a miss (absent, or present but
   // refused: then counted as rejected and removed). An error: the store could not be asked.
   virtual StatusOr<bool> get(const TierBlockKey& key, std::vector<uint8_t>* out) = 0;

@@ -45,6 +45,9 @@ std::string render_tier_metrics(std::span<kv::KvTierStore* const> tiers, const E
          [](const C& c) { return c.entries; });
   family("kv_tier_bytes", "gauge", "Bytes the tier holds (-1: unknown, a shared store).",
          [](const C& c) { return c.bytes; });
+  family("kv_tier_up", "gauge", "1 when the tier is reachable, 0 while it is down (reads and "
+         "writes fail fast; requests are served from RAM).",
+         [](const C& c) { return c.up; });
   family("kv_tier_capacity_bytes", "gauge", "The tier's size limit (0: none).",
          [](const C& c) { return c.capacity_bytes; });
   engine("kv_tier_fetches_total", "counter", "Requests that waited for a read of the KV tier.",

@@ -139,7 +139,7 @@ void DiskTier::remove_files(const std::vector<std::string>& names) {
   }
 }
 
-Status DiskTier::put(const kv::TierBlockKey& key, std::span<const uint8_t> bytes) {
+Status DiskTier::put(const kv::TierBlockKey& key, std::span<const uint8_t> bytes, double ttl_s) {
   const std::string name = sealer_->name(key);
   uint64_t tmp_id = 0;
   {
@@ -148,7 +148,8 @@ Status DiskTier::put(const kv::TierBlockKey& key, std::span<const uint8_t> bytes
     tmp_id = ++tmp_counter_;
   }
   std::vector<uint8_t> blob;
-  sealer_->seal(key, bytes, &blob);
+  // The disk keeps blocks until the LRU drops them, unless the tenant has a TTL.
+  sealer_->seal(key, bytes, &blob, BlockSealer::expiry_after(ttl_s));
   const std::string tmp = options_.dir + "/kvb-" + std::to_string(::getpid()) + "-" +
                           std::to_string(tmp_id) + ".tmp";
   Status st = write_file(tmp, blob);
@@ -177,8 +178,18 @@ StatusOr<bool> DiskTier::get(const kv::TierBlockKey& key, std::vector<uint8_t>* 
   }
   std::vector<uint8_t> blob;
   const Status read = read_file(path_of(name), &blob, static_cast<size_t>(sealer_->blob_bytes()) + 1);
-  Status opened = read.ok() ? sealer_->open(key, blob, out) : read;
+  int64_t expires_at = 0;
+  Status opened = read.ok() ? sealer_->open(key, blob, out, &expires_at) : read;
   std::lock_guard lock(mu_);
+  if (opened.ok() && BlockSealer::expired(expires_at)) {
+    // Past its tenant's TTL: a miss, and the file goes.
+    ++c_.evictions;
+    ++c_.misses;
+    out->clear();
+    lru_.erase(name);
+    ::unlink(path_of(name).c_str());
+    return false;
+  }
   if (!opened.ok()) {
     // Unreadable, truncated, tampered or foreign: a miss, and the file goes.
     ++c_.rejected;

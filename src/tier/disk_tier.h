@@ -29,7 +29,7 @@ class DiskTier final : public kv::KvTierStore {
                                                   std::shared_ptr<const BlockSealer> sealer);
 
   const char* name() const override { return "disk"; }
-  Status put(const kv::TierBlockKey& key, std::span<const uint8_t> bytes) override;
+  Status put(const kv::TierBlockKey& key, std::span<const uint8_t> bytes, double ttl_s) override;
   StatusOr<bool> get(const kv::TierBlockKey& key, std::vector<uint8_t>* out) override;
   bool may_contain(const kv::TierBlockKey& key) const override;
   int64_t forget_group(uint64_t group) override;

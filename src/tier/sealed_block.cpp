@@ -3,14 +3,16 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <ctime>
 
 namespace hinge::tier {
 
 namespace {
 
 constexpr char kMagic[4] = {'H', 'K', 'V', 'T'};
-constexpr uint8_t kVersion = 1;
+constexpr uint8_t kVersion = 2;
 constexpr size_t kHeader = 4 + 1 + 2;
 constexpr size_t kNonce = crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
 constexpr size_t kTag = crypto_aead_xchacha20poly1305_ietf_ABYTES;
@@ -26,8 +28,15 @@ void ns_bytes(const kv::CacheNamespace& ns, uint8_t* out32) {
     for (size_t i = 0; i < 8; ++i) out32[w * 8 + i] = static_cast<uint8_t>(ns.words[w] >> (8 * i));
 }
 
-// Offset of the group field within the AD.
+// Offsets of the group and expiry fields within the AD.
 constexpr size_t kGroupOffset = 8 + 4 + 4 + 8 + 16 + 16;
+constexpr size_t kExpiryOffset = kGroupOffset + 8;
+
+uint64_t get_le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < 8; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
 
 }  // namespace
 
@@ -63,7 +72,8 @@ void BlockSealer::seal_key(const kv::CacheNamespace& ns, uint8_t* key32) const {
   crypto_generichash(key32, 32, msg, sizeof msg, seal_master_.data(), seal_master_.size());
 }
 
-void BlockSealer::ad(const kv::TierBlockKey& key, std::vector<uint8_t>* out) const {
+void BlockSealer::ad(const kv::TierBlockKey& key, int64_t expires_at,
+                     std::vector<uint8_t>* out) const {
   out->clear();
   put_le(out, format_.fingerprint);
   put_le(out, static_cast<uint32_t>(format_.block_size));
@@ -78,6 +88,7 @@ void BlockSealer::ad(const kv::TierBlockKey& key, std::vector<uint8_t>* out) con
   put_le(out, key.hash.lo);
   put_le(out, key.hash.hi);
   put_le(out, key.group);
+  put_le(out, static_cast<uint64_t>(expires_at));
   const size_t n = std::min<size_t>(format_.kv_dtypes.size(), 255);
   out->push_back(static_cast<uint8_t>(n));
   out->insert(out->end(), format_.kv_dtypes.begin(), format_.kv_dtypes.begin() + static_cast<ptrdiff_t>(n));
@@ -85,14 +96,14 @@ void BlockSealer::ad(const kv::TierBlockKey& key, std::vector<uint8_t>* out) con
 
 int64_t BlockSealer::blob_bytes() const {
   std::vector<uint8_t> a;
-  ad({}, &a);
+  ad({}, 0, &a);
   return static_cast<int64_t>(kHeader + a.size() + kNonce + kTag) + format_.bytes_per_block;
 }
 
 void BlockSealer::seal(const kv::TierBlockKey& key, std::span<const uint8_t> plaintext,
-                       std::vector<uint8_t>* blob) const {
+                       std::vector<uint8_t>* blob, int64_t expires_at) const {
   std::vector<uint8_t> a;
-  ad(key, &a);
+  ad(key, std::max<int64_t>(expires_at, 0), &a);
   blob->clear();
   blob->reserve(kHeader + a.size() + kNonce + plaintext.size() + kTag);
   for (const char m : kMagic) blob->push_back(static_cast<uint8_t>(m));
@@ -114,14 +125,17 @@ void BlockSealer::seal(const kv::TierBlockKey& key, std::span<const uint8_t> pla
 }
 
 Status BlockSealer::open(const kv::TierBlockKey& key, std::span<const uint8_t> blob,
-                         std::vector<uint8_t>* plaintext) const {
+                         std::vector<uint8_t>* plaintext, int64_t* expires_at) const {
   if (blob.size() < kHeader || std::memcmp(blob.data(), kMagic, 4) != 0)
     return Status::Error("not a sealed KV block");
   if (blob[4] != kVersion) return Status::Errorf("sealed KV block version {}", blob[4]);
   const size_t ad_len = size_t{blob[5]} | size_t{blob[6]} << 8;
+  if (blob.size() < kHeader + ad_len + kNonce + kTag || ad_len < kExpiryOffset + 8)
+    return Status::Error("truncated");
+  // The expiry the blob states: authenticated with the rest of the AD below.
+  const auto expiry = static_cast<int64_t>(get_le64(blob.data() + kHeader + kExpiryOffset));
   std::vector<uint8_t> want;
-  ad(key, &want);
-  if (blob.size() < kHeader + ad_len + kNonce + kTag) return Status::Error("truncated");
+  ad(key, expiry, &want);
   if (ad_len != want.size() || std::memcmp(blob.data() + kHeader, want.data(), ad_len) != 0)
     return Status::Error("another model, KV format, namespace or chain (foreign block)");
   const size_t ct_at = kHeader + ad_len + kNonce;
@@ -139,6 +153,7 @@ Status BlockSealer::open(const kv::TierBlockKey& key, std::span<const uint8_t> b
     plaintext->clear();
     return Status::Error("authentication failed (tampered or sealed under another secret)");
   }
+  if (expires_at) *expires_at = expiry;
   return Status::Ok();
 }
 
@@ -147,9 +162,42 @@ StatusOr<uint64_t> BlockSealer::peek_group(std::span<const uint8_t> blob) {
     return Status::Error("not a sealed KV block");
   const size_t ad_len = size_t{blob[5]} | size_t{blob[6]} << 8;
   if (ad_len < kGroupOffset + 8 || blob.size() < kHeader + ad_len) return Status::Error("truncated");
-  uint64_t g = 0;
-  for (size_t i = 0; i < 8; ++i) g |= uint64_t{blob[kHeader + kGroupOffset + i]} << (8 * i);
-  return g;
+  return get_le64(blob.data() + kHeader + kGroupOffset);
+}
+
+bool BlockSealer::expired(int64_t expires_at) {
+  return expires_at > 0 && static_cast<int64_t>(std::time(nullptr)) >= expires_at;
+}
+
+int64_t BlockSealer::expiry_after(double ttl_s) {
+  if (!(ttl_s > 0)) return 0;
+  return static_cast<int64_t>(std::time(nullptr)) + static_cast<int64_t>(std::ceil(ttl_s));
+}
+
+std::string BlockSealer::chain_tag(const kv::TierBlockKey& key) const {
+  // Keyed like name() over the chain's first block (a 48-byte message, a 12-byte digest: never
+  // one of name()'s values), so a chain's blocks share the tag and nothing about it is public.
+  uint8_t msg[48];
+  ns_bytes(key.root_ns, msg);
+  for (size_t i = 0; i < 8; ++i) {
+    msg[32 + i] = static_cast<uint8_t>(key.root.lo >> (8 * i));
+    msg[40 + i] = static_cast<uint8_t>(key.root.hi >> (8 * i));
+  }
+  uint8_t digest[8];
+  crypto_generichash(digest, sizeof digest, msg, sizeof msg, name_master_.data(), name_master_.size());
+  char hex[17];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  return std::string(hex, 16);
+}
+
+std::string BlockSealer::group_tag(uint64_t group) const {
+  uint8_t msg[8];
+  for (size_t i = 0; i < 8; ++i) msg[i] = static_cast<uint8_t>(group >> (8 * i));
+  uint8_t digest[8];
+  crypto_generichash(digest, sizeof digest, msg, sizeof msg, name_master_.data(), name_master_.size());
+  char hex[17];
+  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
+  return std::string(hex, 16);
 }
 
 }  // namespace hinge::tier

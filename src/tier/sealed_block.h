@@ -4,7 +4,8 @@
 //
 //   blob  = "HKVT" | version (1 byte) | AD length (2 bytes LE) | AD | nonce (24) | ciphertext
 //   AD    = KV format fingerprint (8) | block size (4) | KV groups (4) | plaintext bytes (8) |
-//           namespace digest (16) | chain hash (16) | tier group (8) | KV dtypes (1 + n)
+//           namespace digest (16) | chain hash (16) | tier group (8) |
+//           expires at (8, unix seconds, 0: never) | KV dtypes (1 + n)
 //   ciphertext = XChaCha20-Poly1305-IETF(plaintext, AD, nonce, key) (+16-byte tag)
 //
 // Keys (libsodium): two masters from the server secret with crypto_kdf (context "hingekvt",
@@ -46,13 +47,23 @@ class BlockSealer {
   const BlockFormat& format() const { return format_; }
   // The block's name in a store: 32 hex digits, keyed (no prompt-derived name).
   std::string name(const kv::TierBlockKey& key) const;
-  // Seals plaintext (bytes_per_block bytes) into *blob (replaced).
+  // Seals plaintext (bytes_per_block bytes) into *blob (replaced). expires_at: unix seconds
+  // after which the block must not hit (its tenant's TTL; 0: never), authenticated in the AD.
   void seal(const kv::TierBlockKey& key, std::span<const uint8_t> plaintext,
-            std::vector<uint8_t>* blob) const;
+            std::vector<uint8_t>* blob, int64_t expires_at = 0) const;
   // Opens a blob sealed for `key` into *plaintext: an error names why it is refused
-  // (truncated, another format / namespace / chain, failed authentication).
+  // (truncated, another format / namespace / chain, failed authentication). *expires_at (when
+  // given) gets the authenticated expiry; the caller checks it with expired().
   Status open(const kv::TierBlockKey& key, std::span<const uint8_t> blob,
-              std::vector<uint8_t>* plaintext) const;
+              std::vector<uint8_t>* plaintext, int64_t* expires_at = nullptr) const;
+  static bool expired(int64_t expires_at);
+  // The expiry of a block written now with a TTL of ttl_s seconds (0: never).
+  static int64_t expiry_after(double ttl_s);
+  // 16 hex digits shared by every block of a chain (keyed digest of its first block): the
+  // Redis Cluster hash tag that keeps a chain on one node.
+  std::string chain_tag(const kv::TierBlockKey& key) const;
+  // 16 hex digits naming a tier group (keyed): the prefix a purge deletes by.
+  std::string group_tag(uint64_t group) const;
   // The tier group a blob says it belongs to (its AD; unauthenticated: for sorting a store's
   // entries at start, never for trusting them). Error: not a blob.
   static StatusOr<uint64_t> peek_group(std::span<const uint8_t> blob);
@@ -60,7 +71,7 @@ class BlockSealer {
   int64_t blob_bytes() const;
 
  private:
-  void ad(const kv::TierBlockKey& key, std::vector<uint8_t>* out) const;
+  void ad(const kv::TierBlockKey& key, int64_t expires_at, std::vector<uint8_t>* out) const;
   void seal_key(const kv::CacheNamespace& ns, uint8_t* key32) const;
 
   BlockFormat format_;

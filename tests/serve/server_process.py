@@ -14,8 +14,8 @@ from harness import ARGS, Fail
 
 
 class Server:
-    def __init__(self, *extra, env=None, quiet=False, tls=None):
-        cmd = [ARGS.hinge, 'serve', '-m', ARGS.model, '--port', '0', '-t', '1', *extra]
+    def __init__(self, *extra, env=None, quiet=False, tls=None, model=None):
+        cmd = [ARGS.hinge, 'serve', '-m', model or ARGS.model, '--port', '0', '-t', '1', *extra]
         if quiet:
             cmd.append('-q')
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -103,3 +103,15 @@ foreach(_case IN ITEMS restart_and_tamper tenants_purge_and_marker bad_flags)
   set_tests_properties(ServeKvTiers.${_case} PROPERTIES TIMEOUT 180 LABELS "serve"
     ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# The shared KV tier on Redis (tests/serve/kv_redis.py): a redis-server started on a loopback
+# port, two replicas sharing it: B hits A's 1024-token prefix sooner than recomputing, tenants
+# isolated and purged through Redis, TTL expiry, Redis killed or frozen fails no request.
+set(_hinge_kv_redis ${CMAKE_CURRENT_LIST_DIR}/kv_redis.py)
+foreach(_case IN ITEMS shared_prefix tenants ttl_expiry redis_down bad_flags)
+  add_test(NAME ServeKvRedis.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_kv_redis} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeKvRedis.${_case} PROPERTIES TIMEOUT 180 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
