@@ -240,6 +240,7 @@ int serve_command(const ServeArgs& args) {
   const std::string model_name =
       args.model_names.empty() ? default_model_name(args.model) : args.model_names[0];
   std::unique_ptr<cluster::KvEventPublisher> events;
+  std::string events_topic;
   if (!args.kv_events.empty()) {
     cluster::KvEventPublisherOptions po;
     po.endpoint = args.kv_events;
@@ -247,6 +248,7 @@ int serve_command(const ServeArgs& args) {
     po.topic = args.kv_events_topic.empty()
                    ? cluster::kv_event_topic(args.host, (*http)->port(), model_name)
                    : args.kv_events_topic;
+    events_topic = po.topic;
     auto format = cluster::parse_kv_event_format(args.kv_events_format);
     if (!format.ok()) return fail(format.status().message());
     po.wire.format = *format;
@@ -305,6 +307,11 @@ int serve_command(const ServeArgs& args) {
   sc.metrics_compat_vllm = args.metrics_compat == "vllm";
   sc.cache_secret = *cache_secret;
   sc.kv_tiers = tiers;
+  if (events) {
+    sc.kv_events_endpoint = events->endpoint();
+    sc.kv_events_replay = events->replay_endpoint();
+    sc.kv_events_topic = events_topic;
+  }
   if (!args.api_key.empty()) sc.api_key_digest = server::key_digest(args.api_key);
   if (!args.api_key_file.empty()) {
     auto d = read_api_key_digest(args.api_key_file);

@@ -258,6 +258,22 @@ struct ServeArgs {
 };
 int serve_command(const ServeArgs& args);
 
+// `hinge route`: a prefix-aware router in front of hinge replicas (cli/cmd_route.cpp,
+// route/router.h).
+struct RouteArgs {
+  std::vector<std::string> backends;  // --backend http://HOST:PORT (repeatable)
+  std::string host = "127.0.0.1";
+  int64_t port = 8000;
+  std::string policy = "prefix";
+  double prefix_weight = 2.0, queue_weight = 1.0, kv_weight = 0.5;
+  double poll_interval = 0.25;
+  double connect_timeout = 2;
+  int64_t workers = 64;
+  std::string backend_api_key_file;
+  bool quiet = false;
+};
+int route_command(const RouteArgs& args);
+
 // `hinge chat`: an interactive chat for one person on the terminal (cli/cmd_chat.cpp).
 struct ChatArgs {
   std::string model;

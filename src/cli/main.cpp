@@ -426,6 +426,43 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.001, 60.0));
   hinge::cli::add_engine_options(serve_cmd, &serve.engine);
 
+  hinge::cli::RouteArgs route;
+  auto* route_cmd = app.add_subcommand(
+      "route", "A prefix-aware HTTP router in front of hinge replicas: sends each request where "
+               "its prompt's prefix is cached (KV events), else to the least loaded");
+  route_cmd->footer(
+      "Each replica runs `hinge serve ... --kv-events tcp://HOST:PORT --kv-events-replay "
+      "tcp://HOST:PORT` (the router finds the endpoints in its /v1/stats); replicas sharing "
+      "--kv-redis also read each other's prefixes. docs/cluster.md");
+  route_cmd->add_option("--backend", route.backends, "A replica, http://HOST:PORT (repeat for each)")
+      ->required();
+  route_cmd->add_option("--host", route.host, "Address to listen on")->capture_default_str();
+  route_cmd->add_option("--port", route.port, "Port to listen on (0: any free port)")
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{65535}));
+  route_cmd->add_option("--policy", route.policy,
+                        "prefix (cached prefix against load, llm-d's scorers), round-robin or "
+                        "least-load")
+      ->capture_default_str()->check(CLI::IsMember({"prefix", "round-robin", "least-load"}));
+  route_cmd->add_option("--prefix-weight", route.prefix_weight,
+                        "Weight of the cached-prefix score (consecutive cached blocks / prompt blocks)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  route_cmd->add_option("--queue-weight", route.queue_weight,
+                        "Weight of the load score (waiting + in-flight requests, min-max scaled)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  route_cmd->add_option("--kv-weight", route.kv_weight, "Weight of the free-KV score (1 - kv_cache_usage_perc)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1000.0));
+  route_cmd->add_option("--poll-interval", route.poll_interval, "Seconds between polls of each replica's /metrics")
+      ->capture_default_str()->check(CLI::Range(0.01, 60.0));
+  route_cmd->add_option("--connect-timeout", route.connect_timeout,
+                        "Seconds to wait for a replica to accept a connection before trying another")
+      ->capture_default_str()->check(CLI::Range(0.01, 60.0));
+  route_cmd->add_option("--workers", route.workers, "Requests forwarded at once (more wait in line)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  route_cmd->add_option("--backend-api-key-file", route.backend_api_key_file,
+                        "A file holding the replicas' --api-key, for the router's own calls "
+                        "(/metrics, /v1/stats, render); clients' keys are passed through");
+  route_cmd->add_flag("-q,--quiet", route.quiet, "No log of replicas going down and up");
+
   hinge::cli::ChatArgs chat;
   auto* chat_cmd = app.add_subcommand(
       "chat", "Interactive chat on the terminal: streaming replies, the prefix cache across turns, "
@@ -495,6 +532,7 @@ int main(int argc, char** argv) {
     if (bench_cmd->parsed())
       return bench.sweep ? hinge::cli::bench_sweep_command(bench) : hinge::cli::bench_command(bench);
     if (serve_cmd->parsed()) return hinge::cli::serve_command(serve);
+    if (route_cmd->parsed()) return hinge::cli::route_command(route);
     if (chat_cmd->parsed()) return hinge::cli::chat_command(chat);
     if (keygen_cmd->parsed()) return hinge::cli::keygen_command();
   } catch (const std::bad_alloc&) {

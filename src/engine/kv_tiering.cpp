@@ -121,7 +121,9 @@ void KvTiering::write_back(std::span<const int32_t> tokens, const kv::CacheScope
   for (int32_t i = 0; i < n; ++i) {
     const kv::TierBlockKey key = key_of(scope, static_cast<size_t>(i), hashes_[static_cast<size_t>(i)]);
     const uint64_t tag = written_tag(key);
-    if (written_.contains(tag)) continue;
+    const double now = now_s();
+    if (const auto it = written_.find(tag); it != written_.end() && now - it->second < kRewriteAfterS)
+      continue;
     Write w{key, std::vector<uint8_t>(static_cast<size_t>(bpb * groups)),
             kv_->owner_ttl(scope.owner_of_block(static_cast<size_t>(i)))};
     for (int32_t g = 0; g < groups; ++g) {
@@ -138,7 +140,7 @@ void KvTiering::write_back(std::span<const int32_t> tokens, const kv::CacheScope
       stats_.queued_bytes += bpb * groups;
       writes_.push_back(std::move(w));
     }
-    written_.insert(tag);
+    written_[tag] = now;
     cv_.notify_one();
   }
 }

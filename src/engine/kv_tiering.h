@@ -21,7 +21,7 @@
 #include <mutex>
 #include <span>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "kv/kv_arena.h"
@@ -90,7 +90,11 @@ class KvTiering {
   int64_t max_queued_bytes_;
 
   // Engine thread only.
-  std::unordered_set<uint64_t> written_;  // hash.lo ^ ns of blocks already written (bounded)
+  // Blocks written lately (tag -> when): not written again within kRewriteAfterS (a shared
+  // store may have expired or lost them since: after that a finished request writes them again,
+  // which also renews their TTL). Bounded.
+  std::unordered_map<uint64_t, double> written_;
+  static constexpr double kRewriteAfterS = 30;
   int32_t pending_ = 0;                   // fetches started, not polled yet
   std::vector<kv::BlockHash> hashes_;
   std::vector<int32_t> probe_;

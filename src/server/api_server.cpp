@@ -286,6 +286,10 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
              {"evictions", e.kv.pool.num_evictions},
              {"cow_copies", e.kv.num_cow_copies},
              {"map", s.kv_block_map}};
+  if (!config_.kv_events_endpoint.empty())
+    j["kv_events"] = {{"endpoint", config_.kv_events_endpoint},
+                      {"replay", config_.kv_events_replay},
+                      {"topic", config_.kv_events_topic}};
   {
     const PressureStats& p = s.pressure;
     j["memory_pressure"] = {

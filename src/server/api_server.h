@@ -96,6 +96,9 @@ struct ApiServerConfig {
   // How replies carry tool calls and reasoning (chat/tool_format.h): "auto" detects it from
   // the chat template, or a format's name ("none": replies are text).
   std::string tool_format = "auto";
+  // --kv-events: the endpoints bound and the topic, reported in /v1/stats (hinge route finds a
+  // replica's events there); empty without events.
+  std::string kv_events_endpoint, kv_events_replay, kv_events_topic;
   bool metrics_compat_vllm = false;  // --metrics-compat vllm (server/metrics_compat.h)
 };
 

@@ -115,3 +115,16 @@ foreach(_case IN ITEMS shared_prefix tenants ttl_expiry redis_down bad_flags)
   set_tests_properties(ServeKvRedis.${_case} PROPERTIES TIMEOUT 180 LABELS "serve"
     ENVIRONMENT "${_hinge_hostile_env}")
 endforeach()
+
+# hinge route (tests/serve/route.py): 3 replicas sharing a Redis tier, the router following
+# their KV events: prefix routing computes within 1.2x of one replica and under half of
+# round-robin; kill -9 of a replica mid-run ends every request cleanly; tenants isolated and
+# purged through the router; fan-out, pass-through errors, 503 with no replica, bad flags.
+set(_hinge_route ${CMAKE_CURRENT_LIST_DIR}/route.py)
+foreach(_case IN ITEMS prefix_routing kill_replica tenants fan_out_and_errors)
+  add_test(NAME ServeRoute.${_case}
+    COMMAND /usr/bin/python3 ${_hinge_route} --hinge $<TARGET_FILE:hinge>
+      --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
+  set_tests_properties(ServeRoute.${_case} PROPERTIES TIMEOUT 300 LABELS "serve"
+    ENVIRONMENT "${_hinge_hostile_env}")
+endforeach()
