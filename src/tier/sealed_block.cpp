@@ -28,6 +28,15 @@ void ns_bytes(const kv::CacheNamespace& ns, uint8_t* out32) {
     for (size_t i = 0; i < 8; ++i) out32[w * 8 + i] = static_cast<uint8_t>(ns.words[w] >> (8 * i));
 }
 
+// The 48 bytes naming a block: its namespace and chain hash, little-endian.
+void block_message(const kv::CacheNamespace& ns, const kv::BlockHash& h, uint8_t* out48) {
+  ns_bytes(ns, out48);
+  for (size_t i = 0; i < 8; ++i) {
+    out48[32 + i] = static_cast<uint8_t>(h.lo >> (8 * i));
+    out48[40 + i] = static_cast<uint8_t>(h.hi >> (8 * i));
+  }
+}
+
 // Offsets of the group and expiry fields within the AD.
 constexpr size_t kGroupOffset = 8 + 4 + 4 + 8 + 16 + 16;
 constexpr size_t kExpiryOffset = kGroupOffset + 8;
@@ -52,18 +61,18 @@ BlockSealer::~BlockSealer() {
   sodium_memzero(name_master_.data(), name_master_.size());
 }
 
+std::string BlockSealer::keyed_hex(std::span<const uint8_t> msg, size_t digest_bytes) const {
+  uint8_t digest[32];
+  crypto_generichash(digest, digest_bytes, msg.data(), msg.size(), name_master_.data(), name_master_.size());
+  char hex[65];
+  sodium_bin2hex(hex, sizeof hex, digest, digest_bytes);
+  return std::string(hex, 2 * digest_bytes);
+}
+
 std::string BlockSealer::name(const kv::TierBlockKey& key) const {
   uint8_t msg[48];
-  ns_bytes(key.ns, msg);
-  for (size_t i = 0; i < 8; ++i) {
-    msg[32 + i] = static_cast<uint8_t>(key.hash.lo >> (8 * i));
-    msg[40 + i] = static_cast<uint8_t>(key.hash.hi >> (8 * i));
-  }
-  uint8_t digest[16];
-  crypto_generichash(digest, sizeof digest, msg, sizeof msg, name_master_.data(), name_master_.size());
-  char hex[33];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  return std::string(hex, 32);
+  block_message(key.ns, key.hash, msg);
+  return keyed_hex(msg, 16);
 }
 
 void BlockSealer::seal_key(const kv::CacheNamespace& ns, uint8_t* key32) const {
@@ -175,29 +184,18 @@ int64_t BlockSealer::expiry_after(double ttl_s) {
 }
 
 std::string BlockSealer::chain_tag(const kv::TierBlockKey& key) const {
-  // Keyed like name() over the chain's first block (a 48-byte message, a 12-byte digest: never
-  // one of name()'s values), so a chain's blocks share the tag and nothing about it is public.
+  // Keyed like name() over the chain's first block, with an 8-byte digest (BLAKE2b's output
+  // length is a parameter: never one of name()'s values), so a chain's blocks share the tag and
+  // nothing about it is readable without the secret.
   uint8_t msg[48];
-  ns_bytes(key.root_ns, msg);
-  for (size_t i = 0; i < 8; ++i) {
-    msg[32 + i] = static_cast<uint8_t>(key.root.lo >> (8 * i));
-    msg[40 + i] = static_cast<uint8_t>(key.root.hi >> (8 * i));
-  }
-  uint8_t digest[8];
-  crypto_generichash(digest, sizeof digest, msg, sizeof msg, name_master_.data(), name_master_.size());
-  char hex[17];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  return std::string(hex, 16);
+  block_message(key.root_ns, key.root, msg);
+  return keyed_hex(msg, 8);
 }
 
 std::string BlockSealer::group_tag(uint64_t group) const {
   uint8_t msg[8];
   for (size_t i = 0; i < 8; ++i) msg[i] = static_cast<uint8_t>(group >> (8 * i));
-  uint8_t digest[8];
-  crypto_generichash(digest, sizeof digest, msg, sizeof msg, name_master_.data(), name_master_.size());
-  char hex[17];
-  sodium_bin2hex(hex, sizeof hex, digest, sizeof digest);
-  return std::string(hex, 16);
+  return keyed_hex(msg, 8);
 }
 
 }  // namespace hinge::tier

@@ -73,6 +73,8 @@ class BlockSealer {
  private:
   void ad(const kv::TierBlockKey& key, int64_t expires_at, std::vector<uint8_t>* out) const;
   void seal_key(const kv::CacheNamespace& ns, uint8_t* key32) const;
+  // BLAKE2b of msg keyed by the name master, digest_bytes (<= 32) as hex.
+  std::string keyed_hex(std::span<const uint8_t> msg, size_t digest_bytes) const;
 
   BlockFormat format_;
   std::array<uint8_t, 32> seal_master_{};

@@ -22,6 +22,23 @@ def temp_dir(prefix='hinge-test-'):
     return d
 
 
+def two_tenants(d):
+    """A tenants file in d with tenants acme and globex and an admin: (path, acme's key,
+    globex's key, the admin key)."""
+    import hashlib
+    import json
+    import os
+    import secrets
+    ka, kb, admin = ('hk-' + secrets.token_urlsafe(32) for _ in range(3))
+    sha = lambda k: hashlib.sha256(k.encode()).hexdigest()  # noqa: E731
+    path = os.path.join(d, 'tenants.json')
+    with open(path, 'w') as f:
+        json.dump({'tenants': [{'id': 'acme', 'api_keys_sha256': [sha(ka)]},
+                               {'id': 'globex', 'api_keys_sha256': [sha(kb)]}],
+                   'admin_api_keys_sha256': [sha(admin)]}, f)
+    return path, ka, kb, admin
+
+
 def test(fn):
     TESTS[fn.__name__] = fn
     return fn

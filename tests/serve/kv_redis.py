@@ -24,7 +24,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ARGS, Fail, check, main, temp_dir, test  # noqa: E402
+from harness import two_tenants, ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 from redis_process import RedisServer  # noqa: E402
 from server_process import Server, start_fails  # noqa: E402
 
@@ -127,21 +127,12 @@ def shared_prefix():
               f'recomputing ({r / h:.1f}x)')
 
 
-def sha(key):
-    import hashlib
-    return hashlib.sha256(key.encode()).hexdigest()
-
 
 @test
 def tenants():
     """tenants through Redis: no hit across tenants, a marker in no value, purge deletes"""
     secret = secret_file()
-    ka, kb, admin = ('hk-' + secrets.token_urlsafe(32) for _ in range(3))
-    tf = os.path.join(os.path.dirname(secret), 'tenants.json')
-    with open(tf, 'w') as f:
-        json.dump({'tenants': [{'id': 'acme', 'api_keys_sha256': [sha(ka)]},
-                               {'id': 'globex', 'api_keys_sha256': [sha(kb)]}],
-                   'admin_api_keys_sha256': [sha(admin)]}, f)
+    tf, ka, kb, admin = two_tenants(os.path.dirname(secret))
     marker = [31337, 4242] * 8
     p = prompt(7, 256) + marker + prompt(8, 256)
     with RedisServer() as redis, \

@@ -8,7 +8,6 @@ a tenant deletes its files and only its files.
 
     kv_tiers.py --hinge BIN --model GGUF restart_and_tamper|tenants_purge_and_marker|bad_flags
 """
-import hashlib
 import json
 import os
 import secrets
@@ -17,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Fail, check, main, temp_dir, test  # noqa: E402
+from harness import two_tenants, Fail, check, main, temp_dir, test  # noqa: E402
 from server_process import Server, start_fails  # noqa: E402
 
 PROMPT = ('Lily had a red ball. Lily liked the ball very much. One day Lily went to the park '
@@ -104,20 +103,12 @@ def restart_and_tamper():
         check(complete(s, PROMPT) == 0, 'another secret: nothing readable, no hit')
 
 
-def sha(key):
-    return hashlib.sha256(key.encode()).hexdigest()
-
 
 @test
 def tenants_purge_and_marker():
     """tenants: no hit across tenants through the disk; the marker is in no file; purge deletes"""
     secret, d = secret_file()
-    ka, kb, admin = ('hk-' + secrets.token_urlsafe(32) for _ in range(3))
-    tf = os.path.join(os.path.dirname(secret), 'tenants.json')
-    with open(tf, 'w') as f:
-        json.dump({'tenants': [{'id': 'acme', 'api_keys_sha256': [sha(ka)]},
-                               {'id': 'globex', 'api_keys_sha256': [sha(kb)]}],
-                   'admin_api_keys_sha256': [sha(admin)]}, f)
+    tf, ka, kb, admin = two_tenants(os.path.dirname(secret))
     marker = 'zebra quilt marker'
     prompt = f'{PROMPT} The secret word is {marker}. {marker}. Say {marker} again and again.'
     with Server('--kv-disk', d, '--kv-disk-size', '64MiB', '--cache-secret-file', secret,

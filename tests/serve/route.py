@@ -32,7 +32,7 @@ import time
 import http.client
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import ARGS, Fail, check, main, temp_dir, test  # noqa: E402
+from harness import two_tenants, ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 from redis_process import RedisServer, free_port  # noqa: E402
 from server_process import Server  # noqa: E402
 
@@ -296,21 +296,12 @@ def kill_replica():
                 s.stop()
 
 
-def sha(key):
-    import hashlib
-    return hashlib.sha256(key.encode()).hexdigest()
-
 
 @test
 def tenants():
     """tenants through the router: no hit across tenants; a purge reaches every replica"""
     secret = secret_file()
-    ka, kb, admin = ('hk-' + secrets.token_urlsafe(32) for _ in range(3))
-    tf = os.path.join(os.path.dirname(secret), 'tenants.json')
-    with open(tf, 'w') as f:
-        json.dump({'tenants': [{'id': 'acme', 'api_keys_sha256': [sha(ka)]},
-                               {'id': 'globex', 'api_keys_sha256': [sha(kb)]}],
-                   'admin_api_keys_sha256': [sha(admin)]}, f)
+    tf, ka, kb, admin = two_tenants(os.path.dirname(secret))
     p = [random.Random(9).randrange(100, 40000) for _ in range(512)]
     with RedisServer() as redis:
         servers = replicas(redis, secret, 3, '--tenants', tf)
