@@ -299,6 +299,26 @@ void KvCacheManager::fork(RequestId parent, RequestId child) {
   requests_.emplace(child, std::move(copy));
 }
 
+void KvCacheManager::trim_slots(RequestId id, int32_t num_tokens) {
+  RequestState& st = state(id);
+  const int32_t bs = config_.block_size_tokens;
+  HINGE_CHECK_MSG(num_tokens >= 0 && num_tokens <= st.num_tokens &&
+                      static_cast<int64_t>(st.hashes.size()) * bs <= num_tokens,
+                  "request {}: trim to {} tokens ({} reserved, {} cached blocks)", id.value,
+                  num_tokens, st.num_tokens, st.hashes.size());
+  const int32_t keep = blocks_for(num_tokens);
+  for (BlockTable& t : st.tables) {
+    const int32_t n = t.num_blocks();
+    if (n <= keep) continue;
+    scratch_.clear();
+    for (int32_t i = n - 1; i >= keep; --i)
+      if (t[i] != kReleasedBlock) scratch_.push_back(t[i]);
+    pool_.free(scratch_);
+    t.erase(keep, n - keep);
+  }
+  st.num_tokens = num_tokens;
+}
+
 void KvCacheManager::free(RequestId id) {
   auto it = requests_.find(id);
   HINGE_CHECK_MSG(it != requests_.end(), "free of unknown request {}", id.value);

@@ -149,6 +149,13 @@ class KvCacheManager {
   // Drops the cache entries of the request's blocks past num_computed_tokens (registered for a
   // step whose forward pass failed: their KV was never written).
   void uncache_uncomputed(RequestId id, int32_t num_computed_tokens);
+  // Speculative decoding: gives back the slots past num_tokens, reserved for draft tokens the
+  // target rejected. The sequence length moves back and the blocks wholly past it return to
+  // the pool, tail-first; no KV is copied. Those blocks were never cached: only accepted
+  // tokens are (cache_full_blocks is given real tokens only), so a block that became full
+  // only through rejected drafts never enters the prefix cache. num_tokens may not fall below
+  // the registered full blocks.
+  void trim_slots(RequestId id, int32_t num_tokens);
 
   // The clock of TTLs (seconds, any origin, never going back): entries are stamped with it
   // when cached and checked against it on lookups. The engine sets it each step.

@@ -135,6 +135,10 @@ class Request {
   // Turn starts not dropped yet, in current token positions (RequestParams::turn_starts).
   std::span<const int32_t> turn_starts() const { return turn_starts_; }
 
+  // Speculative decoding: the draft tokens proposed for its next decode step
+  // (Scheduler::set_spec_tokens), consumed by that step.
+  std::span<const int32_t> spec_token_ids() const { return spec_token_ids_; }
+
   int32_t num_computed_tokens() const { return num_computed_tokens_; }
   // Prompt tokens found in the prefix cache at first admission (usage reporting); -1 before.
   int32_t num_cached_tokens() const { return num_cached_tokens_; }
@@ -170,8 +174,9 @@ class Request {
   int32_t sample_index_ = 0;  // tie-break of the (priority, arrival) order within a fork
   bool forked_ = false;
 
+  std::vector<int32_t> spec_token_ids_;  // see spec_token_ids()
   int32_t num_computed_tokens_ = 0;
-  int32_t num_inflight_tokens_ = 0;  // scheduled by the last schedule(), not yet updated
+  int32_t num_inflight_tokens_ = 0;  // (draft tokens included)  // scheduled by the last schedule(), not yet updated
   int32_t num_cached_tokens_ = -1;
   int32_t num_preemptions_ = 0;
   RequestStatus status_ = RequestStatus::kWaiting;

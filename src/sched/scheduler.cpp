@@ -188,7 +188,13 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     const int32_t num_new = std::min(r.num_tokens() - r.num_computed_tokens_, budget);
     HINGE_CHECK_MSG(num_new > 0, "running request {} has nothing to compute", r.id().value);
     std::optional<kv::SlotAllocation> alloc;
-    for (;;) {
+    // Draft tokens ride along only where the cache has room for them: never a preemption.
+    int32_t num_spec = spec_room(r, budget);
+    if (num_spec > 0) {
+      alloc = kv_.allocate_slots(r.id(), num_new + num_spec);
+      if (!alloc) num_spec = 0;
+    }
+    for (; !alloc;) {
       alloc = kv_.allocate_slots(r.id(), num_new);
       if (alloc) break;
       const RequestId victim = running_.back();
@@ -198,10 +204,12 @@ void Scheduler::schedule(SchedulerOutput* out_ptr) {
     }
     if (!alloc) break;  // r itself was preempted; it was the last running request
     out.block_copies.insert(out.block_copies.end(), alloc->copies.begin(), alloc->copies.end());
+    // Real tokens only: a block full only with drafts is cached once they are accepted.
     kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_ + num_new);
-    add_scheduled(r, num_new, &out);
-    r.num_inflight_tokens_ = num_new;
-    budget -= num_new;
+    add_scheduled(r, num_new + num_spec, &out, num_spec);
+    r.num_inflight_tokens_ = num_new + num_spec;
+    num_spec_tokens_ += num_spec;
+    budget -= num_new + num_spec;
     ++i;
   }
 
@@ -259,6 +267,10 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
     auto it = requests_.find(s.id);
     if (it == requests_.end()) {  // aborted or finished by the caller since schedule()
       if (!s.samples) continue;
+      if (s.num_spec_tokens > 0) {  // its accepted drafts and next token, if given
+        while (next_sample < sampled.size() && sampled[next_sample].id == s.id) ++next_sample;
+        continue;
+      }
       for (int32_t k = 0; k < s.num_samples; ++k) {
         const RequestId expected = k == 0 ? s.id : output.sample_ids(s)[static_cast<size_t>(k - 1)];
         if (next_sample < sampled.size() && sampled[next_sample].id == expected) ++next_sample;
@@ -271,6 +283,10 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
         "request {}: update of a stale schedule ({} computed, scheduled from {})", r.id().value,
         r.num_computed_tokens_, s.first_position);
     HINGE_CHECK(r.num_inflight_tokens_ == s.num_new_tokens);
+    if (s.num_spec_tokens > 0) {
+      update_spec(r, output, s, sampled, &next_sample);
+      continue;
+    }
     r.num_inflight_tokens_ = 0;
     r.num_computed_tokens_ += s.num_new_tokens;
     kv_.release_behind_window(r.id(), r.num_computed_tokens_);
@@ -302,6 +318,50 @@ void Scheduler::update(const SchedulerOutput& output, std::span<const SampledTok
   }
   HINGE_CHECK_MSG(next_sample == sampled.size(), "{} sampled tokens given, {} used",
                   sampled.size(), next_sample);
+}
+
+void Scheduler::set_spec_tokens(RequestId id, std::span<const int32_t> draft) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  it->second.spec_token_ids_.assign(draft.begin(), draft.end());
+}
+
+int32_t Scheduler::spec_room(const Request& r, int32_t budget) const {
+  if (r.spec_token_ids_.empty() || r.fork_pending() ||
+      r.num_tokens() - r.num_computed_tokens_ != 1)
+    return 0;
+  int64_t k = std::min<int64_t>(static_cast<int64_t>(r.spec_token_ids_.size()), budget - 1);
+  // The accepted drafts and the token after them never pass max_new_tokens or the context.
+  k = std::min<int64_t>(k, r.max_new_tokens() - r.num_output_tokens() - 1);
+  if (config_.max_model_len > 0) k = std::min<int64_t>(k, config_.max_model_len - r.num_tokens());
+  if (shifts()) k = std::min<int64_t>(k, window_tokens() - r.num_tokens());
+  return static_cast<int32_t>(std::max<int64_t>(k, 0));
+}
+
+void Scheduler::update_spec(Request& r, const SchedulerOutput& output, const ScheduledRequest& s,
+                            std::span<const SampledToken> sampled, size_t* next) {
+  HINGE_CHECK(s.samples && s.num_samples == 1);
+  const auto drafts = output.token_ids(s).subspan(1);
+  size_t m = 0;  // entries for r: accepted drafts, then one more token
+  while (*next + m < sampled.size() && sampled[*next + m].id == s.id && m <= drafts.size()) ++m;
+  HINGE_CHECK_MSG(m >= 1, "request {}: no sampled token given", s.id.value);
+  for (size_t j = 0; j + 1 < m; ++j)
+    HINGE_CHECK_MSG(sampled[*next + j].token == drafts[j],
+                    "request {}: token {} given as an accepted draft is not draft {}",
+                    s.id.value, sampled[*next + j].token, j);
+  // Computed: the real token and the accepted drafts. The rejected drafts' slots go back.
+  r.num_inflight_tokens_ = 0;
+  r.num_computed_tokens_ = s.first_position + static_cast<int32_t>(m);
+  kv_.trim_slots(r.id(), r.num_computed_tokens_);
+  kv_.release_behind_window(r.id(), r.num_computed_tokens_);
+  r.spec_token_ids_.clear();
+  num_spec_accepted_ += static_cast<int64_t>(m) - 1;
+  for (size_t j = 0; j < m; ++j) r.token_ids_.push_back(sampled[*next + j].token);
+  HINGE_CHECK(r.num_output_tokens() <= r.max_new_tokens());  // spec_room's bound
+  *next += m;
+  // The accepted drafts' full blocks are prefix-cache entries now.
+  kv_.cache_full_blocks(r.id(), r.token_ids(), r.num_computed_tokens_);
+  if (r.num_output_tokens() >= r.max_new_tokens()) finish(r.id(), FinishReason::kLength);
 }
 
 void Scheduler::abort_step(const SchedulerOutput& output) {
@@ -352,6 +412,8 @@ SchedulerStats Scheduler::stats() const {
                         .num_preemptions = num_preemptions_,
                         .num_scheduled_tokens = num_scheduled_tokens_,
                         .num_finished = num_finished_,
+                        .num_spec_tokens = num_spec_tokens_,
+                        .num_spec_accepted = num_spec_accepted_,
                         .num_context_shifts = num_context_shifts_,
                         .num_dropped_tokens = num_dropped_tokens_};
 }
@@ -409,7 +471,9 @@ Status Scheduler::check_invariants() const {
                             kv_.has_request(id) ? kv_.num_tokens(id) : -1);
     if (r.num_inflight_tokens_ != 0 && !awaiting_update_)
       return Status::Errorf("running request {}: scheduled tokens outside a step", id.value);
-    if (r.num_computed_tokens_ + r.num_inflight_tokens_ > r.num_tokens() ||
+    // (In a step, the drafts being verified are scheduled beyond the request's tokens.)
+    if (r.num_computed_tokens_ + r.num_inflight_tokens_ >
+            r.num_tokens() + static_cast<int32_t>(r.spec_token_ids_.size()) ||
         (!awaiting_update_ && r.num_computed_tokens_ >= r.num_tokens()))
       return Status::Errorf("running request {}: nothing left to compute", id.value);
   }
@@ -465,6 +529,7 @@ void Scheduler::preempt(RequestId id) {
   r.num_computed_tokens_ = 0;
   r.num_inflight_tokens_ = 0;
   r.block_offsets_.clear();  // recomputed at the positions of its window
+  r.spec_token_ids_.clear();
   r.status_ = RequestStatus::kPreempted;
   ++r.num_preemptions_;
   ++num_preemptions_;
@@ -491,12 +556,14 @@ void Scheduler::finish(RequestId id, FinishReason reason) {
   ++num_finished_;
 }
 
-void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput* out) const {
+void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput* out,
+                              int32_t num_spec) const {
   ScheduledRequest s;
   s.id = r.id();
   s.first_position = r.num_computed_tokens_;
   s.num_new_tokens = num_new;
-  s.samples = s.end_position() == r.num_tokens();
+  s.num_spec_tokens = num_spec;
+  s.samples = s.end_position() - num_spec == r.num_tokens();
   s.sample_begin = static_cast<int32_t>(out->all_sample_ids.size());
   if (s.samples && r.fork_pending()) {  // the prompt is complete: n samples, fork in update()
     s.num_samples = r.n();
@@ -505,8 +572,10 @@ void Scheduler::add_scheduled(const Request& r, int32_t num_new, SchedulerOutput
   }
   s.token_begin = static_cast<int32_t>(out->all_token_ids.size());
   const auto tokens = r.token_ids().subspan(static_cast<size_t>(s.first_position),
-                                            static_cast<size_t>(num_new));
+                                            static_cast<size_t>(num_new - num_spec));
   out->all_token_ids.insert(out->all_token_ids.end(), tokens.begin(), tokens.end());
+  out->all_token_ids.insert(out->all_token_ids.end(), r.spec_token_ids_.begin(),
+                            r.spec_token_ids_.begin() + num_spec);
   s.block_begin = static_cast<int32_t>(out->all_block_ids.size());
   s.num_blocks = kv_.block_table(r.id()).num_blocks();
   for (int32_t g = 0; g < kv_.num_groups(); ++g)

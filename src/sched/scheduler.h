@@ -90,6 +90,8 @@ struct SchedulerStats {
   int64_t num_preemptions = 0;
   int64_t num_scheduled_tokens = 0;
   int64_t num_finished = 0;
+  int64_t num_spec_tokens = 0;        // draft tokens scheduled for verification
+  int64_t num_spec_accepted = 0;      // of those, accepted
   int64_t num_context_shifts = 0;     // ContextPolicy::kShift drops
   int64_t num_dropped_tokens = 0;     // tokens they dropped
 };
@@ -116,11 +118,22 @@ class Scheduler {
   SchedulerOutput schedule();
   // The same into *out, reusing its capacity (the engine's steady state allocates nothing).
   void schedule(SchedulerOutput* out);
+  // Speculative decoding: the draft tokens request id's next decode step verifies (replacing
+  // any earlier ones; empty: none). Used only while it runs and decodes (one token to compute)
+  // with no fork pending, and trimmed to what the step's token budget, max_new_tokens and the
+  // context leave room for; drafts never preempt anything (if the KV cache cannot hold them
+  // the step goes without). The step computes the request's last token then the drafts
+  // (ScheduledRequest::num_spec_tokens); update() takes the accepted ones. Unknown id: ignored.
+  void set_spec_tokens(RequestId id, std::span<const int32_t> draft);
+
   // `sampled` holds, for each entry of output.scheduled with samples == true, in that order,
   // num_samples tokens: {id, token} for num_samples == 1; for num_samples == n > 1, n entries
   // with ids id, sample_ids[0], ..., sample_ids[n - 2] (n tokens sampled from the one logits
   // row of the request's last prompt position). Entries of requests aborted or finished since
   // schedule() are skipped, their tokens may be omitted.
+  // A request with num_spec_tokens == k > 0 has 1..k+1 entries: the drafts accepted, in order
+  // (their tokens equal the drafts), then the token sampled after them; its computed tokens
+  // advance by that count and the rejected drafts' slots are given back (no KV copied).
   // Advances num_computed_tokens, forks requests with num_samples > 1 (each
   // sample gets its own token), appends tokens, finishes on max tokens (each sample on its own:
   // with max_new_tokens == 1 all n finish here).
@@ -198,7 +211,13 @@ class Scheduler {
   // Creates sample k (1..n-1) of running request `parent` (which has just computed its prompt),
   // sharing its KV, with its first sampled token.
   void fork_sample(Request& parent, int32_t k, int32_t token);
-  void add_scheduled(const Request& r, int32_t num_new, SchedulerOutput* out) const;
+  void add_scheduled(const Request& r, int32_t num_new, SchedulerOutput* out,
+                     int32_t num_spec = 0) const;
+  // Draft tokens r's step may verify with `budget` tokens left (0 unless it decodes with drafts).
+  int32_t spec_room(const Request& r, int32_t budget) const;
+  // update() of a request that verified drafts: consumes its entries of `sampled` from *next.
+  void update_spec(Request& r, const SchedulerOutput& output, const ScheduledRequest& s,
+                   std::span<const SampledToken> sampled, size_t* next);
   // Seq slots a running request counts against max_num_seqs.
   static int32_t num_seqs(const Request& r) { return r.fork_pending() ? r.n() : 1; }
 
@@ -221,6 +240,8 @@ class Scheduler {
   int64_t num_finished_ = 0;
   int64_t num_context_shifts_ = 0;
   int64_t num_dropped_tokens_ = 0;
+  int64_t num_spec_tokens_ = 0;
+  int64_t num_spec_accepted_ = 0;
 };
 
 }  // namespace hinge::sched

@@ -24,6 +24,10 @@ struct ScheduledRequest {
   // step finishes the prompt of a request with n > 1 parallel samples (it forks in update()).
   // The sampled tokens go, in order, to id, then SchedulerOutput::sample_ids(*this).
   int32_t num_samples = 1;
+  // Speculative decoding: the last num_spec_tokens of the num_new_tokens are draft tokens (the
+  // request's one real token to compute comes first). The engine samples from each of the
+  // 1 + num_spec_tokens rows and hands back the drafts it accepted plus one more token.
+  int32_t num_spec_tokens = 0;
   // Where this request's share lies in SchedulerOutput's flat arrays (read it through the
   // accessors there): token ids and slots [token_begin, + num_new_tokens), the block table
   // after this step's allocation, one per KV group: group g's at [block_begin + g * num_blocks,
