@@ -47,6 +47,11 @@ using sched::ContextPolicy;
 using sched::FinishReason;
 using sched::Priority;
 
+// Speculative decoding (engine/spec_decode.h): none, or prompt lookup (n-gram drafts from the
+// request's own tokens, no extra model).
+enum class SpecMode : uint8_t { kNone, kNgram };
+inline constexpr int32_t kMaxSpecTokens = 16;  // draft tokens per verification, at most
+
 struct EngineConfig {
   int32_t threads = 1;
   // Run as many of the threads as there are free cores (pressure/thread_adapter.h): fewer while
@@ -97,6 +102,13 @@ struct EngineConfig {
   // below that changes the cache (purge, reset, import, wipe, pressure). Called on the engine
   // thread; must outlive the engine.
   kv::KvEventSink* kv_event_sink = nullptr;
+  // Speculative decoding (--speculative, --spec-k): a decoding request proposes up to spec_k
+  // draft tokens (fewer as its acceptance falls) that its next step verifies together with its
+  // next token. Requests with a grammar or forced tokens decode one token at a time.
+  SpecMode spec_mode = SpecMode::kNone;
+  int32_t spec_k = 4;            // [1, 16]
+  int32_t spec_ngram_min = 2;    // prompt lookup: n-gram lengths tried, longest first
+  int32_t spec_ngram_max = 4;
 
   Status validate() const;
 };
@@ -170,6 +182,11 @@ struct EngineStats {
   int64_t steps = 0;
   int64_t prompt_tokens_computed = 0;  // prefill work actually done (prefix hits excluded)
   int64_t output_tokens = 0;
+  // Speculative decoding: verifications (request-steps with drafts), draft tokens verified and
+  // accepted. Tokens per verification = (accepted + verifications) / verifications.
+  int64_t spec_verifications = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
   int64_t preemptions = 0;
   int64_t context_shifts = 0;          // ContextPolicy::kShift drops, and the tokens dropped
   int64_t context_dropped_tokens = 0;

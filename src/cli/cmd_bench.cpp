@@ -405,6 +405,9 @@ int bench_command(const BenchArgs& args) {
     j["prefill_tokens_per_s"] = prefill_tps;
     j["decode_tokens_per_s"] = decode_tps;
     j["prompt_tokens_computed"] = prefill_computed;
+    j["spec_verifications"] = s.spec_verifications;
+    j["spec_draft_tokens"] = s.spec_draft_tokens;
+    j["spec_accepted_tokens"] = s.spec_accepted_tokens;
     j["ttft_ms_p50"] = percentile(ttft_ms, 50);
     j["ttft_ms_p99"] = percentile(ttft_ms, 99);
     j["itl_ms_p50"] = percentile(itl_ms, 50);
@@ -477,6 +480,14 @@ int bench_command(const BenchArgs& args) {
                     s.threads_active, used_config.threads, s.thread_changes,
                     s.cpu_others_cores));
   row("wall time", fmt::format("{:.3f} s ({} steps)", wall_s, s.steps));
+  if (s.spec_verifications > 0)
+    row("speculative",
+        fmt::format("{} of {} draft tokens accepted ({:.0f}%), {:.2f} tokens per verification",
+                    s.spec_accepted_tokens, s.spec_draft_tokens,
+                    100.0 * ratio(static_cast<double>(s.spec_accepted_tokens),
+                                  static_cast<double>(s.spec_draft_tokens)),
+                    1.0 + ratio(static_cast<double>(s.spec_accepted_tokens),
+                                static_cast<double>(s.spec_verifications))));
   row("output throughput", fmt::format("{:.1f} tok/s ({} tokens)", output_tps, output_tokens));
   row("decode-only throughput",
       fmt::format("{:.1f} tok/s ({} tokens in steps without prompt work)", decode_tps,

@@ -181,12 +181,17 @@ int run_command(RunArgs args) {
   if (t_first && decode_steps > 0 && secs(t_end - *t_first) > 0) {
     const double dt = secs(t_end - *t_first);
     r.decode_tokens_per_s = decode_steps / dt;
-    // Bytes read per decoded token: all weights once, plus the KV of every earlier position.
+    // Bytes read per decode step: all weights once, plus the KV of every earlier position. A
+    // speculative step verifies several tokens per read: each accepted draft saved one.
+    const int64_t accepted = engine.stats().spec_accepted_tokens;
+    const double reads_per_token =
+        static_cast<double>(std::max<int64_t>(decode_steps - accepted, 1)) / decode_steps;
     double bytes = 0;
     for (int64_t i = 0; i < decode_steps; ++i)
-      bytes += static_cast<double>(loaded->weights.bytes_per_token()) +
-               static_cast<double>(spec.bytes_per_token()) *
-                   static_cast<double>(std::min<int64_t>(r.prompt_tokens + i + 1, ctx));
+      bytes += (static_cast<double>(loaded->weights.bytes_per_token()) +
+                static_cast<double>(spec.bytes_per_token()) *
+                    static_cast<double>(std::min<int64_t>(r.prompt_tokens + i + 1, ctx))) *
+               reads_per_token;
     r.achieved_gb_per_s = bytes / dt / 1e9;
   }
   const int threads = ec.threads;
@@ -211,6 +216,9 @@ int run_command(RunArgs args) {
     j["finish_reason"] = r.finish_reason;
     j["truncated"] = es.context_dropped_tokens > 0;
     j["context_shifts"] = es.context_shifts;
+    j["spec_verifications"] = es.spec_verifications;
+    j["spec_draft_tokens"] = es.spec_draft_tokens;
+    j["spec_accepted_tokens"] = es.spec_accepted_tokens;
     j["dropped_tokens"] = es.context_dropped_tokens;
     j["max_position"] = es.max_position;  // below -c, however far a shift goes
     j["seed"] = *args.seed;
@@ -238,6 +246,17 @@ int run_command(RunArgs args) {
                static_cast<long long>(r.generated_tokens), r.decode_tokens_per_s,
                r.achieved_gb_per_s, threads, static_cast<unsigned long long>(*args.seed),
                r.finish_reason.c_str());
+  if (es.spec_verifications > 0)
+    std::fprintf(stderr,
+                 "hinge: speculative (%s): %lld of %lld draft tokens accepted (%.0f%%), %.2f "
+                 "tokens per verification\n",
+                 ec.spec_mode == SpecMode::kNgram ? "ngram" : "?",
+                 static_cast<long long>(es.spec_accepted_tokens),
+                 static_cast<long long>(es.spec_draft_tokens),
+                 100.0 * static_cast<double>(es.spec_accepted_tokens) /
+                     static_cast<double>(std::max<int64_t>(es.spec_draft_tokens, 1)),
+                 1.0 + static_cast<double>(es.spec_accepted_tokens) /
+                           static_cast<double>(es.spec_verifications));
   if (profile) {
     std::string line = "hinge: on " + profile->cpu + ":";
     if (r.decode_tokens_per_s > 0 && profile->membw_bytes_per_s > 0)

@@ -82,6 +82,18 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
                   "none, StreamingLLM's window-only baseline, which degrades")
       ->capture_default_str();
   app->add_flag("--no-prefix-cache", args->no_prefix_cache, "Disable prefix caching of KV blocks");
+  app->add_option("--speculative", args->speculative,
+                  "Speculative decoding: 'ngram' verifies draft tokens looked up in the "
+                  "request's own prompt and output (prompt lookup, no extra model) together with "
+                  "its next token, so text that repeats decodes several tokens per step; the "
+                  "output is the same token stream as without it (docs/speculative.md)")
+      ->capture_default_str();
+  app->add_option("--spec-k", args->spec_k,
+                  "Most draft tokens verified per step (each request adapts it to what it "
+                  "accepts)")
+      ->capture_default_str();
+  app->add_option("--draft-model", args->draft_model,
+                  "A draft model for --speculative draft (same vocabulary; not built yet)");
   app->add_flag("--no-adapt-threads", args->no_adapt_threads,
                 "Keep every --threads thread busy even when other programs take cores (by "
                 "default the engine runs as many as there are free cores)");
@@ -166,6 +178,18 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
                                              "oldest turns of a conversation)" : "");
   HINGE_RETURN_IF_ERROR(check_range("--sink-tokens", args.sink_tokens, 0, 65536, &c.sink_tokens));
   c.enable_prefix_cache = !args.no_prefix_cache;
+  if (args.speculative == "ngram") {
+    c.spec_mode = SpecMode::kNgram;
+  } else if (args.speculative == "draft") {
+    return Status::Error("--speculative draft: draft-model speculation is not built yet; use "
+                         "--speculative ngram");
+  } else if (args.speculative != "none") {
+    return Status::Errorf("--speculative: unknown method '{}'; expected none or ngram",
+                          args.speculative);
+  }
+  if (!args.draft_model.empty() && args.speculative != "draft")
+    return Status::Error("--draft-model goes with --speculative draft");
+  HINGE_RETURN_IF_ERROR(check_range("--spec-k", args.spec_k, 1, kMaxSpecTokens, &c.spec_k));
   c.adapt_threads = !args.no_adapt_threads;
   c.kv_debug = kv::kv_debug_enabled();
   HINGE_RETURN_IF_ERROR(c.validate());

@@ -40,6 +40,7 @@ EngineImpl::EngineImpl(const LoadedModel& model, const Tokenizer* tokenizer,
   const size_t vocab = static_cast<size_t>(model.config.n_vocab);
   logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
   scratch_.resize(static_cast<size_t>(pool_.capacity()));
+  spec_history_.resize(static_cast<size_t>(pool_.capacity()));
   draws_.reserve(static_cast<size_t>(config.max_num_seqs));
   // Every per-step buffer at its largest once, so steady steps allocate nothing: tokens up
   // to the step budget, block tables of every running sequence at full length.
@@ -112,6 +113,9 @@ EngineStats EngineImpl::stats() const {
   }
   s.prompt_tokens_computed = prompt_tokens_computed_;
   s.output_tokens = output_tokens_;
+  s.spec_verifications = spec_verifications_;
+  s.spec_draft_tokens = spec_draft_tokens_;
+  s.spec_accepted_tokens = spec_accepted_tokens_;
   s.preemptions = ss.num_preemptions;
   s.context_shifts = ss.num_context_shifts;
   s.context_dropped_tokens = ss.num_dropped_tokens;

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -44,6 +45,9 @@ struct StepRows {
   int32_t prompt_position = 0;  // the position of that row
   int32_t num_prompt_rows = 0;  // 0: none this step
   int32_t sample_row = -1;      // the row it samples from; -1: it does not sample
+  // Speculative decoding: rows sample_row .. sample_row + num_spec are its next token's and
+  // after each draft's.
+  int32_t num_spec = 0;
 };
 
 class EngineImpl final : public Engine {
@@ -251,6 +255,9 @@ class EngineImpl final : public Engine {
   // Draws every sample's token (in parallel on the pool: each sampler and scratch is one
   // thread's), then turns them into deltas in schedule order on this thread.
   void sample(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas);
+  // Speculative decoding, before schedule(): each decoding request's drafts for this step
+  // (engine/spec_decode.h), none for one with a grammar or forced tokens.
+  void propose_drafts();
 
  private:
   const LoadedModel& model_;
@@ -309,13 +316,20 @@ class EngineImpl final : public Engine {
   // One sample to draw this step (sample()).
   struct Draw {
     RequestId sid;
-    SampleState* st;
-    const sched::Request* req;
-    const float* logits;
-    int32_t token;
+    SampleState* st = nullptr;
+    const sched::Request* req = nullptr;
+    const float* logits = nullptr;  // the first row; a speculative draw's rows follow
+    // Speculative decoding: the drafts verified (num_spec of them, rows 1..num_spec after).
+    int32_t num_spec = 0;
+    const int32_t* drafts = nullptr;
+    // What the draw emits: the accepted drafts then one token (just one without drafts).
+    std::array<int32_t, kMaxSpecTokens + 1> tokens{};
+    int32_t num_tokens = 0;
   };
   std::vector<Draw> draws_;
   std::vector<SamplerScratch> scratch_;  // one per pool thread
+  std::vector<std::vector<int32_t>> spec_history_;  // per pool thread: history + accepted
+  std::vector<int32_t> draft_;                      // propose_drafts' scratch
   std::vector<sched::SampledToken> sampled_;
 
   int64_t steps_ = 0;
@@ -324,6 +338,9 @@ class EngineImpl final : public Engine {
   double sample_seconds_ = 0;
   int64_t prompt_tokens_computed_ = 0;
   int64_t output_tokens_ = 0;
+  int64_t spec_verifications_ = 0;
+  int64_t spec_draft_tokens_ = 0;
+  int64_t spec_accepted_tokens_ = 0;
   int32_t kv_blocks_peak_ = 0;
   std::atomic<int32_t> fail_steps_{0};  // fail_next_steps_for_testing
 };

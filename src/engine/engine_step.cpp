@@ -28,6 +28,7 @@ Status EngineImpl::step(std::vector<RequestDelta>* deltas) {
   if (reclaimer_.budget_limit() < arena_.num_blocks()) hold_budget();
   if (reclaimer_.limited()) reclaimer_.reconcile();  // withhold what requests freed
   threads_.tick(pool_);
+  if (config_.spec_mode != SpecMode::kNone) propose_drafts();
   sched_.schedule(&out_);
   const sched::SchedulerOutput& out = out_;
   ++steps_;
@@ -112,9 +113,10 @@ Status EngineImpl::run_forward(const sched::SchedulerOutput& out) {
     for (int32_t k = 0; k < rows.num_prompt_rows; ++k) logit_rows_.push_back(rows.prompt_row + k);
     rows.prompt_row = static_cast<int32_t>(logit_rows_.size()) - rows.num_prompt_rows;
     row += r.num_new_tokens;
-    if (r.samples) {
+    if (r.samples) {  // the last row, and with drafts the row before each of them
       rows.sample_row = static_cast<int32_t>(logit_rows_.size());
-      logit_rows_.push_back(row - 1);
+      rows.num_spec = r.num_spec_tokens;
+      for (int32_t j = r.num_spec_tokens; j >= 0; --j) logit_rows_.push_back(row - 1 - j);
     }
     step_rows_.push_back(rows);
     const sched::Request* req = sched_.find(r.id);
@@ -140,7 +142,7 @@ Status EngineImpl::run_forward(const sched::SchedulerOutput& out) {
   b.slot_mapping = out.all_slots;   // every group's, group-major
   b.seqs = seqs_;
   b.logit_rows = logit_rows_;
-  // More rows than max_num_seqs only with prompt logprobs: grow once, keep the capacity.
+  // More rows than max_num_seqs only with prompt logprobs or drafts: grow, keep the capacity.
   const size_t need = logit_rows_.size() * static_cast<size_t>(model_.config.n_vocab);
   if (need > logits_.size()) logits_.resize(need);
   return transformer_.forward_batch(b, arena_, logits_.data());
@@ -228,56 +230,93 @@ void EngineImpl::sample(const sched::SchedulerOutput& out, std::vector<RequestDe
     for (int32_t k = 0; k < r.num_samples; ++k) {
       const RequestId sid =
           k == 0 ? r.id : g.ids[static_cast<size_t>(book_.samples.at(r.id).index + k)];
-      draws_.push_back({sid, &book_.samples.at(sid), req, logits, 0});
+      Draw d;
+      d.sid = sid;
+      d.st = &book_.samples.at(sid);
+      d.req = req;
+      d.logits = logits;
+      if (r.num_spec_tokens > 0) {
+        d.num_spec = r.num_spec_tokens;
+        d.drafts = out.token_ids(r).data() + 1;
+      }
+      draws_.push_back(d);
     }
   }
   const int64_t n = static_cast<int64_t>(draws_.size());
-  auto draw_range = [&](int64_t b, int64_t e, SamplerScratch& scratch) {
+  auto draw_range = [&](int64_t b, int64_t e, int tid) {
+    SamplerScratch& scratch = scratch_[static_cast<size_t>(tid)];
     for (int64_t j = b; j < e; ++j) {
       Draw& d = draws_[static_cast<size_t>(j)];
       const uint64_t* allowed = d.st->matcher ? fill_allowed(*d.st, *constrained_) : nullptr;
-      d.token = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch, allowed);
+      if (d.num_spec == 0) {
+        d.tokens[0] = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch, allowed);
+        d.num_tokens = 1;
+        continue;
+      }
+      // Verification: row i is sampled with the drafts accepted before it in the history; a
+      // draft is accepted when the draw equals it (spec_decode.h: exact for these drafts).
+      std::vector<int32_t>& history = spec_history_[static_cast<size_t>(tid)];
+      history.assign(d.req->token_ids().begin(), d.req->token_ids().end());
+      d.num_tokens = 0;
+      for (int32_t i = 0; i <= d.num_spec; ++i) {
+        const int32_t t = d.st->sampler.sample(d.logits + static_cast<size_t>(i) * vocab, history,
+                                               scratch, nullptr);
+        d.tokens[static_cast<size_t>(d.num_tokens++)] = t;
+        if (i == d.num_spec || t != d.drafts[i]) break;
+        history.push_back(t);
+      }
     }
   };
   if (n > 1 && pool_.size() > 1) {
     pool_.run([&](int tid, int nt) {
       const int64_t per = (n + nt - 1) / nt;
       const int64_t b = std::min(n, tid * per), e = std::min(n, b + per);
-      draw_range(b, e, scratch_[static_cast<size_t>(tid)]);
+      draw_range(b, e, tid);
     });
   } else {
-    draw_range(0, n, scratch_[0]);
+    draw_range(0, n, 0);
   }
-  for (const Draw& dr : draws_) {
+  for (Draw& dr : draws_) {
     SampleState& st = *dr.st;
     const Group& g = *book_.groups.at(st.group);
     st.usage.cached_tokens = std::max(0, dr.req->num_cached_tokens());
     st.usage.dropped_tokens = dr.req->num_dropped_tokens();
-    const std::vector<int32_t>& forced = st.params->forced_tokens;
-    const int32_t token =
-        forced.empty() ? dr.token : forced[static_cast<size_t>(st.usage.completion_tokens)];
-    sampled_.push_back({dr.sid, token});
-    ++output_tokens_;
+    if (dr.num_spec > 0) {
+      ++spec_verifications_;
+      spec_draft_tokens_ += dr.num_spec;
+      spec_accepted_tokens_ += dr.num_tokens - 1;
+      st.spec.observe(dr.num_spec, dr.num_tokens - 1);
+    }
     RequestDelta& d = book_.delta_for(dr.sid, deltas);
     if (g.params.prompt_logprobs >= 0 && !st.prompt_logprobs_sent) {
       d.prompt_logprobs = g.prompt_logprobs;
       st.prompt_logprobs_sent = true;
     }
-    if (tok_ && (!st.params->sampling.ignore_eos || st.matcher) && tok_->is_eog(token)) {
-      st.stop_seen = true;
-      continue;
-    }
-    if (st.matcher && advance_grammar(st, *constrained_, token)) st.stop_seen = true;
-    d.token_ids.push_back(token);
-    if (st.params->logprobs >= 0) {
-      d.logprobs.emplace_back();
-      fill_logprobs(dr.logits, model_.config.n_vocab, token, st.params->logprobs,
-                    &d.logprobs.back());
-    }
-    ++st.usage.completion_tokens;
-    if (st.output) {
-      d.text += st.output->push(token);
-      if (st.output->stopped()) st.stop_seen = true;
+    const std::vector<int32_t>& forced = st.params->forced_tokens;
+    // Each emitted token in order; EOS or a stop ends the sample there (the scheduler is told
+    // of the tokens up to it only).
+    for (int32_t i = 0; i < dr.num_tokens && !st.stop_seen; ++i) {
+      const int32_t token = forced.empty() ? dr.tokens[static_cast<size_t>(i)]
+                                           : forced[static_cast<size_t>(st.usage.completion_tokens)];
+      const float* logits = dr.logits + static_cast<size_t>(i) * vocab;
+      sampled_.push_back({dr.sid, token});
+      ++output_tokens_;
+      if (tok_ && (!st.params->sampling.ignore_eos || st.matcher) && tok_->is_eog(token)) {
+        st.stop_seen = true;
+        break;
+      }
+      if (st.matcher && advance_grammar(st, *constrained_, token)) st.stop_seen = true;
+      d.token_ids.push_back(token);
+      if (st.params->logprobs >= 0) {
+        d.logprobs.emplace_back();
+        fill_logprobs(logits, model_.config.n_vocab, token, st.params->logprobs,
+                      &d.logprobs.back());
+      }
+      ++st.usage.completion_tokens;
+      if (st.output) {
+        d.text += st.output->push(token);
+        if (st.output->stopped()) st.stop_seen = true;
+      }
     }
   }
 }

@@ -17,6 +17,11 @@ Status EngineConfig::validate() const {
   if (kv_groups < 1) return Status::Errorf("--kv-groups must be >= 1, got {}", kv_groups);
   if (sink_tokens < 0 || sink_tokens > 65536)
     return Status::Errorf("--sink-tokens must be in [0, 65536], got {}", sink_tokens);
+  if (spec_k < 1 || spec_k > kMaxSpecTokens)
+    return Status::Errorf("--spec-k must be in [1, {}], got {}", kMaxSpecTokens, spec_k);
+  if (spec_ngram_min < 1 || spec_ngram_max < spec_ngram_min || spec_ngram_max > 16)
+    return Status::Errorf("n-gram lengths must satisfy 1 <= min <= max <= 16, got {}..{}",
+                          spec_ngram_min, spec_ngram_max);
   return Status::Ok();
 }
 

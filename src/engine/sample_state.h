@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/spec_decode.h"
 #include "grammar/matcher.h"
 #include "engine/output_processor.h"
 #include "hinge/engine.h"
@@ -41,6 +42,8 @@ struct SampleState {
   // the mask of the next step's allowed tokens (n_vocab bits).
   std::optional<grammar::Matcher> matcher;
   std::vector<uint64_t> mask;
+  // Speculative decoding: this sample's draft length (the engine sets its k_max on first use).
+  SpecController spec;
 
   SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
               const Tokenizer* tok, bool detokenize)

@@ -270,6 +270,18 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
   j["engine"] = {{"steps", e.steps}, {"preemptions", e.preemptions},
                  {"prompt_tokens_computed", e.prompt_tokens_computed},
                  {"output_tokens", e.output_tokens}};
+  j["speculative"] = {{"verifications", e.spec_verifications},
+                      {"draft_tokens", e.spec_draft_tokens},
+                      {"accepted_tokens", e.spec_accepted_tokens},
+                      {"acceptance", e.spec_draft_tokens > 0
+                                         ? static_cast<double>(e.spec_accepted_tokens) /
+                                               static_cast<double>(e.spec_draft_tokens)
+                                         : 0.0},
+                      {"tokens_per_verification",
+                       e.spec_verifications > 0
+                           ? 1.0 + static_cast<double>(e.spec_accepted_tokens) /
+                                       static_cast<double>(e.spec_verifications)
+                           : 0.0}};
   j["kv"] = {{"blocks_total", e.kv_blocks_total},
              {"blocks_used", e.kv_blocks_used},
              {"blocks_free", e.kv_blocks_total - e.kv_blocks_used - e.kv_blocks_withheld},

@@ -250,6 +250,13 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
     counter("thread_changes_total", "Times the compute thread count followed the free cores.",
             static_cast<double>(e.thread_changes));
   }
+  counter("spec_verifications_total",
+          "Speculative decoding: request-steps that verified draft tokens.",
+          static_cast<double>(e.spec_verifications));
+  counter("spec_draft_tokens_total", "Speculative decoding: draft tokens verified.",
+          static_cast<double>(e.spec_draft_tokens));
+  counter("spec_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
+          static_cast<double>(e.spec_accepted_tokens));
   counter("prompt_tokens_total", "Prompt tokens of accepted requests.",
           static_cast<double>(prompt_tokens_));
   counter("generation_tokens_total", "Tokens generated.", static_cast<double>(generation_tokens_));
