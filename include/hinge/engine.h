@@ -109,6 +109,10 @@ struct EngineConfig {
   int32_t spec_k = 4;            // [1, 16]
   int32_t spec_ngram_min = 2;    // prompt lookup: n-gram lengths tried, longest first
   int32_t spec_ngram_max = 4;
+  // Benchmarks only (HINGE_SPEC_VERIFY_K=k in the environment of the CLI): every decoding
+  // request verifies exactly k drafts each step (copies of its last token, almost never
+  // accepted), which measures what verifying k tokens costs against one decode step.
+  int32_t spec_verify_k = 0;
 
   Status validate() const;
 };

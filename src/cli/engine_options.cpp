@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -190,6 +191,15 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   if (!args.draft_model.empty() && args.speculative != "draft")
     return Status::Error("--draft-model goes with --speculative draft");
   HINGE_RETURN_IF_ERROR(check_range("--spec-k", args.spec_k, 1, kMaxSpecTokens, &c.spec_k));
+  if (const char* v = std::getenv("HINGE_SPEC_VERIFY_K"); v != nullptr && *v != '\0') {
+    // bench/speculative: the cost of verifying k tokens (engine.h: spec_verify_k).
+    char* end = nullptr;
+    const long k = std::strtol(v, &end, 10);
+    if (*end != '\0' || k < 0 || k > kMaxSpecTokens)
+      return Status::Errorf("HINGE_SPEC_VERIFY_K={}: expected 0..{}", v, kMaxSpecTokens);
+    c.spec_verify_k = static_cast<int32_t>(k);
+    if (k > 0 && c.spec_mode == SpecMode::kNone) c.spec_mode = SpecMode::kNgram;
+  }
   c.adapt_threads = !args.no_adapt_threads;
   c.kv_debug = kv::kv_debug_enabled();
   HINGE_RETURN_IF_ERROR(c.validate());

@@ -16,6 +16,11 @@ void EngineImpl::propose_drafts() {
     if (st.matcher || !st.params->forced_tokens.empty()) continue;
     if (st.spec.k_max() == 0) st.spec = SpecController(config_.spec_k);
     draft_.clear();
+    if (config_.spec_verify_k > 0) {  // the verification-cost benchmark
+      draft_.assign(static_cast<size_t>(config_.spec_verify_k), r->token_ids().back());
+      sched_.set_spec_tokens(id, draft_);
+      continue;
+    }
     const int32_t k = st.spec.next_k();
     if (k > 0)
       ngram_draft(r->token_ids(), config_.spec_ngram_min, config_.spec_ngram_max, k, &draft_);
