@@ -97,6 +97,25 @@ TEST(EngineContextShift, AShiftedRequestIsBatchInvariant) {
   EXPECT_GT(b.usage.at(2).dropped_tokens, 0);
 }
 
+TEST(EngineContextShift, SpeculativeDecodingShiftsTheSameTokens) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  // Greedy stories260K loops over a long generation: drafts are found and accepted while the
+  // window shifts under them (drafts never pass the window).
+  const std::vector<GenerateRequest> reqs = {seeded_request(21, 30, 600), seeded_request(22, 60, 500)};
+  auto plain = Engine::create(*m, nullptr, shift_config(KvDtype::kF32));
+  EngineConfig c = shift_config(KvDtype::kF32);
+  c.spec_mode = SpecMode::kNgram;
+  auto spec = Engine::create(*m, nullptr, c);
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  const Outcome a = run(**plain, reqs);
+  const Outcome b = run(**spec, reqs);
+  EXPECT_EQ(b.tokens, a.tokens);
+  const EngineStats s = (*spec)->stats();
+  EXPECT_GT(s.context_shifts, 20);
+  EXPECT_GT(s.spec_accepted_tokens, 0);
+}
+
 std::unique_ptr<LoadedModel> synth_model(const std::string& preset) {
   return testing::synth_model(preset, "shift");
 }

@@ -62,9 +62,11 @@ std::vector<GenerateRequest> requests(int32_t n_vocab) {
   return out;
 }
 
-std::unique_ptr<Engine> engine(const LoadedModel& m, int64_t kv_bytes = 64 << 20) {
+std::unique_ptr<Engine> engine(const LoadedModel& m, int64_t kv_bytes = 64 << 20,
+                               SpecMode spec = SpecMode::kNone) {
   EngineConfig c = testing::small_f32_engine_config(1, kv_bytes);  // ctest runs 2 at once on 2 cores
   c.max_num_seqs = 32;
+  c.spec_mode = spec;
   auto e = Engine::create(m, nullptr, c);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -128,6 +130,42 @@ TEST_P(EngineFamilies, PrefixHitsAndPreemptionKeepOutputs) {
   auto res = drain(*tight, &preemptions);
   EXPECT_GT(preemptions, 0);
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(res.at(ids[i].value), want[i]) << "request " << i;
+}
+
+// Speculative decoding (prompt lookup): prompts that repeat a phrase, generations long enough
+// to repeat themselves (random weights loop), in a batch and under a KV budget that preempts:
+// the same tokens as without drafts, with drafts verified (sliding-window groups included).
+TEST_P(EngineFamilies, SpeculativeDecodingKeepsOutputs) {
+  auto m = synth_model(GetParam());
+  ASSERT_TRUE(m);
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<int32_t> pick(3, static_cast<int32_t>(m->config.n_vocab) - 1);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> phrase;
+    for (int j = 0; j < 5 + i; ++j) phrase.push_back(pick(rng));
+    std::vector<int32_t> p{1};
+    for (int rep = 0; rep < 3; ++rep) p.insert(p.end(), phrase.begin(), phrase.end());
+    reqs.push_back(request(std::move(p), 40));
+  }
+  auto run = [&](int64_t kv_bytes, SpecMode spec, EngineStats* stats) {
+    auto e = engine(*m, kv_bytes, spec);
+    std::vector<RequestId> ids;
+    for (const auto& r : reqs) ids.push_back(e->add_request(r).value());
+    auto res = drain(*e);
+    *stats = e->stats();
+    std::vector<std::vector<int32_t>> out;
+    for (RequestId id : ids) out.push_back(res.at(id.value));
+    return out;
+  };
+  EngineStats plain, spec, tight;
+  const auto want = run(64 << 20, SpecMode::kNone, &plain);
+  EXPECT_EQ(run(64 << 20, SpecMode::kNgram, &spec), want);
+  EXPECT_GT(spec.spec_verifications, 0);
+  const int64_t per_token = m->config.kv_bytes_per_token(4);
+  EXPECT_EQ(run(per_token * 16 * 12, SpecMode::kNgram, &tight), want);
+  EXPECT_GT(tight.preemptions, 0);
+  EXPECT_GT(tight.spec_verifications, 0);
 }
 
 // Sliding-window families: the engine gives local layers groups of their own and releases
