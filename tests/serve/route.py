@@ -110,7 +110,8 @@ class Route:
 
 def replicas(redis, secret, n=3, *extra):
     return [Server('--kv-events', 'tcp://127.0.0.1:0', '--kv-events-replay', 'tcp://127.0.0.1:0',
-                   '--kv-redis', redis.url, '--cache-secret-file', secret, *extra,
+                   '--kv-redis', redis.url, '--kv-redis-timeout', '2', '--cache-secret-file', secret,
+                   *extra,
                    quiet=True, model=model()) for _ in range(n)]
 
 
