@@ -157,13 +157,48 @@ TEST(EngineSpec, GrammarAndEosRequestsBesideDrafts) {
     GenerateRequest r = request(repeating_prompt(rng, m->config.n_vocab), 64);
     r.sampling.ignore_eos = i % 2 == 0;  // the others end at EOS, maybe inside accepted drafts
     if (i >= 6) {
-      r.sampling.grammar = grammar;  // one token at a time, beside the others' drafts
+      r.sampling.grammar = grammar;  // drafts verified under its mask, beside the others'
       r.sampling.temperature = 0.9f;
       r.sampling.seed = 7 + static_cast<uint64_t>(i);
     }
     reqs.push_back(r);
   }
   expect_same_streams_with_drafts_accepted(*m, reqs, tok.get());
+}
+
+// A grammar's requests draft under their mask: a story that repeats itself, copied under a
+// grammar that forbids the letter 'e' (so drafts copied from the prompt are cut wherever the
+// mask disallows them): the same tokens as without drafts, no 'e' anywhere, drafts accepted.
+TEST(EngineSpec, GrammarRequestsDraftUnderTheirMask) {
+  auto m = load_or_die(shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(m);
+  auto tok = std::move(Tokenizer::create(m->vocab)).value();
+  auto g = grammar::Grammar::parse(R"(root ::= [^e\n]{1,300})");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto grammar = std::make_shared<const grammar::Grammar>(std::move(g).value());
+  const std::vector<int32_t> prompt = tok->encode(
+      "Lily had a big dog. Lily had a big dog. Lily had a big dog. Lily had a big", true, false);
+  std::vector<GenerateRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    GenerateRequest r = request(prompt, 60, i < 2 ? 0.0f : 0.7f, 40 + static_cast<uint64_t>(i));
+    r.sampling.ignore_eos = true;
+    r.sampling.grammar = grammar;
+    reqs.push_back(r);
+  }
+  const SpecRun plain = run(*m, reqs, SpecMode::kNone, 64 << 20, tok.get());
+  const SpecRun spec = run(*m, reqs, SpecMode::kNgram, 64 << 20, tok.get());
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  for (const auto& [key, tokens] : spec.tokens) {
+    std::string text;
+    int32_t prev = prompt.back();
+    for (int32_t t : tokens) {
+      text += tok->piece_after(prev, t);
+      prev = t;
+    }
+    EXPECT_EQ(text.find('e'), std::string::npos) << text;
+    EXPECT_FALSE(text.empty());
+  }
 }
 
 TEST(EngineSpec, PrefixHitsAndPreemptionKeepTheStreams) {

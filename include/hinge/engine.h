@@ -104,7 +104,8 @@ struct EngineConfig {
   kv::KvEventSink* kv_event_sink = nullptr;
   // Speculative decoding (--speculative, --spec-k): a decoding request proposes up to spec_k
   // draft tokens (fewer as its acceptance falls) that its next step verifies together with its
-  // next token. Requests with a grammar or forced tokens decode one token at a time.
+  // next token (a grammar's mask following the accepted drafts). Requests with forced tokens
+  // decode one token at a time.
   SpecMode spec_mode = SpecMode::kNone;
   int32_t spec_k = 4;            // [1, 16]
   int32_t spec_ngram_min = 2;    // prompt lookup: n-gram lengths tried, longest first

@@ -256,7 +256,7 @@ class EngineImpl final : public Engine {
   // thread's), then turns them into deltas in schedule order on this thread.
   void sample(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas);
   // Speculative decoding, before schedule(): each decoding request's drafts for this step
-  // (engine/spec_decode.h), none for one with a grammar or forced tokens.
+  // (engine/spec_decode.h), none for one with forced tokens.
   void propose_drafts();
 
  private:
@@ -325,6 +325,11 @@ class EngineImpl final : public Engine {
     // What the draw emits: the accepted drafts then one token (just one without drafts).
     std::array<int32_t, kMaxSpecTokens + 1> tokens{};
     int32_t num_tokens = 0;
+    // With a grammar: the first grammar_advanced tokens advanced the matcher during
+    // verification; grammar_done >= 0: the last token (EOS, or a draft completing the grammar)
+    // ends the sample and was handled there.
+    int32_t grammar_advanced = 0;
+    int32_t grammar_done = -1;
   };
   std::vector<Draw> draws_;
   std::vector<SamplerScratch> scratch_;  // one per pool thread

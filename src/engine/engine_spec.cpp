@@ -12,8 +12,9 @@ void EngineImpl::propose_drafts() {
     auto it = book_.samples.find(id);
     if (it == book_.samples.end()) continue;
     SampleState& st = it->second;
-    // One token at a time where the next token's choice depends on state a draft would skip.
-    if (st.matcher || !st.params->forced_tokens.empty()) continue;
+    // Forced tokens (evaluation) decode one at a time; a grammar's requests draft too (their
+    // masks follow the accepted drafts during verification).
+    if (!st.params->forced_tokens.empty()) continue;
     if (st.spec.k_max() == 0) st.spec = SpecController(config_.spec_k);
     draft_.clear();
     if (config_.spec_verify_k > 0) {  // the verification-cost benchmark

@@ -247,6 +247,7 @@ void EngineImpl::sample(const sched::SchedulerOutput& out, std::vector<RequestDe
     SamplerScratch& scratch = scratch_[static_cast<size_t>(tid)];
     for (int64_t j = b; j < e; ++j) {
       Draw& d = draws_[static_cast<size_t>(j)];
+      d.grammar_done = -1;
       const uint64_t* allowed = d.st->matcher ? fill_allowed(*d.st, *constrained_) : nullptr;
       if (d.num_spec == 0) {
         d.tokens[0] = d.st->sampler.sample(d.logits, d.req->token_ids(), scratch, allowed);
@@ -258,11 +259,24 @@ void EngineImpl::sample(const sched::SchedulerOutput& out, std::vector<RequestDe
       std::vector<int32_t>& history = spec_history_[static_cast<size_t>(tid)];
       history.assign(d.req->token_ids().begin(), d.req->token_ids().end());
       d.num_tokens = 0;
+      // With a grammar, row i's mask is the state after the drafts accepted before it: an
+      // accepted draft advances the matcher here (sample() below does not advance it again);
+      // the last token emitted advances it there, as without drafts.
+      d.grammar_advanced = 0;
       for (int32_t i = 0; i <= d.num_spec; ++i) {
+        if (i > 0 && d.st->matcher) allowed = fill_allowed(*d.st, *constrained_);
         const int32_t t = d.st->sampler.sample(d.logits + static_cast<size_t>(i) * vocab, history,
-                                               scratch, nullptr);
+                                               scratch, allowed);
         d.tokens[static_cast<size_t>(d.num_tokens++)] = t;
         if (i == d.num_spec || t != d.drafts[i]) break;
+        if (d.st->matcher) {
+          // EOS, or a draft that completes the grammar, ends the sample: emitted last.
+          if ((tok_ && tok_->is_eog(t)) || advance_grammar(*d.st, *constrained_, t)) {
+            d.grammar_done = t;
+            break;
+          }
+          ++d.grammar_advanced;
+        }
         history.push_back(t);
       }
     }
@@ -305,7 +319,15 @@ void EngineImpl::sample(const sched::SchedulerOutput& out, std::vector<RequestDe
         st.stop_seen = true;
         break;
       }
-      if (st.matcher && advance_grammar(st, *constrained_, token)) st.stop_seen = true;
+      if (st.matcher) {
+        if (i < dr.grammar_advanced) {
+          // advanced when the draft was accepted
+        } else if (i == dr.num_tokens - 1 && dr.grammar_done >= 0) {
+          st.stop_seen = true;  // the draft that completed the grammar (advanced there)
+        } else if (advance_grammar(st, *constrained_, token)) {
+          st.stop_seen = true;
+        }
+      }
       d.token_ids.push_back(token);
       if (st.params->logprobs >= 0) {
         d.logprobs.emplace_back();

@@ -8,7 +8,7 @@ namespace hinge::server {
 namespace {
 
 // hinge name -> vLLM names (the same meaning; docs/serving.md lists them).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kNames{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 19> kNames{{
     {"num_requests_running", "num_requests_running"},
     {"num_requests_waiting", "num_requests_waiting"},
     {"kv_cache_usage_perc", "kv_cache_usage_perc"},
@@ -25,6 +25,9 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 16> kNames{{
     {"e2e_request_latency_seconds", "e2e_request_latency_seconds"},
     {"request_queue_time_seconds", "request_queue_time_seconds"},
     {"kv_evictions_total", "kv_block_evictions_total"},
+    {"spec_verifications_total", "spec_decode_num_drafts_total"},
+    {"spec_draft_tokens_total", "spec_decode_num_draft_tokens_total"},
+    {"spec_accepted_tokens_total", "spec_decode_num_accepted_tokens_total"},
 }};
 
 // The metric a line belongs to: "hinge:NAME" after "# HELP " / "# TYPE " or at the start, up to

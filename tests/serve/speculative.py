@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`hinge serve --speculative ngram` as a process: completions (whole and streamed, greedy and
-seeded) are the same tokens as a server without it, /metrics counts hinge:spec_* and /v1/stats
-reports the acceptance; bad flags refuse to start.
+seeded) are the same tokens as a server without it, /metrics counts hinge:spec_* (and vLLM's
+spec_decode_* names with --metrics-compat vllm) and /v1/stats reports the acceptance; bad flags
+refuse to start.
 
     speculative.py --hinge BIN --model GGUF same_outputs|bad_flags
 """
@@ -47,13 +48,17 @@ def same_outputs():
     with Server(quiet=True) as plain:
         want = completions(plain)
         check(metric(plain, 'hinge:spec_verifications_total') == 0, 'no verification without it')
-    with Server('--speculative', 'ngram', '--spec-k', '6', quiet=True) as spec:
+    with Server('--speculative', 'ngram', '--spec-k', '6', '--metrics-compat', 'vllm',
+                quiet=True) as spec:
         got = completions(spec)
         check(got == want, 'the same 4 completions (greedy and seeded, whole and streamed)')
         drafted = metric(spec, 'hinge:spec_draft_tokens_total')
         accepted = metric(spec, 'hinge:spec_accepted_tokens_total')
         check(drafted and accepted and 0 < accepted <= drafted,
               f'/metrics: {accepted:.0f} of {drafted:.0f} draft tokens accepted')
+        check(metric(spec, 'vllm:spec_decode_num_accepted_tokens_total') == accepted and
+              metric(spec, 'vllm:spec_decode_num_draft_tokens_total') == drafted,
+              '--metrics-compat vllm: vllm:spec_decode_num_{draft,accepted}_tokens_total')
         _, _, body = spec.request('GET', '/v1/stats')
         sp = json.loads(body)['speculative']
         check(sp['accepted_tokens'] == accepted and sp['tokens_per_verification'] > 1,
