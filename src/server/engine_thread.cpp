@@ -11,6 +11,7 @@ namespace hinge {
 namespace {
 constexpr auto kMapRefresh = std::chrono::milliseconds(250);
 constexpr auto kQueuePoll = std::chrono::milliseconds(100);  // expiry checks while queued
+constexpr auto kIdleStatsRefresh = std::chrono::seconds(1);  // stats() while idle
 }  // namespace
 
 const char* submit_result_name(SubmitResult::Kind k) {
@@ -371,7 +372,9 @@ void EngineThread::loop() {
       std::unique_lock lock(mu_);
       auto ready = [&] { return stopping_ || !queue_.empty() || engine_->has_unfinished(); };
       if (pending_.empty())
-        cv_.wait(lock, ready);
+        // Idle: wake once a second all the same, so that what changes without a step (the KV
+        // tier's writes landing after the last request) reaches stats() and /metrics.
+        cv_.wait_for(lock, kIdleStatsRefresh, ready);
       else
         cv_.wait_for(lock, kQueuePoll, ready);
       commands.swap(queue_);

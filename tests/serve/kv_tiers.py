@@ -42,13 +42,19 @@ def metrics(s, key=None):
 
 
 def wait_puts(s, n, timeout=10, key=None):
-    """Waits until the disk tier stored at least n blocks (writes are asynchronous)."""
+    """Waits until the disk tier stored at least n blocks and the count held for 0.3 s
+    (writes are asynchronous: a finished request's blocks are queued, then written)."""
+    puts = 'hinge:kv_tier_puts_total{model_name="stories260K",tier="disk"}'
     deadline = time.time() + timeout
+    seen, same = None, 0
     while time.time() < deadline:
         m = metrics(s, key)
-        if m.get('hinge:kv_tier_puts_total{model_name="stories260K",tier="disk"}', 0) >= n:
+        count = m.get(puts, 0)
+        same = same + 1 if count == seen else 0
+        seen = count
+        if count >= n and same >= 3:
             return m
-        time.sleep(0.05)
+        time.sleep(0.1)
     raise Fail(f'the disk tier did not store {n} blocks in {timeout} s')
 
 
