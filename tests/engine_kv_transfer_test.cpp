@@ -17,12 +17,7 @@ using testing::shared_path;
 using testing::Outcome;
 Outcome generate(Engine& e, GenerateRequest r) { return testing::generate_outcome(e, std::move(r)); }
 
-EngineConfig config(KvDtype dtype) {
-  EngineConfig c = testing::small_f32_engine_config(1, 4 << 20);
-  c.k_dtype = c.v_dtype = dtype;
-  c.max_model_len = 256;
-  return c;
-}
+const auto config = &testing::small_kv_engine_config;
 
 class KvTransfer : public ::testing::TestWithParam<KvDtype> {};
 

@@ -30,6 +30,15 @@ inline EngineConfig small_f32_engine_config(int threads = 1, int64_t kv_bytes = 
   return c;
 }
 
+// One thread, a 4 MiB KV arena of `dtype`, a 256-token context: the engines of the KV transfer
+// and tier tests, whose blocks move between engines of the same configuration.
+inline EngineConfig small_kv_engine_config(KvDtype dtype) {
+  EngineConfig c = small_f32_engine_config(1, 4 << 20);
+  c.k_dtype = c.v_dtype = dtype;
+  c.max_model_len = 256;
+  return c;
+}
+
 // BOS + prompt_len - 1 ids in [3, 503) drawn from `seed`; greedy, EOS ignored.
 inline GenerateRequest seeded_request(uint64_t seed, int32_t prompt_len, int32_t max_new) {
   GenerateRequest r;

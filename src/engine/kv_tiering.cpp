@@ -118,10 +118,10 @@ void KvTiering::write_back(std::span<const int32_t> tokens, const kv::CacheScope
   const int32_t groups = kv_->num_groups();
   const int64_t bpb = arena_->bytes_per_block();
   if (written_.size() > (size_t{1} << 20)) written_.clear();  // bounded; the store dedups too
+  const double now = now_s();
   for (int32_t i = 0; i < n; ++i) {
     const kv::TierBlockKey key = key_of(scope, static_cast<size_t>(i), hashes_[static_cast<size_t>(i)]);
     const uint64_t tag = written_tag(key);
-    const double now = now_s();
     if (const auto it = written_.find(tag); it != written_.end() && now - it->second < kRewriteAfterS)
       continue;
     Write w{key, std::vector<uint8_t>(static_cast<size_t>(bpb * groups)),

@@ -57,6 +57,11 @@ bool penalties_on(const SamplingParams& p) {
 Sampler::Sampler(const SamplingParams& params, int64_t n_vocab)
     : params_(params), n_vocab_(n_vocab), rng_(params.seed) {}
 
+int64_t Sampler::history_window() const {
+  if (!penalties_on(params_) || params_.penalty_last_n == 0) return 0;
+  return params_.penalty_last_n < 0 ? -1 : params_.penalty_last_n;
+}
+
 void Sampler::apply_penalties(float* logits, std::span<const int32_t> history, SamplerScratch& s) {
   const auto& p = params_;
   if (!penalties_on(p) || p.penalty_last_n == 0 || history.empty()) return;

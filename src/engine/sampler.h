@@ -83,6 +83,9 @@ class Sampler {
   std::vector<int32_t> kept_sorted_ref(const float* logits, std::span<const int32_t> history);
 
   const SamplingParams& params() const { return params_; }
+  // How many of the history's last tokens sample() reads (the penalties' window): 0 none (no
+  // penalties), -1 all of them.
+  int64_t history_window() const;
 
  private:
   static constexpr int32_t kBins = SamplerScratch::kBins;

@@ -18,28 +18,17 @@ import secrets
 import signal
 import statistics
 import struct
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import two_tenants, ARGS, Fail, check, main, temp_dir, test  # noqa: E402
+from harness import two_tenants, Fail, check, main, temp_dir, test  # noqa: E402
 from redis_process import RedisServer  # noqa: E402
-from server_process import Server, start_fails  # noqa: E402
-
-_MODEL = []
+from server_process import Server, synth_model as model, start_fails  # noqa: E402
 
 
-def model():
-    """A 4-layer smollm-135m shape (random weights, 46 MB), written once per run."""
-    if not _MODEL:
-        path = os.path.join(temp_dir('hinge-redis-model-'), 'smollm-l4.gguf')
-        subprocess.run([ARGS.hinge, 'synth', '--preset', 'smollm-135m', '--layers', '4',
-                        '--context', '4096', '--type', 'q8_0', '-o', path],
-                       check=True, capture_output=True)
-        _MODEL.append(path)
-    return _MODEL[0]
+
 
 
 def prompt(seed, n=1024):

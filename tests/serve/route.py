@@ -34,20 +34,9 @@ import http.client
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import two_tenants, ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 from redis_process import RedisServer, free_port  # noqa: E402
-from server_process import Server  # noqa: E402
+from server_process import Server, synth_model as model  # noqa: E402
 
-_MODEL = []
 PREFIX, SUFFIX = 1024, 16
-
-
-def model():
-    if not _MODEL:
-        path = os.path.join(temp_dir('hinge-route-model-'), 'smollm-l4.gguf')
-        subprocess.run([ARGS.hinge, 'synth', '--preset', 'smollm-135m', '--layers', '4',
-                        '--context', '4096', '--type', 'q8_0', '-o', path],
-                       check=True, capture_output=True)
-        _MODEL.append(path)
-    return _MODEL[0]
 
 
 class Route:

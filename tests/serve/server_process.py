@@ -10,7 +10,22 @@ import subprocess
 import threading
 import time
 
-from harness import ARGS, Fail
+from harness import ARGS, Fail, temp_dir
+
+_SYNTH = {}
+
+
+def synth_model(preset='smollm-135m', layers=4, context=4096):
+    """A random-weight model of a real shape (`hinge synth`, q8_0), written once per script:
+    by default smollm-135m cut to 4 layers, a context for 1024-token prompts, cheap to compute."""
+    key = (preset, layers, context)
+    if key not in _SYNTH:
+        path = os.path.join(temp_dir('hinge-synth-'), f'{preset}-l{layers}.gguf')
+        subprocess.run([ARGS.hinge, 'synth', '--preset', preset, '--layers', str(layers),
+                        '--context', str(context), '--type', 'q8_0', '-o', path],
+                       check=True, capture_output=True)
+        _SYNTH[key] = path
+    return _SYNTH[key]
 
 
 class Server:
