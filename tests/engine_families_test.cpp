@@ -63,10 +63,12 @@ std::vector<GenerateRequest> requests(int32_t n_vocab) {
 }
 
 std::unique_ptr<Engine> engine(const LoadedModel& m, int64_t kv_bytes = 64 << 20,
-                               SpecMode spec = SpecMode::kNone) {
+                               SpecMode spec = SpecMode::kNone,
+                               const LoadedModel* draft = nullptr) {
   EngineConfig c = testing::small_f32_engine_config(1, kv_bytes);  // ctest runs 2 at once on 2 cores
   c.max_num_seqs = 32;
   c.spec_mode = spec;
+  c.draft_model = draft;
   auto e = Engine::create(m, nullptr, c);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -164,6 +166,44 @@ TEST_P(EngineFamilies, SpeculativeDecodingKeepsOutputs) {
   EXPECT_GT(spec.spec_verifications, 0);
   const int64_t per_token = m->config.kv_bytes_per_token(4);
   EXPECT_EQ(run(per_token * 16 * 12, SpecMode::kNgram, &tight), want);
+  EXPECT_GT(tight.preemptions, 0);
+  EXPECT_GT(tight.spec_verifications, 0);
+}
+
+// Speculative decoding with a draft model: the model drafting for itself (drafts accepted) and
+// another seed's weights of the same shape (drafts rejected, their KV rolled back in both
+// caches), in a batch and under a KV budget that preempts: the same tokens as without drafts.
+TEST_P(EngineFamilies, DraftModelSpeculationKeepsOutputs) {
+  auto m = synth_model(GetParam());
+  ASSERT_TRUE(m);
+  const std::string other_path = testing::temp_dir() + "/" + GetParam() + ".seed12.gguf";
+  {
+    ThreadPool pool(2);
+    ASSERT_TRUE(write_synth_model(*find_synth_preset(GetParam()), GgmlType::F32, 12, other_path,
+                                  pool).ok());
+  }
+  auto other = testing::load_or_die(other_path);
+  ASSERT_TRUE(other);
+  const auto reqs = requests(static_cast<int32_t>(m->config.n_vocab));
+  auto run = [&](int64_t kv_bytes, const LoadedModel* draft, EngineStats* stats) {
+    auto e = engine(*m, kv_bytes, draft ? SpecMode::kDraft : SpecMode::kNone, draft);
+    std::vector<RequestId> ids;
+    for (const auto& r : reqs) ids.push_back(e->add_request(r).value());
+    auto res = drain(*e);
+    *stats = e->stats();
+    std::vector<std::vector<int32_t>> out;
+    for (RequestId id : ids) out.push_back(res.at(id.value));
+    return out;
+  };
+  EngineStats plain, self, foreign, tight;
+  const auto want = run(64 << 20, nullptr, &plain);
+  EXPECT_EQ(run(64 << 20, m.get(), &self), want);
+  EXPECT_GT(self.spec_accepted_tokens, self.spec_draft_tokens / 2);
+  EXPECT_EQ(run(64 << 20, other.get(), &foreign), want);
+  EXPECT_GT(foreign.spec_verifications, 0);
+  EXPECT_LT(foreign.spec_accepted_tokens, foreign.spec_draft_tokens);
+  const int64_t per_token = m->config.kv_bytes_per_token(4);
+  EXPECT_EQ(run(per_token * 16 * 12, m.get(), &tight), want);
   EXPECT_GT(tight.preemptions, 0);
   EXPECT_GT(tight.spec_verifications, 0);
 }

@@ -47,9 +47,9 @@ using sched::ContextPolicy;
 using sched::FinishReason;
 using sched::Priority;
 
-// Speculative decoding (engine/spec_decode.h): none, or prompt lookup (n-gram drafts from the
-// request's own tokens, no extra model).
-enum class SpecMode : uint8_t { kNone, kNgram };
+// Speculative decoding (engine/spec_decode.h): none, prompt lookup (n-gram drafts from the
+// request's own tokens, no extra model) or a draft model (EngineConfig::draft_model).
+enum class SpecMode : uint8_t { kNone, kNgram, kDraft };
 inline constexpr int32_t kMaxSpecTokens = 16;  // draft tokens per verification, at most
 
 struct EngineConfig {
@@ -110,6 +110,9 @@ struct EngineConfig {
   int32_t spec_k = 4;            // [1, 16]
   int32_t spec_ngram_min = 2;    // prompt lookup: n-gram lengths tried, longest first
   int32_t spec_ngram_max = 4;
+  // kDraft: the draft model (same vocabulary as the model; engine/draft_model.h), owned by the
+  // caller and outliving the engine. Its KV cache holds as many tokens as the model's.
+  const LoadedModel* draft_model = nullptr;
   // Benchmarks only (HINGE_SPEC_VERIFY_K=k in the environment of the CLI): every decoding
   // request verifies exactly k drafts each step (copies of its last token, almost never
   // accepted), which measures what verifying k tokens costs against one decode step.
@@ -192,6 +195,12 @@ struct EngineStats {
   int64_t spec_verifications = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  // kDraft: the draft model's forward passes, tokens it computed (catch-up and drafts), time
+  // spent proposing, and its KV arena.
+  int64_t spec_draft_model_passes = 0;
+  int64_t spec_draft_model_tokens = 0;
+  double spec_draft_model_seconds = 0;
+  int64_t spec_draft_model_kv_bytes = 0;
   int64_t preemptions = 0;
   int64_t context_shifts = 0;          // ContextPolicy::kShift drops, and the tokens dropped
   int64_t context_dropped_tokens = 0;

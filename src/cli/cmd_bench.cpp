@@ -231,6 +231,13 @@ int bench_command(const BenchArgs& args) {
   int64_t total_expected = 0;
   for (const auto& r : requests) total_expected += r.max_new_tokens;
 
+  std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
+  if (config.spec_mode == SpecMode::kDraft) {
+    auto d = load_draft_model(args.engine.draft_model, *loaded);
+    if (!d.ok()) return fail(d.status().message());
+    draft = std::move(d).value();
+    config.draft_model = draft.get();
+  }
   auto engine_or = Engine::create(*loaded, &tokenizer, config);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;
@@ -408,6 +415,8 @@ int bench_command(const BenchArgs& args) {
     j["spec_verifications"] = s.spec_verifications;
     j["spec_draft_tokens"] = s.spec_draft_tokens;
     j["spec_accepted_tokens"] = s.spec_accepted_tokens;
+    j["spec_draft_model_tokens"] = s.spec_draft_model_tokens;
+    j["spec_draft_model_seconds"] = s.spec_draft_model_seconds;
     j["ttft_ms_p50"] = percentile(ttft_ms, 50);
     j["ttft_ms_p99"] = percentile(ttft_ms, 99);
     j["itl_ms_p50"] = percentile(itl_ms, 50);

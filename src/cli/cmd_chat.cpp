@@ -290,6 +290,13 @@ int chat_command(ChatArgs args) {
   // Room for the conversation twice over: what a rewrite (summary, dropped turns) leaves
   // cached stays until it is needed.
   if (ec.kv_memory_bytes == 0) ec.kv_memory_bytes = spec->bytes_for_tokens(2 * ctx_asked);
+  std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
+  if (ec.spec_mode == SpecMode::kDraft) {
+    auto d = load_draft_model(args.engine.draft_model, *loaded);
+    if (!d.ok()) return fail(d.status().message());
+    draft = std::move(d).value();
+    ec.draft_model = draft.get();
+  }
   auto engine_or = Engine::create(*loaded, &**tok, ec);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;

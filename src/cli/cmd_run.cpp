@@ -84,6 +84,13 @@ int run_command(RunArgs args) {
                               format_bytes(static_cast<uint64_t>(ec.kv_memory_bytes)),
                               format_bytes(ram)));
   }
+  std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
+  if (ec.spec_mode == SpecMode::kDraft) {
+    auto d = load_draft_model(args.engine.draft_model, *loaded);
+    if (!d.ok()) return fail(d.status().message());
+    draft = std::move(d).value();
+    ec.draft_model = draft.get();
+  }
   auto engine_or = Engine::create(*loaded, &tokenizer, ec);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;
@@ -219,6 +226,8 @@ int run_command(RunArgs args) {
     j["spec_verifications"] = es.spec_verifications;
     j["spec_draft_tokens"] = es.spec_draft_tokens;
     j["spec_accepted_tokens"] = es.spec_accepted_tokens;
+    j["spec_draft_model_tokens"] = es.spec_draft_model_tokens;
+    j["spec_draft_model_seconds"] = es.spec_draft_model_seconds;
     j["dropped_tokens"] = es.context_dropped_tokens;
     j["max_position"] = es.max_position;  // below -c, however far a shift goes
     j["seed"] = *args.seed;
@@ -250,7 +259,7 @@ int run_command(RunArgs args) {
     std::fprintf(stderr,
                  "hinge: speculative (%s): %lld of %lld draft tokens accepted (%.0f%%), %.2f "
                  "tokens per verification\n",
-                 ec.spec_mode == SpecMode::kNgram ? "ngram" : "?",
+                 ec.spec_mode == SpecMode::kNgram ? "ngram" : "draft model",
                  static_cast<long long>(es.spec_accepted_tokens),
                  static_cast<long long>(es.spec_draft_tokens),
                  100.0 * static_cast<double>(es.spec_accepted_tokens) /

@@ -266,6 +266,13 @@ int serve_command(const ServeArgs& args) {
   } else if (!args.kv_events_replay.empty()) {
     return fail("--kv-events-replay needs --kv-events");
   }
+  std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
+  if (engine_config.spec_mode == SpecMode::kDraft) {
+    auto d = load_draft_model(args.engine.draft_model, *loaded);
+    if (!d.ok()) return fail(d.status().message());
+    draft = std::move(d).value();
+    engine_config.draft_model = draft.get();
+  }
   auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
   print_memory_breakdown(**engine);

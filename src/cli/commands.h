@@ -302,6 +302,11 @@ int keygen_command();
 StatusOr<std::unique_ptr<LoadedModel>> load_model_with_progress(const std::string& model,
                                                                  const std::string& tokenizer);
 
+// --draft-model FILE (--speculative draft): loaded with a progress bar; an error unless its
+// vocabulary is the target's (size and, where both have one, every piece).
+StatusOr<std::unique_ptr<LoadedModel>> load_draft_model(const std::string& path,
+                                                        const LoadedModel& target);
+
 // Prints "hinge: message" to stderr and returns 1.
 int fail(const std::string& message);
 

@@ -87,14 +87,17 @@ void add_engine_options(CLI::App* app, EngineOptionsArgs* args) {
                   "Speculative decoding: 'ngram' verifies draft tokens looked up in the "
                   "request's own prompt and output (prompt lookup, no extra model) together with "
                   "its next token, so text that repeats decodes several tokens per step; the "
-                  "output is the same token stream as without it (docs/speculative.md)")
+                  "output is the same token stream as without it; 'draft' has --draft-model propose "
+                  "them (greedy output unchanged, sampled output from the model's own "
+                  "distribution by rejection sampling; docs/speculative.md)")
       ->capture_default_str();
   app->add_option("--spec-k", args->spec_k,
                   "Most draft tokens verified per step (each request adapts it to what it "
                   "accepts)")
       ->capture_default_str();
   app->add_option("--draft-model", args->draft_model,
-                  "A draft model for --speculative draft (same vocabulary; not built yet)");
+                  "The draft model of --speculative draft: a smaller model with the same "
+                  "vocabulary, which proposes the tokens the model verifies");
   app->add_flag("--no-adapt-threads", args->no_adapt_threads,
                 "Keep every --threads thread busy even when other programs take cores (by "
                 "default the engine runs as many as there are free cores)");
@@ -182,10 +185,13 @@ StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {
   if (args.speculative == "ngram") {
     c.spec_mode = SpecMode::kNgram;
   } else if (args.speculative == "draft") {
-    return Status::Error("--speculative draft: draft-model speculation is not built yet; use "
-                         "--speculative ngram");
+    // The command loads the model (load_draft_model) and sets c.draft_model.
+    if (args.draft_model.empty())
+      return Status::Error("--speculative draft needs --draft-model FILE (a smaller model with "
+                           "the same vocabulary)");
+    c.spec_mode = SpecMode::kDraft;
   } else if (args.speculative != "none") {
-    return Status::Errorf("--speculative: unknown method '{}'; expected none or ngram",
+    return Status::Errorf("--speculative: unknown method '{}'; expected none, ngram or draft",
                           args.speculative);
   }
   if (!args.draft_model.empty() && args.speculative != "draft")

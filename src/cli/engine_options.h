@@ -40,7 +40,7 @@ struct EngineOptionsArgs {
   std::string context_policy = "error";  // --context-policy error|shift
   int64_t sink_tokens = 4;           // --sink-tokens
   std::string memory_root = "/";     // where the cgroup files are read (serve: --pressure-root)
-  std::string speculative = "none";  // --speculative none|ngram (draft: not yet)
+  std::string speculative = "none";  // --speculative none|ngram|draft
   int64_t spec_k = 4;                // --spec-k: most draft tokens per step
   std::string draft_model;           // --draft-model FILE (--speculative draft)
 };

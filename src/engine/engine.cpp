@@ -65,6 +65,28 @@ EngineImpl::EngineImpl(const LoadedModel& model, const Tokenizer* tokenizer,
   step_rows_.reserve(seqs);
   sampled_.reserve(seqs);
   book_.delta_sids.reserve(seqs);
+  if (config.spec_mode == SpecMode::kDraft && init_status_.ok() && arena_status_.ok()) {
+    // The draft's KV holds as many tokens as the model's (at most every sequence at full
+    // length), and every sequence's drafts.
+    const int64_t tokens =
+        std::min(arena_.num_blocks() / std::max(1, spec.num_groups()) * config.block_size,
+                 int64_t{config.max_num_seqs} * max_model_len_) +
+        int64_t{config.max_num_seqs} * (kMaxSpecTokens + config.block_size);
+    auto d = DraftModel::create(*config.draft_model, pool_, config.k_dtype, config.v_dtype,
+                                config.block_size, tokens, config.max_batched_tokens,
+                                config.max_num_seqs);
+    if (d.ok()) {
+      draft_model_ = std::move(*d);
+      draft_jobs_.reserve(seqs);
+      spec_probs_.assign(static_cast<size_t>(pool_.capacity()), std::vector<float>(vocab));
+      memory_breakdown_ += fmt::format("{}draft model KV {:.1f} MiB",
+                                       memory_breakdown_.empty() ? "" : "; ",
+                                       static_cast<double>(draft_model_->stats().kv_bytes) /
+                                           (1 << 20));
+    } else {
+      init_status_ = d.status();
+    }
+  }
   if (config.kv_event_sink != nullptr) {
     sched_.enable_kv_events();
     flush_events();
@@ -116,6 +138,13 @@ EngineStats EngineImpl::stats() const {
   s.spec_verifications = spec_verifications_;
   s.spec_draft_tokens = spec_draft_tokens_;
   s.spec_accepted_tokens = spec_accepted_tokens_;
+  if (draft_model_) {
+    const DraftModelStats d = draft_model_->stats();
+    s.spec_draft_model_passes = d.forward_passes;
+    s.spec_draft_model_tokens = d.tokens_computed;
+    s.spec_draft_model_seconds = d.seconds;
+    s.spec_draft_model_kv_bytes = d.kv_bytes;
+  }
   s.preemptions = ss.num_preemptions;
   s.context_shifts = ss.num_context_shifts;
   s.context_dropped_tokens = ss.num_dropped_tokens;
@@ -221,6 +250,21 @@ StatusOr<std::unique_ptr<Engine>> Engine::create(const LoadedModel& model,
           "blocks of {}) and two more blocks: at least {} tokens; raise --ctx-size or lower "
           "--sink-tokens",
           max_len, config.sink_tokens, bs, need);
+  }
+  if (config.spec_mode == SpecMode::kDraft) {
+    if (config.draft_model == nullptr)
+      return Status::Error("--speculative draft needs --draft-model FILE");
+    const ModelConfig& d = config.draft_model->config;
+    if (d.n_vocab != c.n_vocab)
+      return Status::Errorf(
+          "--draft-model: its vocabulary has {} tokens, the model's {}: a draft model must "
+          "share the model's vocabulary (a smaller model of the same family and tokenizer)",
+          d.n_vocab, c.n_vocab);
+    if (config.memory_budget_bytes > 0)
+      return Status::Errorf(
+          "--speculative draft: {} does not count a draft model's memory yet; run without a "
+          "memory budget, or use --speculative ngram",
+          config.memory_budget_source);
   }
   KvBudgetInput in;
   in.spec = spec;

@@ -19,6 +19,7 @@
 #include "common/thread_pool.h"
 #include "engine/cache_identity.h"
 #include "engine/constrained.h"
+#include "engine/draft_model.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_calibration.h"
 #include "engine/kv_tiering.h"
@@ -258,6 +259,8 @@ class EngineImpl final : public Engine {
   // Speculative decoding, before schedule(): each decoding request's drafts for this step
   // (engine/spec_decode.h), none for one with forced tokens.
   void propose_drafts();
+  // The draft model's (engine/draft_model.h) for the requests that draft this step.
+  void propose_model_drafts();
 
  private:
   const LoadedModel& model_;
@@ -322,6 +325,9 @@ class EngineImpl final : public Engine {
     // Speculative decoding: the drafts verified (num_spec of them, rows 1..num_spec after).
     int32_t num_spec = 0;
     const int32_t* drafts = nullptr;
+    // A draft model's sampled drafts: q of draft i at draft_probs[i * n_vocab] (rejection
+    // sampling); null: deterministic drafts (accepted when the draw equals them).
+    const float* draft_probs = nullptr;
     // What the draw emits: the accepted drafts then one token (just one without drafts).
     std::array<int32_t, kMaxSpecTokens + 1> tokens{};
     int32_t num_tokens = 0;
@@ -332,9 +338,15 @@ class EngineImpl final : public Engine {
     int32_t grammar_done = -1;
   };
   std::vector<Draw> draws_;
+  // Verification of one draw's drafts (Draw::num_spec > 0) on pool thread tid
+  // (engine_spec.cpp).
+  void verify(Draw& d, SamplerScratch& scratch, const uint64_t* allowed, int tid);
   std::vector<SamplerScratch> scratch_;  // one per pool thread
   std::vector<std::vector<int32_t>> spec_history_;  // per pool thread: history + accepted
   std::vector<int32_t> draft_;                      // propose_drafts' scratch
+  std::unique_ptr<DraftModel> draft_model_;         // SpecMode::kDraft
+  std::vector<DraftJob> draft_jobs_;
+  std::vector<std::vector<float>> spec_probs_;      // per pool thread: p of a verified row
   std::vector<sched::SampledToken> sampled_;
 
   int64_t steps_ = 0;

@@ -238,6 +238,7 @@ void EngineImpl::sample(const sched::SchedulerOutput& out, std::vector<RequestDe
       if (r.num_spec_tokens > 0) {
         d.num_spec = r.num_spec_tokens;
         d.drafts = out.token_ids(r).data() + 1;
+        if (draft_model_ && d.st->draft_sampler) d.draft_probs = d.st->draft_probs.data();
       }
       draws_.push_back(d);
     }
@@ -254,39 +255,7 @@ void EngineImpl::sample(const sched::SchedulerOutput& out, std::vector<RequestDe
         d.num_tokens = 1;
         continue;
       }
-      // Verification: row i is sampled with the drafts accepted before it in the history; a
-      // draft is accepted when the draw equals it (spec_decode.h: exact for these drafts).
-      // Only the penalties' window of the history is read: without penalties none is copied.
-      const std::span<const int32_t> seq = d.req->token_ids();
-      const int64_t window = d.st->sampler.history_window();
-      std::vector<int32_t>& history = spec_history_[static_cast<size_t>(tid)];
-      history.clear();
-      if (window != 0) {
-        const size_t keep = window < 0 ? seq.size() : std::min(seq.size(), static_cast<size_t>(window));
-        history.assign(seq.end() - static_cast<ptrdiff_t>(keep), seq.end());
-      }
-      d.num_tokens = 0;
-      // With a grammar, row i's mask is the state after the drafts accepted before it: an
-      // accepted draft advances the matcher here (sample() below does not advance it again);
-      // the last token emitted advances it there, as without drafts.
-      d.grammar_advanced = 0;
-      for (int32_t i = 0; i <= d.num_spec; ++i) {
-        if (i > 0 && d.st->matcher) allowed = fill_allowed(*d.st, *constrained_);
-        const int32_t t = d.st->sampler.sample(d.logits + static_cast<size_t>(i) * vocab,
-                                               window != 0 ? std::span<const int32_t>(history) : seq,
-                                               scratch, allowed);
-        d.tokens[static_cast<size_t>(d.num_tokens++)] = t;
-        if (i == d.num_spec || t != d.drafts[i]) break;
-        if (d.st->matcher) {
-          // EOS, or a draft that completes the grammar, ends the sample: emitted last.
-          if ((tok_ && tok_->is_eog(t)) || advance_grammar(*d.st, *constrained_, t)) {
-            d.grammar_done = t;
-            break;
-          }
-          ++d.grammar_advanced;
-        }
-        if (window != 0) history.push_back(t);
-      }
+      verify(d, scratch, allowed, tid);
     }
   };
   if (n > 1 && pool_.size() > 1) {

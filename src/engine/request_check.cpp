@@ -22,6 +22,9 @@ Status EngineConfig::validate() const {
   if (spec_ngram_min < 1 || spec_ngram_max < spec_ngram_min || spec_ngram_max > 16)
     return Status::Errorf("n-gram lengths must satisfy 1 <= min <= max <= 16, got {}..{}",
                           spec_ngram_min, spec_ngram_max);
+  // (kDraft without a draft model: Engine::create; the CLI loads it after this check.)
+  if (draft_model != nullptr && spec_mode != SpecMode::kDraft)
+    return Status::Error("a draft model goes with --speculative draft");
   return Status::Ok();
 }
 

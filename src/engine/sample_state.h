@@ -44,6 +44,12 @@ struct SampleState {
   std::vector<uint64_t> mask;
   // Speculative decoding: this sample's draft length (the engine sets its k_max on first use).
   SpecController spec;
+  // A draft model's (engine/draft_model.h): the drafts proposed for this step; for a sampled
+  // request the draft's sampler (its own stream) and the distribution q of each draft
+  // ([k_max][n_vocab], allocated on first use).
+  std::vector<int32_t> drafts;
+  std::optional<Sampler> draft_sampler;
+  std::vector<float> draft_probs;
 
   SampleState(RequestId g, int32_t i, const GenerateRequest& p, int64_t n_vocab,
               const Tokenizer* tok, bool detokenize)

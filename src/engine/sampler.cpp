@@ -372,6 +372,47 @@ int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
   return sample(logits, history, *own_);
 }
 
+void Sampler::distribution(const float* logits, std::span<const int32_t> history,
+                           SamplerScratch& s, const uint64_t* allowed, float* probs) {
+  const float* l = prepare(logits, history, s, allowed);
+  std::fill(probs, probs + n_vocab_, 0.0f);
+  if (params_.temperature <= 0.0f) {
+    probs[kernels::argmax(l, n_vocab_)] = 1.0f;
+    return;
+  }
+  // The exact cut (what draw_nucleus accepts by rejection is the same set, sampler_test).
+  const double total = weigh(l, s, true);
+  Cut c;
+  if (truncates()) {
+    c = find_cut(s);
+  } else {
+    c.all = true;
+  }
+  double mass = 0.0;
+  for (int64_t i = 0; i < n_vocab_; ++i)
+    if (kept(c, s, i)) mass += s.weights[static_cast<size_t>(i)];
+  if (!(mass > 0.0)) mass = total;
+  const double inv = 1.0 / mass;
+  for (int64_t i = 0; i < n_vocab_; ++i)
+    if (kept(c, s, i))
+      probs[i] = static_cast<float>(s.weights[static_cast<size_t>(i)] * inv);
+}
+
+double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int32_t Sampler::draw_weights(const float* w, double total) {
+  const double r = uniform() * total;
+  double acc = 0.0;
+  int32_t last = -1;
+  for (int64_t i = 0; i < n_vocab_; ++i) {
+    if (w[i] <= 0.0f) continue;
+    acc += w[i];
+    last = static_cast<int32_t>(i);
+    if (r < acc) return last;
+  }
+  return last >= 0 ? last : 0;  // rounding past the total: the last token with weight
+}
+
 const float* Sampler::adjusted_for_testing(const float* logits,
                                           std::span<const int32_t> history) {
   if (!own_) own_ = std::make_unique<SamplerScratch>();

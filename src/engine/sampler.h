@@ -72,6 +72,17 @@ class Sampler {
   // With a scratch of this sampler's own (allocated on first use).
   int32_t sample(const float* logits, std::span<const int32_t> history);
 
+  // Speculative decoding with a draft model's drafts (engine/spec_decode.h):
+  // The distribution sample() draws from, as probabilities (n_vocab of them, 0 outside the
+  // kept set; greedy: 1 on the argmax) in probs. Draws nothing.
+  void distribution(const float* logits, std::span<const int32_t> history,
+                    SamplerScratch& scratch, const uint64_t* allowed, float* probs);
+  // One uniform draw in [0, 1) from this sampler's stream.
+  double uniform();
+  // A draw from non-negative weights w[0, n_vocab) summing to total > 0, with one uniform of
+  // this sampler's stream (inverse CDF in id order).
+  int32_t draw_weights(const float* w, double total);
+
   // The logits after penalties and bias (the input itself when there are none). For tests.
   const float* adjusted_for_testing(const float* logits, std::span<const int32_t> history);
   // The ids the truncation keeps (ascending) for these logits, penalties and bias applied:

@@ -281,7 +281,10 @@ void ApiServer::handle_stats(const ExchangePtr& ex) {
                        e.spec_verifications > 0
                            ? 1.0 + static_cast<double>(e.spec_accepted_tokens) /
                                        static_cast<double>(e.spec_verifications)
-                           : 0.0}};
+                           : 0.0},
+                      {"draft_model_tokens", e.spec_draft_model_tokens},
+                      {"draft_model_seconds", e.spec_draft_model_seconds},
+                      {"draft_model_kv_bytes", e.spec_draft_model_kv_bytes}};
   j["kv"] = {{"blocks_total", e.kv_blocks_total},
              {"blocks_used", e.kv_blocks_used},
              {"blocks_free", e.kv_blocks_total - e.kv_blocks_used - e.kv_blocks_withheld},

@@ -257,6 +257,13 @@ std::string Metrics::render_prometheus(const EngineThreadStats& s) const {
           static_cast<double>(e.spec_draft_tokens));
   counter("spec_accepted_tokens_total", "Speculative decoding: draft tokens accepted.",
           static_cast<double>(e.spec_accepted_tokens));
+  counter("spec_draft_model_tokens_total",
+          "Speculative decoding with a draft model: tokens the draft model computed (its "
+          "catch-up and its drafts).",
+          static_cast<double>(e.spec_draft_model_tokens));
+  counter("spec_draft_model_seconds_total",
+          "Speculative decoding with a draft model: time spent proposing drafts.",
+          e.spec_draft_model_seconds);
   counter("prompt_tokens_total", "Prompt tokens of accepted requests.",
           static_cast<double>(prompt_tokens_));
   counter("generation_tokens_total", "Tokens generated.", static_cast<double>(generation_tokens_));

@@ -130,9 +130,10 @@ foreach(_case IN ITEMS prefix_routing kill_replica tenants fan_out_and_errors)
 endforeach()
 
 # Speculative decoding through the server (tests/serve/speculative.py): the same completions
-# with and without --speculative ngram, hinge:spec_* counted; bad flags refuse to start.
+# with and without --speculative ngram, greedy ones with a draft model, hinge:spec_* counted;
+# bad flags refuse to start.
 set(_hinge_spec ${CMAKE_CURRENT_LIST_DIR}/speculative.py)
-foreach(_case IN ITEMS same_outputs bad_flags)
+foreach(_case IN ITEMS same_outputs draft_model bad_flags)
   add_test(NAME ServeSpeculative.${_case}
     COMMAND /usr/bin/python3 ${_hinge_spec} --hinge $<TARGET_FILE:hinge>
       --model ${HINGE_SHARED_DIR}/models/stories260K.gguf ${_case})
