@@ -47,9 +47,11 @@ const LoadedModel& q4k_draft() {
 }
 
 DraftRun run(const LoadedModel& m, const LoadedModel* draft, std::vector<GenerateRequest> reqs,
-             int64_t kv_bytes = 64 << 20, const Tokenizer* tok = nullptr, int32_t spec_k = 4) {
+             int64_t kv_bytes = 64 << 20, const Tokenizer* tok = nullptr, int32_t spec_k = 4,
+             int32_t max_batched_tokens = 0) {
   EngineConfig c = testing::small_f32_engine_config(1, kv_bytes);
   c.max_num_seqs = 32;
+  if (max_batched_tokens > 0) c.max_batched_tokens = max_batched_tokens;
   c.spec_mode = draft ? SpecMode::kDraft : SpecMode::kNone;
   c.draft_model = draft;
   c.spec_k = spec_k;
@@ -115,6 +117,18 @@ TEST(EngineSpecDraft, GreedyEqualsPlainAloneAndInABatch) {
     const DraftRun a = run(stories(), &q4k_draft(), {reqs[i]});
     EXPECT_EQ(a.tokens.at({0, 0}), plain.tokens.at({i, 0}));
   }
+}
+
+// A step budget smaller than the prompts and than the requests drafting at once: the draft's
+// catch-up and decode passes are split into passes of at most that many tokens.
+TEST(EngineSpecDraft, SmallStepBudgetSplitsTheDraftPasses) {
+  auto tok = std::move(Tokenizer::create(stories().vocab)).value();
+  const auto reqs = story_requests(*tok, 12, 24);
+  const DraftRun plain = run(stories(), nullptr, reqs, 64 << 20, nullptr, 4, 5);
+  const DraftRun spec = run(stories(), &q4k_draft(), reqs, 64 << 20, nullptr, 4, 5);
+  EXPECT_EQ(spec.tokens, plain.tokens);
+  EXPECT_GT(spec.stats.spec_accepted_tokens, 0);
+  EXPECT_GT(spec.stats.spec_draft_model_passes, 2 * spec.stats.spec_verifications / 5);
 }
 
 TEST(EngineSpecDraft, GreedyEqualsPlainTinyStories656k) {

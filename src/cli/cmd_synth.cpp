@@ -19,7 +19,8 @@ int transplant_command(const SynthArgs& args, GgmlType type) {
   if (!m.ok()) return fail(m.status().message());
   std::fprintf(stderr, "hinge: writing %s (%s as %s, %s)...\n", args.output.c_str(),
                args.transplant.c_str(), args.family.c_str(), args.type.c_str());
-  if (Status st = write_transplanted_model(**m, args.family, type, args.output); !st.ok())
+  if (Status st = write_transplanted_model(**m, args.family, type, args.output, args.width);
+      !st.ok())
     return fail(st.message());
   std::fprintf(stderr, "hinge: wrote %s\n", args.output.c_str());
   return 0;
@@ -28,6 +29,7 @@ int transplant_command(const SynthArgs& args, GgmlType type) {
 }  // namespace
 
 int synth_command(const SynthArgs& args) {
+  if (args.width > 0 && args.transplant.empty()) return fail("--width goes with --transplant FILE");
   if (!args.transplant.empty() || !args.family.empty()) {
     if (args.transplant.empty()) return fail("--family needs --transplant FILE");
     auto type = ggml_type_from_name(args.type);

@@ -69,6 +69,7 @@ struct SynthArgs {
   bool list = false;
   std::string transplant;  // a trained llama GGUF rewritten as --family (model/transplant.h)
   std::string family;
+  int64_t width = 0;       // --width: transplant into at least this embedding width
 };
 int synth_command(const SynthArgs& args);
 

@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
                         "(dimensions widened with zeros to multiples of 256), for parity tests");
   synth_cmd->add_option("--family", synth.family,
                         "With --transplant: llama, qwen2, phi3, granite or mistral3");
+  synth_cmd->add_option("--width", synth.width,
+                        "With --transplant: widen the embedding to at least this many dimensions "
+                        "and the FFN by the same factor (the same function at the cost of a "
+                        "larger model: a costly target whose exact draft is the source, for "
+                        "bench/speculative)")
+      ->check(CLI::Range(int64_t{0}, int64_t{16384}));
 
   hinge::cli::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand(

@@ -177,7 +177,7 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
     DraftJob& job = jobs[j];
     job.out->clear();
     const int32_t len = static_cast<int32_t>(job.tokens.size());
-    if (job.k < 1 || len < 1) continue;
+    if (job.k < 0 || len < (job.k > 0 ? 1 : 2)) continue;
     Seq& s = seqs_[job.id];
     const int32_t end = len + job.k - 1;  // positions the draft computes: [0, end)
     if (end > context || !reserve(s, end)) {
@@ -185,8 +185,9 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
       continue;
     }
     s.num_computed = valid_prefix(s, job.tokens);  // the rest is rolled back
+    if (job.k == 0) s.num_computed = std::min(s.num_computed, len - 1);
     pending_[j] = s.num_computed;
-    s.fed_from = len;
+    s.fed_from = job.k > 0 ? len : len - 1;  // a catch-up job feeds all but the last token
     s.fed.clear();
     job_seqs_[j] = &s;
     k_max = std::max(k_max, job.k);
@@ -198,9 +199,10 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
     for (size_t j = 0; j < jobs.size() && budget > 0; ++j) {
       if (job_seqs_[j] == nullptr) continue;
       const int32_t len = static_cast<int32_t>(jobs[j].tokens.size());
-      const int32_t n = std::min(budget, len - pending_[j]);
+      const int32_t stop = jobs[j].k > 0 ? len : len - 1;
+      const int32_t n = std::min(budget, stop - pending_[j]);
       if (n <= 0) continue;
-      pieces_.push_back({j, pending_[j], n, pending_[j] + n == len});
+      pieces_.push_back({j, pending_[j], n, jobs[j].k > 0 && pending_[j] + n == len});
       pending_[j] += n;
       budget -= n;
     }
@@ -211,20 +213,24 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
       return st;
     }
   }
-  // 3. Decode: draft i + 1 of every job that wants it from draft i.
+  // 3. Decode: draft i + 1 of every job that wants it from draft i (passes of at most
+  // max_batch_tokens requests).
   for (int32_t i = 1; i < k_max; ++i) {
-    pieces_.clear();
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      if (job_seqs_[j] == nullptr || jobs[j].k <= i) continue;
-      const int32_t pos = static_cast<int32_t>(jobs[j].tokens.size()) + i - 1;
-      pieces_.push_back({j, pos, 1, true});
-      job_seqs_[j]->fed.push_back(jobs[j].out->back());
-    }
-    if (pieces_.empty()) break;
-    if (Status st = run(pieces_, jobs); !st.ok()) {
-      for (DraftJob& job : jobs) job.out->clear();
-      release_unless([](kv::RequestId) { return false; });
-      return st;
+    for (size_t from = 0; from < jobs.size();) {
+      pieces_.clear();
+      for (; from < jobs.size() && static_cast<int32_t>(pieces_.size()) < max_batch_tokens_;
+           ++from) {
+        if (job_seqs_[from] == nullptr || jobs[from].k <= i) continue;
+        const int32_t pos = static_cast<int32_t>(jobs[from].tokens.size()) + i - 1;
+        pieces_.push_back({from, pos, 1, true});
+        job_seqs_[from]->fed.push_back(jobs[from].out->back());
+      }
+      if (pieces_.empty()) break;
+      if (Status st = run(pieces_, jobs); !st.ok()) {
+        for (DraftJob& job : jobs) job.out->clear();
+        release_unless([](kv::RequestId) { return false; });
+        return st;
+      }
     }
   }
   return Status::Ok();

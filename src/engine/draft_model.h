@@ -2,7 +2,9 @@
 // smaller model with the target's vocabulary proposes each decoding request's next k tokens by
 // decoding them itself, batched across requests, over a small paged KV cache of its own.
 //
-// Per step (EngineImpl::propose_drafts, before schedule()):
+// The step that completes a request's prompt catches the draft up on it (catch_up_prefilled:
+// every token but the last, no draft), so the draft's prefill counts in the time to the first
+// token, as the target's does. Then per step (EngineImpl::propose_drafts, before schedule()):
 //   1. sync     each request's draft sequence is compared with the request's tokens: the
 //               drafts it fed last time that the target accepted stay, the rest is rolled
 //               back by moving the sequence's length (no copy);
@@ -44,7 +46,7 @@ namespace hinge {
 struct DraftJob {
   kv::RequestId id;
   std::span<const int32_t> tokens;  // its sequence; the last token is not computed yet
-  int32_t k = 0;                    // drafts wanted (>= 1)
+  int32_t k = 0;  // drafts wanted; 0: catch up only (every token but the last, no draft)
   Sampler* sampler = nullptr;       // sampled drafts from q; null: the draft's argmax
   float* probs = nullptr;           // with a sampler: q of draft i at probs[i * n_vocab]
   std::vector<int32_t>* out = nullptr;  // the drafts (cleared first; none when it cannot draft)

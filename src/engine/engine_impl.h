@@ -261,6 +261,9 @@ class EngineImpl final : public Engine {
   void propose_drafts();
   // The draft model's (engine/draft_model.h) for the requests that draft this step.
   void propose_model_drafts();
+  // After update(): the draft model computes the prompts this step completed (all but the
+  // last token), so its prefill is part of the prefill step.
+  void catch_up_prefilled(const sched::SchedulerOutput& out);
 
  private:
   const LoadedModel& model_;

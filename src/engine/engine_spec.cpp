@@ -5,6 +5,13 @@
 
 namespace hinge::engine_detail {
 
+namespace {
+// The acceptance a draft model's request assumes before its first verification (half-length
+// drafts first: at zero acceptance the controller pauses after 2 + 1 + 1 draft passes instead
+// of 4 + 2 + 1 + 1; a good draft is back at full length after two verifications).
+constexpr double kDraftModelInitial = 0.5;
+}  // namespace
+
 void EngineImpl::propose_drafts() {
   if (config_.spec_mode == SpecMode::kDraft && config_.spec_verify_k == 0) {
     propose_model_drafts();
@@ -50,7 +57,8 @@ void EngineImpl::propose_model_drafts() {
       sched_.set_spec_tokens(id, {});
       continue;
     }
-    if (st.spec.k_max() == 0) st.spec = SpecController(config_.spec_k);
+    // A draft model's drafts cost a pass each: start at half length, grow as they pass.
+    if (st.spec.k_max() == 0) st.spec = SpecController(config_.spec_k, kDraftModelInitial);
     const int32_t k = st.spec.next_k();
     if (k == 0) {
       sched_.set_spec_tokens(id, {});
@@ -84,6 +92,28 @@ void EngineImpl::propose_model_drafts() {
                  s.message().c_str());
   }
   for (const DraftJob& job : draft_jobs_) sched_.set_spec_tokens(job.id, *job.out);
+}
+
+void EngineImpl::catch_up_prefilled(const sched::SchedulerOutput& out) {
+  draft_jobs_.clear();
+  for (const sched::ScheduledRequest& r : out.scheduled) {
+    const sched::Request* req = sched_.find(r.id);
+    if (req == nullptr || req->fork_pending() || r.first_position >= req->num_kept_prompt_tokens() ||
+        req->num_tokens() - req->num_computed_tokens() != 1 || req->num_dropped_tokens() > 0)
+      continue;
+    auto it = book_.samples.find(r.id);
+    if (it == book_.samples.end() || !it->second.params->forced_tokens.empty()) continue;
+    DraftJob job;
+    job.id = r.id;
+    job.tokens = req->token_ids();
+    job.k = 0;
+    job.out = &draft_;
+    draft_jobs_.push_back(job);
+  }
+  if (draft_jobs_.empty()) return;
+  if (Status s = draft_model_->propose(draft_jobs_); !s.ok())
+    std::fprintf(stderr, "hinge: warning: the draft model's step failed: %s\n",
+                 s.message().c_str());
 }
 
 void EngineImpl::verify(Draw& d, SamplerScratch& scratch, const uint64_t* allowed, int tid) {

@@ -32,7 +32,8 @@ int32_t SpecController::next_k() {
   if (k_max_ <= 0) return 0;
   if (pause_ > 0) {
     --pause_;
-    if (pause_ == 0) ema_ = 2 * kPauseBelow;  // try again, short drafts first
+    // Try again with one probe: a failure pauses again (doubling), a success grows k.
+    if (pause_ == 0) ema_ = 1.5 * kPauseBelow;
     return 0;
   }
   return std::clamp(static_cast<int32_t>(std::ceil(ema_ * k_max_ - 1e-9)), 1, k_max_);

@@ -33,7 +33,9 @@ inline constexpr size_t kNgramSearchWindow = 1 << 16;
 
 class SpecController {
  public:
-  explicit SpecController(int32_t k_max = 0) : k_max_(k_max) {}
+  // initial: the acceptance assumed before any verification (k = initial x k_max first).
+  explicit SpecController(int32_t k_max = 0, double initial = 1.0)
+      : k_max_(k_max), ema_(initial) {}
   // Draft tokens to ask for this step (0: not now).
   int32_t next_k();
   // A verification: `drafted` tokens proposed, `accepted` of them accepted.
@@ -47,7 +49,7 @@ class SpecController {
   static constexpr double kPauseBelow = 0.08;   // moving acceptance that pauses drafting
   static constexpr int32_t kPauseSteps = 16;    // steps paused (doubling while it stays low)
   int32_t k_max_;
-  double ema_ = 1.0;  // drafts are tried at full length first
+  double ema_ = 1.0;
   int32_t pause_ = 0;
   int32_t pause_len_ = kPauseSteps;
 };

@@ -73,7 +73,7 @@ const std::vector<std::string>& transplant_families() {
 }
 
 Status write_transplanted_model(const LoadedModel& source, const std::string& family,
-                                GgmlType type, const std::string& path) {
+                                GgmlType type, const std::string& path, int64_t min_width) {
   const ModelConfig& s = source.config;
   bool known = false;
   for (const std::string& f : transplant_families()) known = known || f == family;
@@ -97,12 +97,12 @@ Status write_transplanted_model(const LoadedModel& source, const std::string& fa
     return Status::Errorf("{}: not a plain llama model ({}); transplant needs one", source.path,
                           why);
   const int64_t d = s.head_dim, group = s.n_heads / s.n_kv_heads;
-  const int64_t dim = round_up(s.dim, 256);
+  const int64_t dim = round_up(std::max(s.dim, min_width), 256);
   // Attention output rows of a multiple of 256 values, whole KV groups.
   int64_t heads = s.n_heads;
   while ((heads * d) % 256 != 0 || heads % group != 0) ++heads;
   const int64_t kv_heads = heads / group;
-  const int64_t ffn = round_up(s.ffn_dim, 256);
+  const int64_t ffn = round_up(min_width > 0 ? s.ffn_dim * dim / s.dim : s.ffn_dim, 256);
   const float norm_scale = std::sqrt(static_cast<float>(s.dim) / static_cast<float>(dim));
   const float eps = s.rms_eps * static_cast<float>(s.dim) / static_cast<float>(dim);
   Metadata extra;

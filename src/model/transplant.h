@@ -27,7 +27,10 @@ const std::vector<std::string>& transplant_families();
 
 // Writes `source` (architecture llama, any weight types) as a `family` GGUF with matrices of
 // `type` (Q4_K files keep the output matrix in Q6_K, as Q4_K_M files do).
+// min_width > 0 widens further: the embedding to at least min_width and the FFN by the same
+// factor (both multiples of 256) — the same function at the cost of a larger model, which
+// makes a costly target with an exact small draft (bench/speculative).
 Status write_transplanted_model(const LoadedModel& source, const std::string& family,
-                                GgmlType type, const std::string& path);
+                                GgmlType type, const std::string& path, int64_t min_width = 0);
 
 }  // namespace hinge
