@@ -114,6 +114,15 @@ TEST(EngineContextShift, SpeculativeDecodingShiftsTheSameTokens) {
   const EngineStats s = (*spec)->stats();
   EXPECT_GT(s.context_shifts, 20);
   EXPECT_GT(s.spec_accepted_tokens, 0);
+  // A draft model (the model itself): drafts until a request's first shift, then none.
+  c.spec_mode = SpecMode::kDraft;
+  c.draft_model = m.get();
+  auto drafted = Engine::create(*m, nullptr, c);
+  ASSERT_TRUE(drafted.ok()) << drafted.status().message();
+  const Outcome d = run(**drafted, reqs);
+  EXPECT_EQ(d.tokens, a.tokens);
+  EXPECT_GT((*drafted)->stats().context_shifts, 20);
+  EXPECT_GT((*drafted)->stats().spec_accepted_tokens, 0);
 }
 
 std::unique_ptr<LoadedModel> synth_model(const std::string& preset) {

@@ -24,12 +24,7 @@ namespace {
 using testing::load_or_die;
 using testing::shared_path;
 
-using Outputs = std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>>;
-
-struct DraftRun {
-  Outputs tokens;
-  EngineStats stats;
-};
+using DraftRun = testing::SampleStreams;
 
 const LoadedModel& stories() {
   static const std::unique_ptr<LoadedModel> m = load_or_die(shared_path("models/stories260K.gguf"));
@@ -55,22 +50,7 @@ DraftRun run(const LoadedModel& m, const LoadedModel* draft, std::vector<Generat
   c.spec_mode = draft ? SpecMode::kDraft : SpecMode::kNone;
   c.draft_model = draft;
   c.spec_k = spec_k;
-  auto e = Engine::create(m, tok, c);
-  EXPECT_TRUE(e.ok()) << e.status().message();
-  DraftRun out;
-  if (!e.ok()) return out;
-  std::vector<RequestId> ids;
-  for (auto& r : reqs) ids.push_back((*e)->add_request(std::move(r)).value());
-  std::vector<RequestDelta> deltas;
-  for (int guard = 0; (*e)->has_unfinished() && guard < 100000; ++guard) {
-    EXPECT_TRUE((*e)->step(&deltas).ok());
-    for (const RequestDelta& d : deltas) {
-      auto& t = out.tokens[{d.id.value - ids.front().value, d.index}];
-      t.insert(t.end(), d.token_ids.begin(), d.token_ids.end());
-    }
-  }
-  out.stats = (*e)->stats();
-  return out;
+  return testing::run_streams(m, c, std::move(reqs), tok);
 }
 
 GenerateRequest request(std::vector<int32_t> prompt, int32_t max_new, float temperature = 0,
@@ -96,11 +76,19 @@ std::vector<GenerateRequest> story_requests(const Tokenizer& tok, int n, int32_t
 
 TEST(EngineSpecDraft, GreedyEqualsPlainAloneAndInABatch) {
   auto tok = std::move(Tokenizer::create(stories().vocab)).value();
-  const auto reqs = story_requests(*tok, 10, 40);
+  auto reqs = story_requests(*tok, 10, 40);
+  for (size_t i = 0; i < reqs.size(); i += 3) reqs[i].logprobs = 2;  // rows of accepted drafts
   const DraftRun plain = run(stories(), nullptr, reqs);
   // The model drafting for itself: every draft accepted.
   const DraftRun self = run(stories(), &stories(), reqs);
   EXPECT_EQ(self.tokens, plain.tokens);
+  // Log-probabilities of the same tokens (rows computed k + 1 at a time may round differently
+  // in the last bits).
+  ASSERT_EQ(self.logprobs.size(), plain.logprobs.size());
+  for (const auto& [key, lps] : plain.logprobs) {
+    ASSERT_EQ(self.logprobs.at(key).size(), lps.size());
+    for (size_t i = 0; i < lps.size(); ++i) EXPECT_NEAR(self.logprobs.at(key)[i], lps[i], 1e-4);
+  }
   EXPECT_GT(self.stats.spec_verifications, 0);
   EXPECT_EQ(self.stats.spec_accepted_tokens, self.stats.spec_draft_tokens);
   EXPECT_LT(self.stats.steps, plain.stats.steps);

@@ -21,14 +21,7 @@ namespace {
 using testing::load_or_die;
 using testing::shared_path;
 
-using Outputs = std::map<std::pair<uint64_t, int32_t>, std::vector<int32_t>>;
-using Logprobs = std::map<std::pair<uint64_t, int32_t>, std::vector<float>>;
-
-struct SpecRun {
-  Outputs tokens;
-  Logprobs logprobs;
-  EngineStats stats;
-};
+using SpecRun = testing::SampleStreams;
 
 // Text that repeats itself (what prompt lookup is for): a random phrase, some noise, the
 // phrase again, cut short so the model's continuation may follow it.
@@ -48,28 +41,7 @@ SpecRun run(const LoadedModel& m, std::vector<GenerateRequest> reqs, SpecMode mo
   EngineConfig c = testing::small_f32_engine_config(1, kv_bytes);
   c.max_num_seqs = 32;
   c.spec_mode = mode;
-  auto e = Engine::create(m, tok, c);
-  EXPECT_TRUE(e.ok()) << e.status().message();
-  SpecRun out;
-  if (!e.ok()) return out;
-  std::vector<RequestId> ids;
-  for (auto& r : reqs) {
-    auto id = (*e)->add_request(std::move(r));
-    EXPECT_TRUE(id.ok()) << id.status().message();
-    ids.push_back(*id);
-  }
-  std::vector<RequestDelta> deltas;
-  for (int guard = 0; (*e)->has_unfinished() && guard < 100000; ++guard) {
-    EXPECT_TRUE((*e)->step(&deltas).ok());
-    for (const RequestDelta& d : deltas) {
-      auto key = std::make_pair(d.id.value - ids.front().value, d.index);
-      auto& t = out.tokens[key];
-      t.insert(t.end(), d.token_ids.begin(), d.token_ids.end());
-      for (const PositionLogprobs& lp : d.logprobs) out.logprobs[key].push_back(lp.sampled.logprob);
-    }
-  }
-  out.stats = (*e)->stats();
-  return out;
+  return testing::run_streams(m, c, std::move(reqs), tok);
 }
 
 GenerateRequest request(std::vector<int32_t> prompt, int32_t max_new, float temperature = 0,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "model/transformer.h"
 #include "model/loaded_model.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hinge::testing {
 
@@ -164,6 +166,42 @@ inline std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<Ge
       out[index.at(d.id.value)].insert(out[index.at(d.id.value)].end(), d.token_ids.begin(),
                                        d.token_ids.end());
   }
+  return out;
+}
+
+// Every sample's tokens and sampled-token logprobs, keyed by (request index, sample index), and
+// the engine's stats at the end: what the speculative-decoding tests compare.
+struct SampleStreams {
+  using Key = std::pair<uint64_t, int32_t>;
+  std::map<Key, std::vector<int32_t>> tokens;
+  std::map<Key, std::vector<float>> logprobs;
+  EngineStats stats;
+};
+inline SampleStreams run_streams(const LoadedModel& m, const EngineConfig& c,
+                                 std::vector<GenerateRequest> reqs,
+                                 const Tokenizer* tok = nullptr) {
+  SampleStreams out;
+  auto e = Engine::create(m, tok, c);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  if (!e.ok()) return out;
+  std::vector<RequestId> ids;
+  for (auto& r : reqs) {
+    auto id = (*e)->add_request(std::move(r));
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    if (id.ok()) ids.push_back(*id);
+  }
+  if (ids.empty()) return out;
+  std::vector<RequestDelta> deltas;
+  for (int guard = 0; (*e)->has_unfinished() && guard < 100000; ++guard) {
+    EXPECT_TRUE((*e)->step(&deltas).ok());
+    for (const RequestDelta& d : deltas) {
+      const SampleStreams::Key key{d.id.value - ids.front().value, d.index};
+      auto& t = out.tokens[key];
+      t.insert(t.end(), d.token_ids.begin(), d.token_ids.end());
+      for (const PositionLogprobs& lp : d.logprobs) out.logprobs[key].push_back(lp.sampled.logprob);
+    }
+  }
+  out.stats = (*e)->stats();
   return out;
 }
 

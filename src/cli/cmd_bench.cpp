@@ -232,12 +232,8 @@ int bench_command(const BenchArgs& args) {
   for (const auto& r : requests) total_expected += r.max_new_tokens;
 
   std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
-  if (config.spec_mode == SpecMode::kDraft) {
-    auto d = load_draft_model(args.engine.draft_model, *loaded);
-    if (!d.ok()) return fail(d.status().message());
-    draft = std::move(d).value();
-    config.draft_model = draft.get();
-  }
+  if (Status st = attach_draft_model(args.engine.draft_model, *loaded, &config, &draft); !st.ok())
+    return fail(st.message());
   auto engine_or = Engine::create(*loaded, &tokenizer, config);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;

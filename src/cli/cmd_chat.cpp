@@ -291,12 +291,8 @@ int chat_command(ChatArgs args) {
   // cached stays until it is needed.
   if (ec.kv_memory_bytes == 0) ec.kv_memory_bytes = spec->bytes_for_tokens(2 * ctx_asked);
   std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
-  if (ec.spec_mode == SpecMode::kDraft) {
-    auto d = load_draft_model(args.engine.draft_model, *loaded);
-    if (!d.ok()) return fail(d.status().message());
-    draft = std::move(d).value();
-    ec.draft_model = draft.get();
-  }
+  if (Status st = attach_draft_model(args.engine.draft_model, *loaded, &ec, &draft); !st.ok())
+    return fail(st.message());
   auto engine_or = Engine::create(*loaded, &**tok, ec);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;

@@ -85,12 +85,8 @@ int run_command(RunArgs args) {
                               format_bytes(ram)));
   }
   std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
-  if (ec.spec_mode == SpecMode::kDraft) {
-    auto d = load_draft_model(args.engine.draft_model, *loaded);
-    if (!d.ok()) return fail(d.status().message());
-    draft = std::move(d).value();
-    ec.draft_model = draft.get();
-  }
+  if (Status st = attach_draft_model(args.engine.draft_model, *loaded, &ec, &draft); !st.ok())
+    return fail(st.message());
   auto engine_or = Engine::create(*loaded, &tokenizer, ec);
   if (!engine_or.ok()) return fail(engine_or.status().message());
   Engine& engine = **engine_or;

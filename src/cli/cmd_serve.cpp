@@ -267,12 +267,8 @@ int serve_command(const ServeArgs& args) {
     return fail("--kv-events-replay needs --kv-events");
   }
   std::unique_ptr<LoadedModel> draft;  // --speculative draft (outlives the engine)
-  if (engine_config.spec_mode == SpecMode::kDraft) {
-    auto d = load_draft_model(args.engine.draft_model, *loaded);
-    if (!d.ok()) return fail(d.status().message());
-    draft = std::move(d).value();
-    engine_config.draft_model = draft.get();
-  }
+  if (Status st = attach_draft_model(args.engine.draft_model, *loaded, &engine_config, &draft); !st.ok())
+    return fail(st.message());
   auto engine = Engine::create(*loaded, tok->get(), engine_config);
   if (!engine.ok()) return fail(engine.status().message());
   print_memory_breakdown(**engine);

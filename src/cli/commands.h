@@ -308,6 +308,11 @@ StatusOr<std::unique_ptr<LoadedModel>> load_model_with_progress(const std::strin
 StatusOr<std::unique_ptr<LoadedModel>> load_draft_model(const std::string& path,
                                                         const LoadedModel& target);
 
+// With --speculative draft (config->spec_mode kDraft): load_draft_model() into *holder, which
+// must outlive the engine, and config->draft_model set to it. Otherwise nothing.
+Status attach_draft_model(const std::string& path, const LoadedModel& target,
+                          EngineConfig* config, std::unique_ptr<LoadedModel>* holder);
+
 // Prints "hinge: message" to stderr and returns 1.
 int fail(const std::string& message);
 

@@ -41,4 +41,12 @@ StatusOr<std::unique_ptr<LoadedModel>> load_draft_model(const std::string& path,
   return m;
 }
 
+Status attach_draft_model(const std::string& path, const LoadedModel& target,
+                          EngineConfig* config, std::unique_ptr<LoadedModel>* holder) {
+  if (config->spec_mode != SpecMode::kDraft) return Status::Ok();
+  HINGE_ASSIGN_OR_RETURN(*holder, load_draft_model(path, target));
+  config->draft_model = holder->get();
+  return Status::Ok();
+}
+
 }  // namespace hinge::cli

@@ -259,6 +259,9 @@ class EngineImpl final : public Engine {
   // Speculative decoding, before schedule(): each decoding request's drafts for this step
   // (engine/spec_decode.h), none for one with forced tokens.
   void propose_drafts();
+  // Request id's sample when it decodes one token next (forked, its prompt done), else null;
+  // *r: its scheduler request.
+  SampleState* decoding_sample(RequestId id, const sched::Request** r);
   // The draft model's (engine/draft_model.h) for the requests that draft this step.
   void propose_model_drafts();
   // After update(): the draft model computes the prompts this step completed (all but the

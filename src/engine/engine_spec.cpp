@@ -12,21 +12,27 @@ namespace {
 constexpr double kDraftModelInitial = 0.5;
 }  // namespace
 
+SampleState* EngineImpl::decoding_sample(RequestId id, const sched::Request** r) {
+  *r = sched_.find(id);
+  if (*r == nullptr || (*r)->fork_pending() ||
+      (*r)->num_tokens() - (*r)->num_computed_tokens() != 1)
+    return nullptr;
+  auto it = book_.samples.find(id);
+  return it == book_.samples.end() ? nullptr : &it->second;
+}
+
 void EngineImpl::propose_drafts() {
   if (config_.spec_mode == SpecMode::kDraft && config_.spec_verify_k == 0) {
     propose_model_drafts();
     return;
   }
   for (RequestId id : sched_.running()) {
-    const sched::Request* r = sched_.find(id);
-    if (r == nullptr || r->fork_pending() || r->num_tokens() - r->num_computed_tokens() != 1)
-      continue;
-    auto it = book_.samples.find(id);
-    if (it == book_.samples.end()) continue;
-    SampleState& st = it->second;
+    const sched::Request* r = nullptr;
+    SampleState* sp = decoding_sample(id, &r);
     // Forced tokens (evaluation) decode one at a time; a grammar's requests draft too (their
     // masks follow the accepted drafts during verification).
-    if (!st.params->forced_tokens.empty()) continue;
+    if (sp == nullptr || !sp->params->forced_tokens.empty()) continue;
+    SampleState& st = *sp;
     if (st.spec.k_max() == 0) st.spec = SpecController(config_.spec_k);
     draft_.clear();
     if (config_.spec_verify_k > 0) {  // the verification-cost benchmark
@@ -45,12 +51,10 @@ void EngineImpl::propose_model_drafts() {
   const size_t vocab = static_cast<size_t>(model_.config.n_vocab);
   draft_jobs_.clear();
   for (RequestId id : sched_.running()) {
-    const sched::Request* r = sched_.find(id);
-    if (r == nullptr || r->fork_pending() || r->num_tokens() - r->num_computed_tokens() != 1)
-      continue;
-    auto it = book_.samples.find(id);
-    if (it == book_.samples.end()) continue;
-    SampleState& st = it->second;
+    const sched::Request* r = nullptr;
+    SampleState* sp = decoding_sample(id, &r);
+    if (sp == nullptr) continue;
+    SampleState& st = *sp;
     // After a context shift the sequence is no longer the text the positions say: the draft
     // (which has no shift) stops drafting for it.
     if (!st.params->forced_tokens.empty() || r->num_dropped_tokens() > 0) {

@@ -356,15 +356,16 @@ int32_t Sampler::sample(const float* logits, std::span<const int32_t> history,
     if (t >= 0) return t;
     // Rejected kMaxRejections times (a heavy min-p): the exact cut, which needs the log bins.
   }
-  const double total = weigh(l, s, true);
+  return draw(exact_cut(l, s), s);
+}
+
+Sampler::Cut Sampler::exact_cut(const float* logits, SamplerScratch& s) {
+  const double total = weigh(logits, s, true);
+  if (truncates()) return find_cut(s);
   Cut c;
-  if (truncates()) {
-    c = find_cut(s);
-  } else {
-    c.all = true;
-    c.mass = total;
-  }
-  return draw(c, s);
+  c.all = true;
+  c.mass = total;
+  return c;
 }
 
 int32_t Sampler::sample(const float* logits, std::span<const int32_t> history) {
@@ -381,17 +382,11 @@ void Sampler::distribution(const float* logits, std::span<const int32_t> history
     return;
   }
   // The exact cut (what draw_nucleus accepts by rejection is the same set, sampler_test).
-  const double total = weigh(l, s, true);
-  Cut c;
-  if (truncates()) {
-    c = find_cut(s);
-  } else {
-    c.all = true;
-  }
+  const Cut c = exact_cut(l, s);
   double mass = 0.0;
   for (int64_t i = 0; i < n_vocab_; ++i)
     if (kept(c, s, i)) mass += s.weights[static_cast<size_t>(i)];
-  if (!(mass > 0.0)) mass = total;
+  if (!(mass > 0.0)) mass = c.mass;
   const double inv = 1.0 / mass;
   for (int64_t i = 0; i < n_vocab_; ++i)
     if (kept(c, s, i))
@@ -423,14 +418,7 @@ std::vector<int32_t> Sampler::kept_for_testing(const float* logits,
                                                std::span<const int32_t> history) {
   if (!own_) own_ = std::make_unique<SamplerScratch>();
   SamplerScratch& s = *own_;
-  const float* l = prepare(logits, history, s);
-  weigh(l, s, true);
-  Cut c;
-  if (truncates()) {
-    c = find_cut(s);
-  } else {
-    c.all = true;
-  }
+  const Cut c = exact_cut(prepare(logits, history, s), s);
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n_vocab_; ++i)
     if (kept(c, s, i)) out.push_back(static_cast<int32_t>(i));

@@ -125,6 +125,8 @@ class Sampler {
   // A draw of the nucleus by rejection from the whole distribution, or -1 after kMaxRejections.
   int32_t draw_nucleus(double total, SamplerScratch& s);
   Cut find_cut(SamplerScratch& s) const;
+  // weigh() and the truncation's cut (all: none), its mass set.
+  Cut exact_cut(const float* logits, SamplerScratch& s);
   Cut top_p_cut(SamplerScratch& s) const;
   bool kept(const Cut& c, const SamplerScratch& s, int64_t i) const;
   int32_t draw(const Cut& c, const SamplerScratch& s);
