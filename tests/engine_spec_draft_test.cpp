@@ -246,6 +246,29 @@ TEST(EngineSpecDraft, SampledDraftsKeepTheTargetDistribution) {
   EXPECT_GT(compared, 8);
 }
 
+// A lossy KV dtype: the draft's KV is calibrated at start as the target's, so the drafts (and
+// the outputs) do not depend on which request ran first.
+TEST(EngineSpecDraft, QuantizedKvDraftDoesNotDependOnTheFirstRequest) {
+  auto tok = std::move(Tokenizer::create(stories().vocab)).value();
+  auto reqs = story_requests(*tok, 4, 32);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = 0.8f;
+    reqs[i].sampling.seed = 7 + i;
+  }
+  auto alone = [&](const GenerateRequest& r, const std::vector<GenerateRequest>& before) {
+    EngineConfig c = testing::small_kv_engine_config(KvDtype::kInt8);
+    c.spec_mode = SpecMode::kDraft;
+    c.draft_model = &q4k_draft();
+    auto e = std::move(Engine::create(stories(), nullptr, c)).value();
+    for (const GenerateRequest& b : before) testing::run_all(*e, {b});
+    const auto out = testing::run_all(*e, {r});
+    EXPECT_GT(e->stats().spec_draft_tokens, 0);
+    return out[0];
+  };
+  // The last request's stream, first on a fresh engine, then after the others ran.
+  EXPECT_EQ(alone(reqs[3], {}), alone(reqs[3], {reqs[0], reqs[1], reqs[2]}));
+}
+
 TEST(EngineSpecDraft, RefusesAnotherVocabularyAndAMissingDraft) {
   auto other = load_or_die(shared_path("models/tinystories-656k"));
   ASSERT_TRUE(other);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "engine/kv_calibration.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
 
@@ -22,8 +23,14 @@ StatusOr<std::unique_ptr<DraftModel>> DraftModel::create(const LoadedModel& mode
   auto arena = kv::KvArena::create(spec, blocks);
   if (!arena.ok())
     return Status::Errorf("--draft-model: its KV cache: {}", arena.status().message());
-  return std::unique_ptr<DraftModel>(new DraftModel(model, pool, std::move(*arena), block_size,
-                                                    max_batch_tokens, max_seqs));
+  std::unique_ptr<DraftModel> d(new DraftModel(model, pool, std::move(*arena), block_size,
+                                               max_batch_tokens, max_seqs));
+  // A lossy KV format's state fixed before any request, as the target's (kv_calibration.h):
+  // the drafts do not depend on what ran first.
+  const int64_t ctx = std::min<int64_t>(model.config.context_length, num_tokens);
+  auto cal = calibrate_kv(d->transformer_, d->arena_, static_cast<int32_t>(ctx));
+  if (!cal.ok()) return Status::Errorf("--draft-model: {}", cal.status().message());
+  return d;
 }
 
 DraftModel::DraftModel(const LoadedModel& model, ThreadPool& pool, kv::KvArena arena,
@@ -78,6 +85,13 @@ void DraftModel::free_seq(Seq& s) {
   s.num_computed = 0;
   s.fed_from = 0;
   s.fed.clear();
+}
+
+void DraftModel::release(kv::RequestId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  free_seq(it->second);
+  seqs_.erase(it);
 }
 
 void DraftModel::release_unless(const std::function<bool(kv::RequestId)>& keep) {
@@ -139,6 +153,8 @@ Status DraftModel::run(std::span<const Piece> pieces, std::span<DraftJob> jobs) 
     row += p.count;
     if (p.last) logit_rows_.push_back(row - 1);
   }
+  if (logit_rows_.size() * static_cast<size_t>(model_.config.n_vocab) > logits_.size())
+    logits_.resize(logit_rows_.size() * static_cast<size_t>(model_.config.n_vocab));
   ForwardBatch b;
   b.token_ids = tokens_;
   b.slot_mapping = slots_;
@@ -179,8 +195,10 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
     const int32_t len = static_cast<int32_t>(job.tokens.size());
     if (job.k < 0 || len < (job.k > 0 ? 1 : 2)) continue;
     Seq& s = seqs_[job.id];
+    // Near the draft's context, fewer drafts.
+    if (job.k > 1) job.k = static_cast<int32_t>(std::min<int64_t>(job.k, context - len + 1));
     const int32_t end = len + job.k - 1;  // positions the draft computes: [0, end)
-    if (end > context || !reserve(s, end)) {
+    if (job.k < 1 || end > context || !reserve(s, end)) {
       free_seq(s);
       continue;
     }

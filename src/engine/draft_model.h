@@ -20,8 +20,10 @@
 // the same drafts and therefore the same output.
 //
 // Memory: the arena holds as many tokens as the target's (num_tokens), blocks of block_size
-// tokens from a free list; a request that finds none free drafts nothing this step (its
-// blocks go back to the list). A request's blocks go back when it leaves (release_unless).
+// tokens from a free list; a request that finds none free drafts nothing this step and its
+// blocks go back to the list at once (it catches up from the start when it drafts again).
+// A request's blocks go back when it leaves (release_unless) or stops drafting (release).
+// A lossy KV dtype is calibrated at creation, as the target's (engine/kv_calibration.h).
 // Engine-thread only; the draft's forward passes run on the engine's pool.
 #pragma once
 
@@ -46,7 +48,9 @@ namespace hinge {
 struct DraftJob {
   kv::RequestId id;
   std::span<const int32_t> tokens;  // its sequence; the last token is not computed yet
-  int32_t k = 0;  // drafts wanted; 0: catch up only (every token but the last, no draft)
+  // Drafts wanted (fewer near the draft's context); 0: catch up only (every token but the
+  // last, no draft).
+  int32_t k = 0;
   Sampler* sampler = nullptr;       // sampled drafts from q; null: the draft's argmax
   float* probs = nullptr;           // with a sampler: q of draft i at probs[i * n_vocab]
   std::vector<int32_t>* out = nullptr;  // the drafts (cleared first; none when it cannot draft)
@@ -72,6 +76,8 @@ class DraftModel {
   // gets none. Errors: the draft's forward pass failed (no job gets drafts).
   Status propose(std::span<DraftJob> jobs);
 
+  // Returns the KV of request id (none held: nothing).
+  void release(kv::RequestId id);
   // Returns the KV of every request for which keep(id) is false.
   void release_unless(const std::function<bool(kv::RequestId)>& keep);
 

@@ -59,6 +59,7 @@ void EngineImpl::propose_model_drafts() {
     // (which has no shift) stops drafting for it.
     if (!st.params->forced_tokens.empty() || r->num_dropped_tokens() > 0) {
       sched_.set_spec_tokens(id, {});
+      draft_model_->release(id);
       continue;
     }
     // A draft model's drafts cost a pass each: start at half length, grow as they pass.
@@ -80,8 +81,10 @@ void EngineImpl::propose_model_drafts() {
         p.repetition_penalty = 1.0f;
         p.presence_penalty = p.frequency_penalty = 0.0f;
         st.draft_sampler.emplace(p, model_.config.n_vocab);
-        st.draft_probs.resize(static_cast<size_t>(config_.spec_k) * vocab);
       }
+      // q of each draft: as many rows as the longest draft so far (not spec_k up front).
+      if (st.draft_probs.size() < static_cast<size_t>(k) * vocab)
+        st.draft_probs.resize(static_cast<size_t>(k) * vocab);
       job.sampler = &*st.draft_sampler;
       job.probs = st.draft_probs.data();
     }

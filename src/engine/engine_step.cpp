@@ -49,12 +49,12 @@ Status EngineImpl::step(std::vector<RequestDelta>* deltas) {
     sample_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
   }
   sched_.update(out, sampled_);
-  if (draft_model_ && config_.spec_verify_k == 0) catch_up_prefilled(out);
   for (const auto& s : sampled_) {
     auto it = book_.samples.find(s.id);
     if (it != book_.samples.end() && it->second.stop_seen && sched_.find(s.id) != nullptr)
       sched_.finish_request(s.id, FinishReason::kStop);
   }
+  if (draft_model_ && config_.spec_verify_k == 0) catch_up_prefilled(out);
   finish_step(deltas, tier_failed_);
   tier_failed_.clear();
   deltas->resize(book_.num_deltas);

@@ -33,8 +33,15 @@ int32_t SpecController::next_k() {
   if (pause_ > 0) {
     --pause_;
     // Try again with one probe: a failure pauses again (doubling), a success grows k.
-    if (pause_ == 0) ema_ = 1.5 * kPauseBelow;
+    if (pause_ == 0) {
+      ema_ = 1.5 * kPauseBelow;
+      probe_ = true;
+    }
     return 0;
+  }
+  if (probe_) {
+    probe_ = false;
+    return 1;
   }
   return std::clamp(static_cast<int32_t>(std::ceil(ema_ * k_max_ - 1e-9)), 1, k_max_);
 }

@@ -52,6 +52,7 @@ class SpecController {
   double ema_ = 1.0;
   int32_t pause_ = 0;
   int32_t pause_len_ = kPauseSteps;
+  bool probe_ = false;  // the first verification after a pause: one draft
 };
 
 }  // namespace hinge
