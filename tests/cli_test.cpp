@@ -118,6 +118,18 @@ TEST(Cli, SynthWritesLoadableModel) {
   auto run = run_command(hinge_binary() + " run -m " + out + " -n 8 --temp 0 --json 2>/dev/null");
   EXPECT_EQ(run.exit_code, 0);
   EXPECT_NE(run.out.find("\"generated_tokens\""), std::string::npos);
+  // A Q5_K_M-style file: Q5_K matrices, the output matrix in Q6_K.
+  const std::string q5 = testing::temp_dir() + "/tiny-q5k.gguf";
+  ASSERT_EQ(run_command(hinge_binary() + " synth --preset tiny --type q5_k -o " + q5 + " 2>/dev/null")
+                .exit_code,
+            0);
+  auto m5 = testing::load_or_die(q5);
+  ASSERT_TRUE(m5);
+  EXPECT_EQ(m5->weights.layers[0].wq.type, GgmlType::Q5_K);
+  EXPECT_EQ(m5->weights.output.type, GgmlType::Q6_K);
+  auto run5 = run_command(hinge_binary() + " run -m " + q5 + " -n 8 --temp 0 --json 2>/dev/null");
+  EXPECT_EQ(run5.exit_code, 0);
+  EXPECT_NE(run5.out.find("\"generated_tokens\":8"), std::string::npos) << run5.out;
   auto bad = run_command(hinge_binary() + " synth --preset nope --type q8_0 -o " + out + " 2>&1");
   EXPECT_NE(bad.exit_code, 0);
 }

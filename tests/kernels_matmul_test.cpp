@@ -32,6 +32,7 @@ const Case kCases[] = {
     {GgmlType::BF16, 19},  {GgmlType::BF16, 512}, {GgmlType::Q8_0, 32},  {GgmlType::Q8_0, 96},
     {GgmlType::Q8_0, 512}, {GgmlType::Q4_0, 32},  {GgmlType::Q4_0, 160}, {GgmlType::Q4_0, 512},
     {GgmlType::Q4_K, 256}, {GgmlType::Q4_K, 768}, {GgmlType::Q6_K, 256}, {GgmlType::Q6_K, 768},
+    {GgmlType::Q5_K, 256}, {GgmlType::Q5_K, 768},
 };
 
 TEST(KernelsMatmul, ParityAllTypesOddShapes) {
@@ -52,7 +53,7 @@ TEST(KernelsMatmul, ParityAllTypesOddShapes) {
 TEST(KernelsMatmul, ParityThreadCounts) {
   uint32_t seed = 500;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_K, GgmlType::Q6_K}) {
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const int64_t cols = t == GgmlType::F32 ? 1029 : 1024;  // f32: a SIMD tail too
     for (int threads : {1, 2, 3}) {
       check_matmul({t, cols}, 131, 6, threads, seed++);
@@ -65,7 +66,7 @@ TEST(KernelsMatmul, ParityThreadCounts) {
 TEST(KernelsMatmul, ParityPrefillBatch) {
   uint32_t seed = 900;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                     GgmlType::Q6_K}) {
+                     GgmlType::Q5_K, GgmlType::Q6_K}) {
     check_matmul({t, 512}, 301, 19, 2, seed++);
     if (HasFatalFailure()) return;
   }
@@ -105,7 +106,8 @@ TEST(KernelsMatmul, ParityQ8TileShapes) {
 // the call, the token's position in it (hence the tile it lands in) and the thread count. The
 // engine relies on this (a request decoded alone or in a batch gives the same greedy tokens).
 TEST(KernelsMatmul, QuantizedResultsAreBatchInvariant) {
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                        GgmlType::Q6_K}) {
     // k-quants: 9 super-blocks, so the Q4_K prefill path splits rows into two ranges (8 + 1).
     const int64_t cols = type == GgmlType::Q8_0 || type == GgmlType::Q4_0 ? 4192 : 2304;
     const int64_t rows = 67, tokens = 37;
@@ -135,7 +137,8 @@ TEST(KernelsMatmul, QuantizedResultsAreBatchInvariant) {
 // representable (integers in [-127, 127] with the block's amax = 127), quantization is lossless,
 // so matmul must match the pure f32 product to rounding.
 TEST(KernelsMatmul, ExactActivationsMatchF32Product) {
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K}) {
     const int64_t rows = 9, cols = 512, tokens = 3;
     const Weights w = make_weights(t, rows, cols, 77);
     const std::vector<float> x = exact_q8_activations(tokens * cols, 37);

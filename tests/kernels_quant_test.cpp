@@ -130,6 +130,42 @@ TEST(KernelsQuant, KnownAnswerQ4_K) {
   for (int i = 0; i < 256; ++i) EXPECT_EQ(out[i], expected[i]) << i;
 }
 
+// Q5_K: d = 1, dmin = 0.5, sub-block j has scale j + 1 and min j (6-bit values below 16, so the
+// packed high bits are 0); every qs byte 0x21 (low nibble 1, high nibble 2); qh[l] = 0x55 for even
+// l (bits 0, 2, 4, 6: the low-nibble sub-blocks 0, 2, 4, 6 get +16), 0x82 for l = 1 (bits 1 and
+// 7), 0 otherwise. Element l of sub-block j: (j + 1) * q - 0.5 * j.
+TEST(KernelsQuant, KnownAnswerQ5_K) {
+  BlockQ5_K blk;
+  blk.d = 0x3C00;     // 1.0
+  blk.dmin = 0x3800;  // 0.5
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t sc = static_cast<uint8_t>(j + 1), m = static_cast<uint8_t>(j);
+    if (j < 4) {
+      blk.scales[j] = sc;
+      blk.scales[j + 4] = m;
+    } else {
+      blk.scales[j + 4] = static_cast<uint8_t>(sc | (m << 4));
+    }
+  }
+  std::memset(blk.qs, 0x21, sizeof blk.qs);
+  for (int l = 0; l < 32; ++l) blk.qh[l] = l % 2 == 0 ? 0x55 : 0;
+  blk.qh[1] = 0x82;
+  float expected[256];
+  for (int j = 0; j < 8; ++j)
+    for (int l = 0; l < 32; ++l) {
+      const int q = (j % 2 == 0 ? 1 : 2) + (((blk.qh[l] >> j) & 1) ? 16 : 0);
+      expected[32 * j + l] = static_cast<float>(j + 1) * q - 0.5f * j;
+    }
+  EXPECT_EQ(expected[0], 17.0f);           // sub 0: 1 * (1 + 16)
+  EXPECT_EQ(expected[32 + 1], 2 * 18.0f - 0.5f);  // sub 1, l = 1: qh bit 1 -> 2 + 16
+  EXPECT_EQ(expected[224 + 1], 8 * 18.0f - 3.5f);  // sub 7, l = 1: qh bit 7
+  float out[256];
+  ASSERT_TRUE(dequantize_row_ref(GgmlType::Q5_K, &blk, out, 256));
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(out[i], expected[i]) << i;
+  ASSERT_TRUE(dequantize_row(GgmlType::Q5_K, &blk, out, 256));
+  for (int i = 0; i < 256; ++i) EXPECT_EQ(out[i], expected[i]) << i;
+}
+
 BlockQ6_K known_q6_k_block() {
   BlockQ6_K blk;
   blk.d = 0x3400;  // 0.25
@@ -185,7 +221,7 @@ TEST(KernelsQuant, DequantizeSimdMatchesRefBitExact) {
   const int64_t n = 256 * 7;
   const auto x = random_values(n, 11);
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
     std::vector<uint8_t> q(row_bytes(t, n));
     ASSERT_TRUE(quantize_row_ref(t, x.data(), q.data(), n));
     // Odd lengths too (whole blocks): exercises the SIMD tails.
@@ -212,7 +248,7 @@ TEST(KernelsQuant, DequantizeEveryCpuTargetMatchesRef) {
     if (!(supported & target)) continue;
     hwy::SetSupportedTargetsForTest(target);
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                       GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
+                       GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
       std::vector<uint8_t> q(row_bytes(t, n));
       ASSERT_TRUE(quantize_row_ref(t, x.data(), q.data(), n));
       const auto ref = dequant_ref(t, q.data(), n);
@@ -386,6 +422,25 @@ TEST(KernelsQuant, RoundTripQ4_K) {
   EXPECT_LE(s.rel_rms, 0.10f);
 }
 
+TEST(KernelsQuant, RoundTripQ5_K) {
+  const int64_t n = 256 * 32;
+  const auto x = random_values(n, 17);
+  std::vector<BlockQ5_K> q(n / 256);
+  quantize_row_q5_k_ref(x.data(), q.data(), n);
+  const auto y = dequant_ref(GgmlType::Q5_K, q.data(), n);
+  const auto s = kquant_stats(x, y, 32, 31.0f, false);
+  // As Q4_K with 31 levels: the fitted scale/min may clip the extremes and the 6-bit scales
+  // shrink the grid; allow 1.5 steps.
+  EXPECT_LE(s.worst_step_ratio, 1.5f);
+  // Half Q4_K's step: about half its error (Q4_K measures 0.087).
+  EXPECT_LE(s.rel_rms, 0.05f);
+  // The fifth bit is used: some values are above 15.
+  int high = 0;
+  for (const BlockQ5_K& b : q)
+    for (uint8_t h : b.qh) high += h != 0;
+  EXPECT_GT(high, 0);
+}
+
 TEST(KernelsQuant, RoundTripQ6_K) {
   const int64_t n = 256 * 32;
   const auto x = random_values(n, 8);
@@ -424,7 +479,7 @@ TEST(KernelsQuant, ZeroBlocksQuantizeToZero) {
   const int64_t n = 256;
   std::vector<float> x(n, 0.0f), y(n, 1.0f);
   for (GgmlType t :
-       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
+       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
     std::vector<uint8_t> q(row_bytes(t, n), 0xAB);
     ASSERT_TRUE(quantize_row_ref(t, x.data(), q.data(), n));
     ASSERT_TRUE(dequantize_row_ref(t, q.data(), y.data(), n));

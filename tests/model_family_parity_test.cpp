@@ -6,7 +6,7 @@
 //   <preset>.f32.hlg      logits at every position of a 128-token sequence (HLG1 format,
 //                         scripts/peer_logits.cpp), for the f32 file;
 //   <preset>.<type>.greedy  prompt ids, llama.cpp's greedy 64-token continuation and its
-//                         top-1/top-2 margin at each step, for the q8_0 and q4_K files.
+//                         top-1/top-2 margin at each step, for the q8_0, q4_K and q5_K files.
 // archs-<arch>.json / .hlg: manifests of llama.cpp's test-llama-archs files and llama.cpp's
 //                         logits on them (scripts/peer-archs), see ArchsParity below.
 // The test writes the same files with hinge synth, runs hinge's forward pass at 1 and 2 threads
@@ -174,7 +174,7 @@ constexpr double kClearMargin = 0.02;
 TEST_P(FamilyParity, GreedyContinuationOfQuantizedFilesMatchesLlamaCpp) {
   const std::string preset = GetParam();
   const std::string dir = testing::temp_dir();
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K}) {
     const std::string name = preset + "." + std::string(ggml_type_name(type)) + ".greedy";
     const Greedy ref = read_greedy(name);
     ASSERT_EQ(ref.want.size(), 64u) << name;
@@ -350,7 +350,7 @@ TEST_P(TrainedParity, GreedyContinuationOfQuantizedFilesEqualsLlamaCpp) {
   const std::string family = GetParam();
   auto src = testing::load_or_die(testing::shared_path("models/stories260K.gguf"));
   ASSERT_TRUE(src);
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K}) {
     const std::string name =
         "trained-" + family + "." + std::string(ggml_type_name(type)) + ".greedy";
     const Greedy ref = read_greedy(name);

@@ -34,8 +34,9 @@ int synth_command(const SynthArgs& args) {
     if (args.transplant.empty()) return fail("--family needs --transplant FILE");
     auto type = ggml_type_from_name(args.type);
     if (!type || (*type != GgmlType::F32 && *type != GgmlType::F16 && *type != GgmlType::Q8_0 &&
-                  *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K))
-      return fail("--type must be one of f32, f16, q8_0, q4_0, q4_k (got '" + args.type + "')");
+                  *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K && *type != GgmlType::Q5_K))
+      return fail("--type must be one of f32, f16, q8_0, q4_0, q4_k, q5_k (got '" + args.type +
+                  "')");
     if (args.output.empty()) return fail("-o/--output is required");
     return transplant_command(args, *type);
   }
@@ -48,8 +49,10 @@ int synth_command(const SynthArgs& args) {
   if (!preset) return fail("unknown preset '" + args.preset + "' (see hinge synth --list)");
   auto type = ggml_type_from_name(args.type);
   if (!type || (*type != GgmlType::F32 && *type != GgmlType::F16 && *type != GgmlType::BF16 &&
-                *type != GgmlType::Q8_0 && *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K))
-    return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k (got '" + args.type + "')");
+                *type != GgmlType::Q8_0 && *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K &&
+                *type != GgmlType::Q5_K))
+    return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k (got '" + args.type +
+                "')");
   if (args.output.empty()) return fail("-o/--output is required");
   ThreadPool pool(hardware_threads());
   std::fprintf(stderr, "hinge: writing %s (%s, %s)...\n", args.output.c_str(), preset->name.c_str(),

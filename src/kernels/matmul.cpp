@@ -398,6 +398,7 @@ GgmlType matmul_activation_type(GgmlType type) {
     case GgmlType::Q4_0:
       return GgmlType::Q8_0;
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return GgmlType::Q8_K;
     default:
@@ -419,6 +420,8 @@ MatmulRowsFn matmul_rows_kernel(GgmlType type) {
       return &matmul_rows_q4_0;
     case GgmlType::Q4_K:
       return &matmul_rows_q4_k;
+    case GgmlType::Q5_K:
+      return &matmul_rows_q5_k;
     case GgmlType::Q6_K:
       return &matmul_rows_q6_k;
     default:

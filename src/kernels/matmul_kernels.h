@@ -106,6 +106,7 @@ void matmul_rows_bf16(const MatmulArgs& args, int64_t row_begin, int64_t row_end
 void matmul_rows_q8_0(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_rows_q4_0(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_rows_q4_k(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
+void matmul_rows_q5_k(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 void matmul_rows_q6_k(const MatmulArgs& args, int64_t row_begin, int64_t row_end);
 
 // Quantizes one activation row of n values to `act_type` (Q8_0 or Q8_K), byte-identical to

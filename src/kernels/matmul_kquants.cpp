@@ -1,9 +1,9 @@
-// matmul kernels for Q4_K and Q6_K weights against Q8_K-quantized activations (ggml's
-// vec_dot_q4_K_q8_K / vec_dot_q6_K_q8_K arithmetic): per 256-element super-block an integer
-// sum of sub-block scale * <q, q8>, then f32 scaling. The per-sub-block offsets (Q4_K's mins,
-// Q6_K's -32) are folded in through the activation block's bsums, never touching qs again.
+// matmul kernels for Q4_K, Q5_K and Q6_K weights against Q8_K-quantized activations (ggml's
+// vec_dot_q{4,5,6}_K_q8_K arithmetic): per 256-element super-block an integer sum of sub-block
+// scale * <q, q8>, then f32 scaling. The per-sub-block offsets (Q4_K's and Q5_K's mins, Q6_K's
+// -32) are folded in through the activation block's bsums, never touching qs again.
 //
-// AVX2+ uses pmaddubsw (weights are unsigned: 0..15 or 0..63) with up to 4 tokens per weight
+// AVX2+ uses pmaddubsw (weights are unsigned: 0..15, 0..31 or 0..63) with up to 4 tokens per weight
 // load; other targets unpack a super-block to bytes once and use a portable Highway i16 dot;
 // HWY_SCALAR uses the scalar reference.
 #include <cstddef>
@@ -60,9 +60,11 @@ HWY_INLINE __m256i ScaleShuffle(int j) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleShuffles.masks[j]));
 }
 
-template <int NT>
-HWY_INLINE void DotTileQ4K(const BlockQ4_K* HWY_RESTRICT w, const BlockQ8_K* const* x, int64_t nb,
+// Q4_K, and Q5_K (WB = BlockQ5_K: the fifth bit of sub-block j's values is bit j of qh).
+template <typename WB, int NT>
+HWY_INLINE void DotTileQ4K(const WB* HWY_RESTRICT w, const BlockQ8_K* const* x, int64_t nb,
                            float* out) {
+  constexpr bool kQ5 = std::is_same_v<WB, BlockQ5_K>;
   __m256 acc[NT];
   for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -77,10 +79,23 @@ HWY_INLINE void DotTileQ4K(const BlockQ4_K* HWY_RESTRICT w, const BlockQ8_K* con
         _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm))));
     __m256i sumi[NT];
     for (int k = 0; k < NT; ++k) sumi[k] = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kQ5) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
     for (int c = 0; c < 4; ++c) {
       const __m256i q4 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(q4, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+      __m256i lo = _mm256_and_si256(q4, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
+      if constexpr (kQ5) {
+        // Bits 2c and 2c + 1 of each qh byte, moved to bit 4 (16-bit shifts: masked to one bit
+        // per byte, neither crosses into the other byte).
+        const __m256i one = _mm256_set1_epi8(1);
+        lo = _mm256_or_si256(
+            lo, _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one), 4));
+        hi = _mm256_or_si256(
+            hi, _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one), 4));
+      }
       const __m256i s_lo = _mm256_shuffle_epi8(scales16, ScaleShuffle(2 * c));
       const __m256i s_hi = _mm256_shuffle_epi8(scales16, ScaleShuffle(2 * c + 1));
       for (int k = 0; k < NT; ++k) {
@@ -157,10 +172,10 @@ HWY_INLINE void DotTileQ6K(const BlockQ6_K* HWY_RESTRICT w, const BlockQ8_K* con
 
 template <typename WB, int NT>
 HWY_INLINE void DotTile(const WB* w, const BlockQ8_K* const* x, int64_t nb, float* out) {
-  if constexpr (std::is_same_v<WB, BlockQ4_K>)
-    DotTileQ4K<NT>(w, x, nb, out);
-  else
+  if constexpr (std::is_same_v<WB, BlockQ6_K>)
     DotTileQ6K<NT>(w, x, nb, out);
+  else
+    DotTileQ4K<WB, NT>(w, x, nb, out);
 }
 
 #if HINGE_SIMD_VNNI
@@ -212,6 +227,8 @@ HWY_INLINE void MatmulRowsK(const MatmulArgs& a, int64_t row_begin, int64_t row_
           reinterpret_cast<const BlockQ8_K*>(xbase + static_cast<size_t>(t) * a.x_row_bytes);
       if constexpr (std::is_same_v<WB, BlockQ4_K>)
         a.y[t * a.y_stride + r] = vec_dot_q4_k_q8_k_ref(a.cols, w, x);
+      else if constexpr (std::is_same_v<WB, BlockQ5_K>)
+        a.y[t * a.y_stride + r] = vec_dot_q5_k_q8_k_ref(a.cols, w, x);
       else
         a.y[t * a.y_stride + r] = vec_dot_q6_k_q8_k_ref(a.cols, w, x);
     }
@@ -233,8 +250,10 @@ HWY_INLINE int32_t DotI8(const int8_t* a, const int8_t* b, int len) {
   return hn::GetLane(hn::SumOfLanes(d32, hn::RearrangeToOddPlusEven(s0, s1)));
 }
 
-// Q4_K super-block against one Q8_K block, weights already unpacked to q[256] (0..15).
-HWY_INLINE float SuperBlockDot(const BlockQ4_K& w, const uint8_t sm[16], const int8_t* q,
+// Q4_K / Q5_K super-block against one Q8_K block, weights already unpacked to q[256] (0..15 /
+// 0..31).
+template <typename WB>
+HWY_INLINE float SuperBlockDot(const WB& w, const uint8_t sm[16], const int8_t* q,
                                const BlockQ8_K& x) {
   int32_t sumi = 0, summs = 0;
   for (int j = 0; j < 8; ++j) {
@@ -260,6 +279,16 @@ HWY_INLINE void Unpack(const BlockQ4_K& w, uint8_t sm[16], int8_t q[kQK_K]) {
     for (int l = 0; l < 32; ++l) {
       q[64 * c + l] = static_cast<int8_t>(w.qs[32 * c + l] & 0xF);
       q[64 * c + 32 + l] = static_cast<int8_t>(w.qs[32 * c + l] >> 4);
+    }
+}
+HWY_INLINE void Unpack(const BlockQ5_K& w, uint8_t sm[16], int8_t q[kQK_K]) {
+  UnpackQ4KScales(w.scales, sm);
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] =
+          static_cast<int8_t>((w.qs[32 * c + l] & 0xF) | (((w.qh[l] >> (2 * c)) & 1) << 4));
+      q[64 * c + 32 + l] =
+          static_cast<int8_t>((w.qs[32 * c + l] >> 4) | (((w.qh[l] >> (2 * c + 1)) & 1) << 4));
     }
 }
 HWY_INLINE void Unpack(const BlockQ6_K& w, uint8_t* /*unused*/, int8_t q[kQK_K]) {
@@ -303,6 +332,9 @@ void MatmulRowsQ4K(const MatmulArgs& a, int64_t b, int64_t e) {
 #endif
   MatmulRowsK<BlockQ4_K>(a, b, e);
 }
+void MatmulRowsQ5K(const MatmulArgs& a, int64_t b, int64_t e) {
+  MatmulRowsK<BlockQ5_K>(a, b, e);
+}
 void MatmulRowsQ6K(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsK<BlockQ6_K>(a, b, e);
 }
@@ -315,10 +347,14 @@ HWY_AFTER_NAMESPACE();
 namespace hinge::kernels {
 
 HWY_EXPORT(MatmulRowsQ4K);
+HWY_EXPORT(MatmulRowsQ5K);
 HWY_EXPORT(MatmulRowsQ6K);
 
 void matmul_rows_q4_k(const MatmulArgs& a, int64_t b, int64_t e) {
   HWY_DYNAMIC_DISPATCH(MatmulRowsQ4K)(a, b, e);
+}
+void matmul_rows_q5_k(const MatmulArgs& a, int64_t b, int64_t e) {
+  HWY_DYNAMIC_DISPATCH(MatmulRowsQ5K)(a, b, e);
 }
 void matmul_rows_q6_k(const MatmulArgs& a, int64_t b, int64_t e) {
   HWY_DYNAMIC_DISPATCH(MatmulRowsQ6K)(a, b, e);

@@ -54,6 +54,10 @@ void matmul_ref_quantized(const MatrixView& w, const float* x, int64_t num_token
           v = vec_dot_q4_k_q8_k_ref(w.cols, static_cast<const BlockQ4_K*>(wr),
                                     static_cast<const BlockQ8_K*>(xt));
           break;
+        case GgmlType::Q5_K:
+          v = vec_dot_q5_k_q8_k_ref(w.cols, static_cast<const BlockQ5_K*>(wr),
+                                    static_cast<const BlockQ8_K*>(xt));
+          break;
         case GgmlType::Q6_K:
           v = vec_dot_q6_k_q8_k_ref(w.cols, static_cast<const BlockQ6_K*>(wr),
                                     static_cast<const BlockQ8_K*>(xt));

@@ -10,7 +10,7 @@
 namespace hinge::kernels {
 
 // n must be a multiple of the type's block size. Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K,
-// Q6_K (and Q8_K for activations). Returns false for an unsupported type.
+// Q5_K, Q6_K (and Q8_K for activations). Returns false for an unsupported type.
 bool dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);      // SIMD
 bool dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t n);  // scalar
 bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t n);    // scalar

@@ -1,5 +1,5 @@
-// Packed GGUF block structs (exactly ggml's block_q8_0 / block_q4_0 / block_q4_K / block_q6_K /
-// block_q8_K) and the small bit-twiddling helpers every quant kernel shares.
+// Packed GGUF block structs (exactly ggml's block_q8_0 / block_q4_0 / block_q4_K / block_q5_K /
+// block_q6_K / block_q8_K) and the small bit-twiddling helpers every quant kernel shares.
 // Internal to src/kernels: the rest of hinge sees rows as opaque bytes (MatrixView).
 //
 // Alignment: the structs only need 2-byte alignment (f16 fields), 4 for BlockQ8_K. GGUF tensor
@@ -40,6 +40,17 @@ struct BlockQ4_K {
   uint8_t qs[kQK_K / 2];
 };
 static_assert(sizeof(BlockQ4_K) == 144);
+
+// Q4_K with a fifth bit: x = d * sc[j] * q - dmin * m[j], q = 0..31. The low 4 bits as in
+// BlockQ4_K's qs; the high bit of sub-block j's element l (l in [0, 32)) is bit j of qh[l].
+struct BlockQ5_K {
+  uint16_t d;     // f16 super-block scale for the 6-bit sub-block scales
+  uint16_t dmin;  // f16 super-block scale for the 6-bit sub-block mins
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
 
 // 256 values in 16 sub-blocks of 16: x = d * scales[j] * (q - 32), q 6 bits: low 4 bits in ql,
 // high 2 bits in qh. Per half (128 values, h = 0/1): ql[64h + l] low nibble = element 128h + l,

@@ -1,6 +1,7 @@
-// Scalar references for the 256-element super-block formats: Q4_K, Q6_K (weights) and Q8_K
-// (activations). Quantizers follow ggml's reference algorithms (make_qkx2_quants for Q4_K,
-// make_qx_quants with rmse_type 1 for Q6_K) so files we write quantize like llama.cpp's.
+// Scalar references for the 256-element super-block formats: Q4_K, Q5_K, Q6_K (weights) and
+// Q8_K (activations). Quantizers follow ggml's reference algorithms (make_qkx2_quants for Q4_K
+// and Q5_K, make_qx_quants with rmse_type 1 for Q6_K) so files we write quantize like
+// llama.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -131,57 +132,105 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 
 }  // namespace
 
-void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t n) {
-  const int64_t nb = n / kQK_K;
-  uint8_t L[kQK_K];
+namespace {
+
+// One super-block of Q4_K / Q5_K: 8 sub-blocks of 32 asymmetric values in [0, nmax] (ggml's
+// quantize_row_q{4,5}_K_ref: make_qkx2_quants with rmin, rdelta, nstep), 6-bit scales and mins
+// packed into scales[12], then the values re-quantized against the stored scales into L.
+void quantize_k_super_block(const float* x, int nmax, float rmin, float rdelta, int nstep,
+                            uint8_t L[kQK_K], uint16_t* d, uint16_t* dmin, uint8_t packed[12]) {
   uint8_t Laux[32];
   float weights[32];
   float mins[kQK_K / 32];
   float scales[kQK_K / 32];
+  float max_scale = 0, max_min = 0;  // scales and mins are >= 0 (the min is subtracted)
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+                                 rdelta, nstep);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  std::memset(packed, 0, 12);
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+    const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+    if (j < 4) {
+      packed[j] = ls;
+      packed[j + 4] = lm;
+    } else {
+      packed[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      packed[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      packed[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  *d = f32_to_f16(max_scale / 63.f);
+  *dmin = f32_to_f16(max_min / 63.f);
+  // Re-quantize against the rounded 6-bit scales actually stored.
+  for (int j = 0; j < kQK_K / 32; ++j) {
+    uint8_t sc, m;
+    scale_min_k4(j, packed, &sc, &m);
+    const float dj = f16_to_f32(*d) * sc;
+    if (dj == 0.0f) continue;
+    const float dm = f16_to_f32(*dmin) * m;
+    for (int l = 0; l < 32; ++l) {
+      const int q = nearest_int((x[32 * j + l] + dm) / dj);
+      L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(nmax, q)));
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_row_q4_k_ref(const float* x, BlockQ4_K* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  uint8_t L[kQK_K];
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-    float max_scale = 0, max_min = 0;  // scales and mins are >= 0 (the min is subtracted)
-    for (int j = 0; j < kQK_K / 32; ++j) {
-      float sum_x2 = 0;
-      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-      const float av_x = std::sqrt(sum_x2 / 32);
-      for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-      scales[j] =
-          make_qkx2_quants(32, 15, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -1.f, 0.1f, 20);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
     BlockQ4_K& b = y[i];
-    for (int j = 0; j < kQK_K / 32; ++j) {
-      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        b.scales[j] = ls;
-        b.scales[j + 4] = lm;
-      } else {
-        b.scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-        b.scales[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-        b.scales[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-      }
-    }
-    b.d = f32_to_f16(max_scale / 63.f);
-    b.dmin = f32_to_f16(max_min / 63.f);
-    // Re-quantize against the rounded 6-bit scales actually stored.
-    for (int j = 0; j < kQK_K / 32; ++j) {
-      uint8_t sc, m;
-      scale_min_k4(j, b.scales, &sc, &m);
-      const float d = f16_to_f32(b.d) * sc;
-      if (d == 0.0f) continue;
-      const float dm = f16_to_f32(b.dmin) * m;
-      for (int l = 0; l < 32; ++l) {
-        const int q = nearest_int((x[32 * j + l] + dm) / d);
-        L[32 * j + l] = static_cast<uint8_t>(std::max(0, std::min(15, q)));
-      }
-    }
+    quantize_k_super_block(x, 15, -1.f, 0.1f, 20, L, &b.d, &b.dmin, b.scales);
     for (int c = 0; c < 4; ++c)
       for (int l = 0; l < 32; ++l)
         b.qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+  }
+}
+
+void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  uint8_t L[kQK_K];
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    BlockQ5_K& b = y[i];
+    quantize_k_super_block(x, 31, -0.5f, 0.1f, 15, L, &b.d, &b.dmin, b.scales);
+    std::memset(b.qh, 0, sizeof b.qh);
+    for (int c = 0; c < 4; ++c)
+      for (int l = 0; l < 32; ++l) {
+        const int l1 = L[64 * c + l], l2 = L[64 * c + 32 + l];
+        b.qs[32 * c + l] = static_cast<uint8_t>((l1 & 0xF) | ((l2 & 0xF) << 4));
+        b.qh[l] |= static_cast<uint8_t>(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
+      }
+  }
+}
+
+void dequantize_row_q5_k_ref(const BlockQ5_K* x, float* y, int64_t n) {
+  const int64_t nb = n / kQK_K;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* q = x[i].qs;
+    const float d = f16_to_f32(x[i].d);
+    const float min = f16_to_f32(x[i].dmin);
+    for (int c = 0; c < 4; ++c, q += 32) {
+      uint8_t sc, m;
+      scale_min_k4(2 * c, x[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = min * m;
+      scale_min_k4(2 * c + 1, x[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = min * m;
+      const uint8_t u1 = static_cast<uint8_t>(1u << (2 * c)), u2 = static_cast<uint8_t>(2u << (2 * c));
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((q[l] & 0xF) + (x[i].qh[l] & u1 ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((q[l] >> 4) + (x[i].qh[l] & u2 ? 16 : 0)) - m2;
+    }
   }
 }
 
@@ -322,6 +371,31 @@ float vec_dot_q4_k_q8_k_ref(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
       const int8_t* q8 = x[i].qs + 32 * j;
       int32_t dot = 0;
       for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * q8[l];
+      sumi += sc * dot;
+      summs += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+    }
+    const float d = x[i].d * f16_to_f32(w[i].d);
+    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
+    sum += d * static_cast<float>(sumi) - dmin * static_cast<float>(summs);
+  }
+  return sum;
+}
+
+float vec_dot_q5_k_q8_k_ref(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) {
+  const int64_t nb = n / kQK_K;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int32_t sumi = 0;   // sum_j sc[j] * <q5_j, q8_j>
+    int32_t summs = 0;  // sum_j m[j] * (sum of q8 over sub-block j)
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      scale_min_k4(j, w[i].scales, &sc, &m);
+      const uint8_t* q = w[i].qs + 32 * (j / 2);
+      const int shift = 4 * (j % 2);
+      const int8_t* q8 = x[i].qs + 32 * j;
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l)
+        dot += (((q[l] >> shift) & 0xF) | (((w[i].qh[l] >> j) & 1) << 4)) * q8[l];
       sumi += sc * dot;
       summs += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }

@@ -119,6 +119,9 @@ bool dequantize_row_ref(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q4_K:
       dequantize_row_q4_k_ref(static_cast<const BlockQ4_K*>(src), dst, n);
       return true;
+    case GgmlType::Q5_K:
+      dequantize_row_q5_k_ref(static_cast<const BlockQ5_K*>(src), dst, n);
+      return true;
     case GgmlType::Q6_K:
       dequantize_row_q6_k_ref(static_cast<const BlockQ6_K*>(src), dst, n);
       return true;
@@ -153,6 +156,9 @@ bool quantize_row_ref(GgmlType type, const float* src, void* dst, int64_t n) {
       return true;
     case GgmlType::Q4_K:
       quantize_row_q4_k_ref(src, static_cast<BlockQ4_K*>(dst), n);
+      return true;
+    case GgmlType::Q5_K:
+      quantize_row_q5_k_ref(src, static_cast<BlockQ5_K*>(dst), n);
       return true;
     case GgmlType::Q6_K:
       quantize_row_q6_k_ref(src, static_cast<BlockQ6_K*>(dst), n);

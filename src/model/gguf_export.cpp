@@ -115,6 +115,7 @@ GgmlType fallback_matrix_type(GgmlType wanted, int64_t row_elems) {
   if (fits(wanted)) return wanted;
   GgmlType next = GgmlType::F16;
   if (wanted == GgmlType::Q4_K) next = GgmlType::Q4_0;
+  if (wanted == GgmlType::Q5_K) next = GgmlType::Q8_0;
   if (wanted == GgmlType::Q6_K) next = GgmlType::Q8_0;
   return fits(next) ? next : GgmlType::F16;
 }

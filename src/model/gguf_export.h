@@ -39,7 +39,7 @@ struct ExportOptions {
 // The type a matrix with rows of `row_elems` values gets when `wanted` is asked for: `wanted`
 // itself when the rows split into its blocks, else the closest type hinge computes that fits,
 // after llama.cpp's quantizer (llama_tensor_get_type): Q4_K -> Q4_0 (llama.cpp uses Q5_0, which
-// hinge does not compute; Q4_0 keeps the size), Q6_K -> Q8_0, and F16 when rows are not a
+// hinge does not compute; Q4_0 keeps the size), Q5_K and Q6_K -> Q8_0, and F16 when rows are not a
 // multiple of 32 either.
 GgmlType fallback_matrix_type(GgmlType wanted, int64_t row_elems);
 

@@ -230,7 +230,9 @@ Status write_synth_model(const SynthPreset& preset, GgmlType type, uint64_t seed
     vocab.token_types.back() = 3;
   }
   write_vocab_metadata(w, vocab);
-  const GgmlType out_type = type == GgmlType::Q4_K ? GgmlType::Q6_K : type;
+  // Q4_K_M / Q5_K_M files keep the output matrix in Q6_K.
+  const GgmlType out_type =
+      type == GgmlType::Q4_K || type == GgmlType::Q5_K ? GgmlType::Q6_K : type;
   uint64_t tensor_seed = seed;
   auto add_matrix = [&](const std::string& name, int64_t rows, int64_t cols, GgmlType t) {
     auto bytes = random_matrix(rows, cols, t, ++tensor_seed, pool);

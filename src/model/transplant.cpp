@@ -118,7 +118,9 @@ Status write_transplanted_model(const LoadedModel& source, const std::string& fa
                                       s.n_vocab, s.context_length, s.rope.theta, eps, extra},
                                      name.c_str());
   const bool neox = c.rope.style != kernels::RopeStyle::kInterleaved;
-  const GgmlType out_type = type == GgmlType::Q4_K ? GgmlType::Q6_K : type;
+  // Q4_K_M / Q5_K_M files keep the output matrix in Q6_K.
+  const GgmlType out_type =
+      type == GgmlType::Q4_K || type == GgmlType::Q5_K ? GgmlType::Q6_K : type;
 
   gguf::GgufWriter w;
   write_model_metadata(w, c);
