@@ -180,7 +180,7 @@ TEST(KernelsMatmul, ParityEveryCpuTarget) {
   EXPECT_GE(tested, 2);
 }
 
-// The AVX-512 VNNI path of Q8_0 / Q4_0 / Q4_K (taken when the CPU has it) and the path without it:
+// The AVX-512 VNNI path of Q8_0 / Q4_0 / Q4_K / Q5_K (taken when the CPU has it) and the path without it:
 // both match the reference; Q4_0 is bit-identical between them (same exact integer lanes); each
 // is batch invariant (a token's row does not depend on the other tokens in the call).
 // On the AVX2 target (forced where AVX3 is the best) the VNNI path is AVX-VNNI's.
@@ -198,7 +198,7 @@ TEST(KernelsMatmul, Q8AndQ4WithAndWithoutVnni) {
 }
 
 void check_with_and_without_vnni() {
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K}) {
     SCOPED_TRACE(ggml_type_name(t));
     const int64_t rows = 13, cols = 1024, tokens = 7;
     const Weights w = make_weights(t, rows, cols, 5);

@@ -328,11 +328,16 @@ HWY_INLINE void MatmulRowsK(const MatmulArgs& a, int64_t row_begin, int64_t row_
 
 void MatmulRowsQ4K(const MatmulArgs& a, int64_t b, int64_t e) {
 #if HINGE_SIMD_AVX2_PLUS && HINGE_SIMD_VNNI
-  if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr) return MatmulRowsQ4KVnni(a, b, e);
+  if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr)
+    return MatmulRowsQ4KVnni<BlockQ4_K>(a, b, e);
 #endif
   MatmulRowsK<BlockQ4_K>(a, b, e);
 }
 void MatmulRowsQ5K(const MatmulArgs& a, int64_t b, int64_t e) {
+#if HINGE_SIMD_AVX2_PLUS && HINGE_SIMD_VNNI
+  if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr)
+    return MatmulRowsQ4KVnni<BlockQ5_K>(a, b, e);
+#endif
   MatmulRowsK<BlockQ5_K>(a, b, e);
 }
 void MatmulRowsQ6K(const MatmulArgs& a, int64_t b, int64_t e) {

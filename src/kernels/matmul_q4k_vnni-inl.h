@@ -2,11 +2,12 @@
 // (HINGE_SIMD_VNNI), once per target: no include guard. It uses what that file defines before
 // the include (UnpackQ4KScales, the block layouts, MatmulArgs).
 //
-// Q4_K with AVX-512 (BW + VNNI, runtime-checked: cpu_has_avx512_vnni), in the GGUF
-// layout: a 32-byte chunk of qs holds sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles),
+// Q4_K and Q5_K (WB = BlockQ4_K / BlockQ5_K: the fifth bit of sub-block j's values ORed in from
+// bit j of qh, values 0..31) with AVX-512 (BW + VNNI, runtime-checked: cpu_has_avx512_vnni), in
+// the GGUF layout: a 32-byte chunk of qs holds sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles),
 // whose activations are the contiguous 64 bytes qs[64c, 64c + 64) of the Q8_K block, so one
 // broadcast + per-half shift gives the 64 weights in activation order. Per (row, token, chunk):
-// vpmaddubsw (u8 x i8 -> 32 i16 pair sums, no saturation: 2 * 15 * 128 < 2^15) and vpdpwssd with
+// vpmaddubsw (u8 x i8 -> 32 i16 pair sums, no saturation: 2 * 31 * 128 < 2^15) and vpdpwssd with
 // the two sub-block scales (i16 lanes 0..15: sc[2c], 16..31: sc[2c + 1]) into an i32
 // accumulator: 2 instructions per 64 products, the scales applied in integers. Per (row, token,
 // super-block): one convert and FMA with d_w * d_x, and the mins term as an 8-lane FMA of
@@ -34,7 +35,8 @@ struct Q4KRowOps {
   __m512 dw;     // d broadcast
 };
 
-HINGE_VNNI_INLINE Q4KRowOps PrepQ4KRow(const BlockQ4_K& b) {
+template <typename WB>
+HINGE_VNNI_INLINE Q4KRowOps PrepQ4KRow(const WB& b) {
   // UnpackQ4KScales in registers (sc[0..7], m[0..7] as bytes): going through a byte array would
   // stall on store forwarding (four 4-byte stores read back as one 16-byte load).
   uint32_t u0, u1, u2;
@@ -55,7 +57,27 @@ HINGE_VNNI_INLINE Q4KRowOps PrepQ4KRow(const BlockQ4_K& b) {
   return r;
 }
 
-// i32 -> f32 for |v| < 2^22 (a super-block's lane: at most 4 * 2 * 3840 * 63 < 2^21), exactly
+// The 64 weights of chunk c (sub-blocks 2c, 2c + 1) as bytes in activation order: the low
+// nibbles of qs[32c, 32c + 32) then the high ones; Q5_K ORs in bits 2c / 2c + 1 of qh as bit 4.
+template <typename WB>
+HINGE_VNNI_INLINE __m512i LoadKChunk(const WB& blk, int c) {
+  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+  const __m512i q = _mm512_broadcast_i64x4(
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * c)));
+  __m512i v = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), _mm512_set1_epi8(0x0F));
+  if constexpr (std::is_same_v<WB, BlockQ5_K>) {
+    const __m512i h =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh)));
+    const int lo = 2 * c, hi = 2 * c + 1;
+    const __m512i hs = _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo);
+    // One bit per byte after the mask: the 64-bit shifts move no bit across bytes.
+    v = _mm512_or_si512(
+        v, _mm512_slli_epi64(_mm512_and_si512(_mm512_srlv_epi64(h, hs), _mm512_set1_epi8(1)), 4));
+  }
+  return v;
+}
+
+// i32 -> f32 for |v| < 2^22 (a super-block's lane: at most 4 * 2 * (2 * 31 * 128) * 63 < 2^22), exactly
 // as vcvtdq2ps: v + 1.5 * 2^23 as float bits minus 1.5 * 2^23. An integer add and a float
 // subtract instead of the conversion, which shares its port with vpmaddubsw / vpdpwssd.
 HINGE_VNNI_INLINE __m512 I32ToF32Small(__m512i v) {
@@ -94,15 +116,13 @@ HINGE_VNNI_INLINE void Q4KFold(const __m512* dw, const __m512* mins, const Block
 
 // out[i * NT + k] = <row i, token k>. w[i]: row i's blocks; x[k]: token k's Q8_K blocks;
 // xm[k]: its min sums [nb * 8].
-template <int RM, int NT>
-HINGE_VNNI_INLINE void DotTileQ4KVnni(const BlockQ4_K* const* w, const BlockQ8_K* const* x,
+template <typename WB, int RM, int NT>
+HINGE_VNNI_INLINE void DotTileQ4KVnni(const WB* const* w, const BlockQ8_K* const* x,
                                       const float* const* xm, int64_t nb, size_t prefetch,
                                       float* out) {
   __m512 acc[RM][NT];
   for (int i = 0; i < RM; ++i)
     for (int k = 0; k < NT; ++k) acc[i][k] = _mm512_setzero_ps();
-  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     Q4KRowOps ro[RM];
     for (int i = 0; i < RM; ++i) {
@@ -119,9 +139,7 @@ HINGE_VNNI_INLINE void DotTileQ4KVnni(const BlockQ4_K* const* w, const BlockQ8_K
       const __m512i perm = _mm512_load_si512(kQ4KPerm.idx[c]);
       __m512i wq[RM], sc[RM];
       for (int i = 0; i < RM; ++i) {
-        const __m512i q = _mm512_broadcast_i64x4(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i][b].qs + 32 * c)));
-        wq[i] = _mm512_and_si512(_mm512_srlv_epi64(q, shifts), m4);
+        wq[i] = LoadKChunk(w[i][b], c);
         sc[i] = _mm512_permutexvar_epi16(perm, ro[i].sc16);
       }
       Q4KChunk<RM, NT>(wq, sc, x, b, c, sumi);
@@ -138,13 +156,13 @@ HINGE_VNNI_INLINE void DotTileQ4KVnni(const BlockQ4_K* const* w, const BlockQ8_K
 }
 
 // Rows [r, r + RM) x tokens [t, t + NT).
-template <int RM, int NT>
+template <typename WB, int RM, int NT>
 HINGE_VNNI_INLINE void RunTileQ4KVnni(const MatmulArgs& a, int64_t r, int64_t t) {
   const int64_t nb = a.cols / kQK_K;
   const auto* xbase = static_cast<const uint8_t*>(a.x);
-  const BlockQ4_K* w[RM];
+  const WB* w[RM];
   for (int i = 0; i < RM; ++i)
-    w[i] = reinterpret_cast<const BlockQ4_K*>(a.w + static_cast<size_t>(r + i) * a.w_row_bytes);
+    w[i] = reinterpret_cast<const WB*>(a.w + static_cast<size_t>(r + i) * a.w_row_bytes);
   const BlockQ8_K* x[NT];
   const float* xm[NT];
   for (int k = 0; k < NT; ++k) {
@@ -152,24 +170,24 @@ HINGE_VNNI_INLINE void RunTileQ4KVnni(const MatmulArgs& a, int64_t r, int64_t t)
     xm[k] = a.x_min_sums + (t + k) * nb * 8;
   }
   float out[RM * NT];
-  DotTileQ4KVnni<RM, NT>(w, x, xm, nb, 1 * RM * a.w_row_bytes, out);
+  DotTileQ4KVnni<WB, RM, NT>(w, x, xm, nb, 1 * RM * a.w_row_bytes, out);
   for (int i = 0; i < RM; ++i)
     for (int k = 0; k < NT; ++k) a.y[(t + k) * a.y_stride + r + i] = out[i * NT + k];
 }
 
-template <int RM>
+template <typename WB, int RM>
 HINGE_VNNI_INLINE void RunRowsQ4KVnni(const MatmulArgs& a, int64_t r, int64_t t0, int64_t t1) {
   int64_t t = t0;
-  for (; t + 4 <= t1; t += 4) RunTileQ4KVnni<RM, 4>(a, r, t);
+  for (; t + 4 <= t1; t += 4) RunTileQ4KVnni<WB, RM, 4>(a, r, t);
   switch (t1 - t) {
     case 3:
-      RunTileQ4KVnni<RM, 3>(a, r, t);
+      RunTileQ4KVnni<WB, RM, 3>(a, r, t);
       break;
     case 2:
-      RunTileQ4KVnni<RM, 2>(a, r, t);
+      RunTileQ4KVnni<WB, RM, 2>(a, r, t);
       break;
     case 1:
-      RunTileQ4KVnni<RM, 1>(a, r, t);
+      RunTileQ4KVnni<WB, RM, 1>(a, r, t);
       break;
     default:
       break;
@@ -189,16 +207,13 @@ struct alignas(64) Q4KPrepared {
 // Prepared blocks per row tile at most (2 rows): 16384 columns.
 constexpr int64_t kQ4KPreparedBlocks = 64;
 
-HINGE_VNNI_INLINE void PrepareQ4KRow(const BlockQ4_K* w, int64_t nb, Q4KPrepared* out) {
-  const __m512i shifts = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
+template <typename WB>
+HINGE_VNNI_INLINE void PrepareQ4KRow(const WB* w, int64_t nb, Q4KPrepared* out) {
   for (int64_t b = 0; b < nb; ++b) {
     const Q4KRowOps ro = PrepQ4KRow(w[b]);
     Q4KPrepared& p = out[b];
     for (int c = 0; c < 4; ++c) {
-      const __m512i q = _mm512_broadcast_i64x4(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs + 32 * c)));
-      _mm512_store_si512(p.w[c], _mm512_and_si512(_mm512_srlv_epi64(q, shifts), m4));
+      _mm512_store_si512(p.w[c], LoadKChunk(w[b], c));
       _mm512_store_si512(p.sc[c],
                          _mm512_permutexvar_epi16(_mm512_load_si512(kQ4KPerm.idx[c]), ro.sc16));
     }
@@ -295,11 +310,12 @@ HINGE_VNNI_INLINE void RunPreparedQ4K(const MatmulArgs& a, const Q4KPrepared* co
   }
 }
 
+template <typename WB>
 HINGE_VNNI_ATTR void MatmulRowsQ4KVnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.num_tokens == 1) {
     int64_t r = row_begin;
-    for (; r + 4 <= row_end; r += 4) RunTileQ4KVnni<4, 1>(a, r, 0);
-    for (; r < row_end; ++r) RunTileQ4KVnni<1, 1>(a, r, 0);
+    for (; r + 4 <= row_end; r += 4) RunTileQ4KVnni<WB, 4, 1>(a, r, 0);
+    for (; r < row_end; ++r) RunTileQ4KVnni<WB, 1, 1>(a, r, 0);
     return;
   }
   // Token blocks of ~1 MiB of activations stay in L2 while a block's rows stream (large, so a
@@ -313,7 +329,7 @@ HINGE_VNNI_ATTR void MatmulRowsQ4KVnni(const MatmulArgs& a, int64_t row_begin, i
   alignas(64) float accbuf[prepare ? kQ4KMaxBlockTokens * 2 * 16 : 16];
   const Q4KPrepared* rows2[2] = {prepared, prepared + nb};
   auto row_blocks = [&](int64_t r) {
-    return reinterpret_cast<const BlockQ4_K*>(a.w + static_cast<size_t>(r) * a.w_row_bytes);
+    return reinterpret_cast<const WB*>(a.w + static_cast<size_t>(r) * a.w_row_bytes);
   };
   for (int64_t t0 = 0; t0 < a.num_tokens; t0 += tb) {
     const int64_t t1 = t0 + tb < a.num_tokens ? t0 + tb : a.num_tokens;
@@ -326,9 +342,9 @@ HINGE_VNNI_ATTR void MatmulRowsQ4KVnni(const MatmulArgs& a, int64_t row_begin, i
         PrepareQ4KRow(row_blocks(r + 1), nb, prepared + nb);
         RunPreparedQ4K<2>(a, rows2, r, t0, t1, accbuf);
       } else {
-        RunRowsQ4KVnni<2>(a, r, t0, t1);
+        RunRowsQ4KVnni<WB, 2>(a, r, t0, t1);
       }
     }
-    for (; r < row_end; ++r) RunRowsQ4KVnni<1>(a, r, t0, t1);
+    for (; r < row_end; ++r) RunRowsQ4KVnni<WB, 1>(a, r, t0, t1);
   }
 }
