@@ -1,5 +1,6 @@
 #include "server/engine_thread.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 
@@ -409,6 +410,14 @@ void EngineThread::loop() {
       // kError: their sinks get those final deltas like any other, and the loop serves on.
       if (Status st = engine_->step(&deltas); !st.ok())
         std::fprintf(stderr, "hinge: engine step failed: %s\n", st.message().c_str());
+      // A request's last delta goes out after the engine's stats that count it, so /metrics
+      // and /v1/stats read after a response include it (no step's counts arrive late).
+      if (std::any_of(deltas.begin(), deltas.end(),
+                      [](const RequestDelta& d) { return d.finished(); })) {
+        EngineStats es = engine_->stats();
+        std::lock_guard lock(mu_);
+        stats_.engine = std::move(es);
+      }
       dispatch(deltas);
     }
     // Under pressure the KV limit follows what requests hold and have reserved.

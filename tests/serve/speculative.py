@@ -37,12 +37,18 @@ def completions(s):
     return out
 
 
-def metric(s, name):
+def metrics(s):
+    """One /metrics snapshot: {name: value} of the labelled series."""
     _, _, body = s.request('GET', '/metrics')
+    out = {}
     for line in body.splitlines():
-        if line.startswith(name + '{'):
-            return float(line.rsplit(' ', 1)[1])
-    return None
+        if '{' in line and not line.startswith('#'):
+            out.setdefault(line.split('{', 1)[0], float(line.rsplit(' ', 1)[1]))
+    return out
+
+
+def metric(s, name):
+    return metrics(s).get(name)
 
 
 @test
@@ -55,12 +61,13 @@ def same_outputs():
                 quiet=True) as spec:
         got = completions(spec)
         check(got == want, 'the same 4 completions (greedy and seeded, whole and streamed)')
-        drafted = metric(spec, 'hinge:spec_draft_tokens_total')
-        accepted = metric(spec, 'hinge:spec_accepted_tokens_total')
+        m = metrics(spec)
+        drafted = m.get('hinge:spec_draft_tokens_total')
+        accepted = m.get('hinge:spec_accepted_tokens_total')
         check(drafted and accepted and 0 < accepted <= drafted,
               f'/metrics: {accepted:.0f} of {drafted:.0f} draft tokens accepted')
-        check(metric(spec, 'vllm:spec_decode_num_accepted_tokens_total') == accepted and
-              metric(spec, 'vllm:spec_decode_num_draft_tokens_total') == drafted,
+        check(m.get('vllm:spec_decode_num_accepted_tokens_total') == accepted and
+              m.get('vllm:spec_decode_num_draft_tokens_total') == drafted,
               '--metrics-compat vllm: vllm:spec_decode_num_{draft,accepted}_tokens_total')
         _, _, body = spec.request('GET', '/v1/stats')
         sp = json.loads(body)['speculative']
@@ -87,9 +94,10 @@ def draft_model():
         check(got[:2] == want[:2], 'the same greedy completions (whole and streamed)')
         again = completions(spec)
         check(again == got, 'the same seeded completions again (the same seeds, the same stream)')
-        drafted = metric(spec, 'hinge:spec_draft_tokens_total')
-        accepted = metric(spec, 'hinge:spec_accepted_tokens_total')
-        computed = metric(spec, 'hinge:spec_draft_model_tokens_total')
+        m = metrics(spec)
+        drafted = m.get('hinge:spec_draft_tokens_total')
+        accepted = m.get('hinge:spec_accepted_tokens_total')
+        computed = m.get('hinge:spec_draft_model_tokens_total')
         check(drafted and accepted and 0 < accepted <= drafted and computed > drafted / 2,
               f'/metrics: {accepted:.0f} of {drafted:.0f} draft tokens accepted, the draft '
               f'model computed {computed:.0f}')
