@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -203,6 +204,35 @@ inline SampleStreams run_streams(const LoadedModel& m, const EngineConfig& c,
   }
   out.stats = (*e)->stats();
   return out;
+}
+
+// Per position, how often each token was drawn, over every sample's first `positions` tokens.
+using TokenCounts = std::vector<std::map<int32_t, int>>;
+inline TokenCounts token_counts(const SampleStreams& s, int positions) {
+  TokenCounts counts(static_cast<size_t>(positions));
+  for (const auto& [key, t] : s.tokens)
+    for (size_t j = 0; j < t.size() && j < counts.size(); ++j) ++counts[j][t[j]];
+  return counts;
+}
+
+// Two runs' counts agree within 4 sd at every position after the first, for every token drawn
+// at least 20 times in both together. Returns how many (position, token) pairs were compared.
+inline int expect_same_token_distribution(const TokenCounts& plain, const TokenCounts& spec) {
+  int compared = 0;
+  for (size_t j = 1; j < plain.size() && j < spec.size(); ++j) {
+    std::map<int32_t, int> all = plain[j];
+    for (const auto& [t, c] : spec[j]) all[t] += 0;
+    for (const auto& [t, c] : all) {
+      const int a = c;
+      const auto it = spec[j].find(t);
+      const int b = it == spec[j].end() ? 0 : it->second;
+      if (a + b < 20) continue;
+      ++compared;
+      EXPECT_LE(std::abs(a - b), 4.0 * std::sqrt(static_cast<double>(a + b)))
+          << "position " << j << " token " << t << ": " << a << " without drafts, " << b << " with";
+    }
+  }
+  return compared;
 }
 
 // A `hinge synth` preset written with f32 weights (seed 11) to the temp folder as

@@ -215,41 +215,40 @@ void quantize_row_q5_k_ref(const float* x, BlockQ5_K* y, int64_t n) {
   }
 }
 
-void dequantize_row_q5_k_ref(const BlockQ5_K* x, float* y, int64_t n) {
+namespace {
+
+// Element l of sub-block j (0..15 / 0..31).
+int k_quant_value(const BlockQ4_K& b, int j, int l) {
+  return (b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF;
+}
+int k_quant_value(const BlockQ5_K& b, int j, int l) {
+  return ((b.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) | (((b.qh[l] >> j) & 1) << 4);
+}
+
+// Q4_K / Q5_K: x = d * sc[j] * q - dmin * m[j] (ggml's dequantize_row_q{4,5}_K arithmetic).
+template <typename WB>
+void dequantize_k_mins_ref(const WB* x, float* y, int64_t n) {
   const int64_t nb = n / kQK_K;
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q = x[i].qs;
     const float d = f16_to_f32(x[i].d);
     const float min = f16_to_f32(x[i].dmin);
-    for (int c = 0; c < 4; ++c, q += 32) {
+    for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
-      scale_min_k4(2 * c, x[i].scales, &sc, &m);
-      const float d1 = d * sc, m1 = min * m;
-      scale_min_k4(2 * c + 1, x[i].scales, &sc, &m);
-      const float d2 = d * sc, m2 = min * m;
-      const uint8_t u1 = static_cast<uint8_t>(1u << (2 * c)), u2 = static_cast<uint8_t>(2u << (2 * c));
-      for (int l = 0; l < 32; ++l) *y++ = d1 * ((q[l] & 0xF) + (x[i].qh[l] & u1 ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * ((q[l] >> 4) + (x[i].qh[l] & u2 ? 16 : 0)) - m2;
+      scale_min_k4(j, x[i].scales, &sc, &m);
+      const float dj = d * sc, mj = min * m;
+      for (int l = 0; l < 32; ++l) *y++ = dj * k_quant_value(x[i], j, l) - mj;
     }
   }
 }
 
+}  // namespace
+
 void dequantize_row_q4_k_ref(const BlockQ4_K* x, float* y, int64_t n) {
-  const int64_t nb = n / kQK_K;
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* q = x[i].qs;
-    const float d = f16_to_f32(x[i].d);
-    const float min = f16_to_f32(x[i].dmin);
-    for (int c = 0; c < 4; ++c, q += 32) {
-      uint8_t sc, m;
-      scale_min_k4(2 * c, x[i].scales, &sc, &m);
-      const float d1 = d * sc, m1 = min * m;
-      scale_min_k4(2 * c + 1, x[i].scales, &sc, &m);
-      const float d2 = d * sc, m2 = min * m;
-      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
-    }
-  }
+  dequantize_k_mins_ref(x, y, n);
+}
+
+void dequantize_row_q5_k_ref(const BlockQ5_K* x, float* y, int64_t n) {
+  dequantize_k_mins_ref(x, y, n);
 }
 
 void quantize_row_q6_k_ref(const float* x, BlockQ6_K* y, int64_t n) {
@@ -357,20 +356,22 @@ void dequantize_row_q8_k_ref(const BlockQ8_K* x, float* y, int64_t n) {
     for (int j = 0; j < kQK_K; ++j) *y++ = x[i].d * x[i].qs[j];
 }
 
-float vec_dot_q4_k_q8_k_ref(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+namespace {
+
+// Q4_K / Q5_K: sum_j d sc[j] <q_j, q8_j> - dmin m[j] (sum of q8 over sub-block j).
+template <typename WB>
+float vec_dot_k_mins_ref(int64_t n, const WB* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
   float sum = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    int32_t sumi = 0;   // sum_j sc[j] * <q4_j, q8_j>
+    int32_t sumi = 0;   // sum_j sc[j] * <q_j, q8_j>
     int32_t summs = 0;  // sum_j m[j] * (sum of q8 over sub-block j)
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
       scale_min_k4(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
       const int8_t* q8 = x[i].qs + 32 * j;
       int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * q8[l];
+      for (int l = 0; l < 32; ++l) dot += k_quant_value(w[i], j, l) * q8[l];
       sumi += sc * dot;
       summs += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }
@@ -381,29 +382,14 @@ float vec_dot_q4_k_q8_k_ref(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
   return sum;
 }
 
+}  // namespace
+
+float vec_dot_q4_k_q8_k_ref(int64_t n, const BlockQ4_K* w, const BlockQ8_K* x) {
+  return vec_dot_k_mins_ref(n, w, x);
+}
+
 float vec_dot_q5_k_q8_k_ref(int64_t n, const BlockQ5_K* w, const BlockQ8_K* x) {
-  const int64_t nb = n / kQK_K;
-  float sum = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    int32_t sumi = 0;   // sum_j sc[j] * <q5_j, q8_j>
-    int32_t summs = 0;  // sum_j m[j] * (sum of q8 over sub-block j)
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_k4(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
-      const int shift = 4 * (j % 2);
-      const int8_t* q8 = x[i].qs + 32 * j;
-      int32_t dot = 0;
-      for (int l = 0; l < 32; ++l)
-        dot += (((q[l] >> shift) & 0xF) | (((w[i].qh[l] >> j) & 1) << 4)) * q8[l];
-      sumi += sc * dot;
-      summs += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-    }
-    const float d = x[i].d * f16_to_f32(w[i].d);
-    const float dmin = x[i].d * f16_to_f32(w[i].dmin);
-    sum += d * static_cast<float>(sumi) - dmin * static_cast<float>(summs);
-  }
-  return sum;
+  return vec_dot_k_mins_ref(n, w, x);
 }
 
 float vec_dot_q6_k_q8_k_ref(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
