@@ -22,6 +22,7 @@ namespace hinge {
 namespace {
 
 using testing::load_or_die;
+using testing::request;
 using testing::shared_path;
 
 using DraftRun = testing::SampleStreams;
@@ -51,17 +52,6 @@ DraftRun run(const LoadedModel& m, const LoadedModel* draft, std::vector<Generat
   c.draft_model = draft;
   c.spec_k = spec_k;
   return testing::run_streams(m, c, std::move(reqs), tok);
-}
-
-GenerateRequest request(std::vector<int32_t> prompt, int32_t max_new, float temperature = 0,
-                        uint64_t seed = 0) {
-  GenerateRequest r;
-  r.prompt_token_ids = std::move(prompt);
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  r.sampling.ignore_eos = true;
-  return r;
 }
 
 std::vector<GenerateRequest> story_requests(const Tokenizer& tok, int n, int32_t max_new) {

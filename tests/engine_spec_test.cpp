@@ -19,6 +19,7 @@ namespace hinge {
 namespace {
 
 using testing::load_or_die;
+using testing::request;
 using testing::shared_path;
 
 using SpecRun = testing::SampleStreams;
@@ -42,17 +43,6 @@ SpecRun run(const LoadedModel& m, std::vector<GenerateRequest> reqs, SpecMode mo
   c.max_num_seqs = 32;
   c.spec_mode = mode;
   return testing::run_streams(m, c, std::move(reqs), tok);
-}
-
-GenerateRequest request(std::vector<int32_t> prompt, int32_t max_new, float temperature = 0,
-                        uint64_t seed = 0) {
-  GenerateRequest r;
-  r.prompt_token_ids = std::move(prompt);
-  r.max_new_tokens = max_new;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  r.sampling.ignore_eos = true;
-  return r;
 }
 
 void expect_same_streams_with_drafts_accepted(const LoadedModel& m,

@@ -170,6 +170,19 @@ inline std::vector<std::vector<int32_t>> run_all(Engine& e, const std::vector<Ge
   return out;
 }
 
+// A request of `prompt` for max_new tokens, EOS ignored: greedy, or sampled at `temperature`
+// from `seed` (the rest of the sampling chain off).
+inline GenerateRequest request(std::vector<int32_t> prompt, int32_t max_new,
+                               float temperature = 0, uint64_t seed = 0) {
+  GenerateRequest r;
+  r.prompt_token_ids = std::move(prompt);
+  r.max_new_tokens = max_new;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
 // Every sample's tokens and sampled-token logprobs, keyed by (request index, sample index), and
 // the engine's stats at the end: what the speculative-decoding tests compare.
 struct SampleStreams {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <numeric>
 
+#include "common/elapsed.h"
 #include "engine/kv_calibration.h"
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
@@ -94,15 +95,11 @@ void DraftModel::release(kv::RequestId id) {
   seqs_.erase(it);
 }
 
-void DraftModel::release_unless(const std::function<bool(kv::RequestId)>& keep) {
-  for (auto it = seqs_.begin(); it != seqs_.end();) {
-    if (keep(it->first)) {
-      ++it;
-    } else {
-      free_seq(it->second);
-      it = seqs_.erase(it);
-    }
-  }
+Status DraftModel::failed(std::span<DraftJob> jobs, Status st) {
+  for (DraftJob& job : jobs) job.out->clear();
+  for (auto& [id, seq] : seqs_) free_seq(seq);
+  seqs_.clear();
+  return st;
 }
 
 DraftModelStats DraftModel::stats() const {
@@ -176,14 +173,7 @@ Status DraftModel::run(std::span<const Piece> pieces, std::span<DraftJob> jobs) 
 }
 
 Status DraftModel::propose(std::span<DraftJob> jobs) {
-  const auto t0 = std::chrono::steady_clock::now();
-  struct AddElapsed {
-    std::chrono::steady_clock::time_point t0;
-    double* total;
-    ~AddElapsed() {
-      *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  } timed{t0, &stats_.seconds};
+  const AddElapsed timed(&stats_.seconds);
   const int64_t context = model_.config.context_length;
   job_seqs_.assign(jobs.size(), nullptr);
   pending_.assign(jobs.size(), 0);
@@ -225,11 +215,7 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
       budget -= n;
     }
     if (pieces_.empty()) break;
-    if (Status st = run(pieces_, jobs); !st.ok()) {
-      for (DraftJob& job : jobs) job.out->clear();
-      release_unless([](kv::RequestId) { return false; });
-      return st;
-    }
+    if (Status st = run(pieces_, jobs); !st.ok()) return failed(jobs, st);
   }
   // 3. Decode: draft i + 1 of every job that wants it from draft i (passes of at most
   // max_batch_tokens requests).
@@ -244,11 +230,7 @@ Status DraftModel::propose(std::span<DraftJob> jobs) {
         job_seqs_[from]->fed.push_back(jobs[from].out->back());
       }
       if (pieces_.empty()) break;
-      if (Status st = run(pieces_, jobs); !st.ok()) {
-        for (DraftJob& job : jobs) job.out->clear();
-        release_unless([](kv::RequestId) { return false; });
-        return st;
-      }
+      if (Status st = run(pieces_, jobs); !st.ok()) return failed(jobs, st);
     }
   }
   return Status::Ok();

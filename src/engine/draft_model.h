@@ -22,13 +22,12 @@
 // Memory: the arena holds as many tokens as the target's (num_tokens), blocks of block_size
 // tokens from a free list; a request that finds none free drafts nothing this step and its
 // blocks go back to the list at once (it catches up from the start when it drafts again).
-// A request's blocks go back when it leaves (release_unless) or stops drafting (release).
+// A request's blocks go back when it leaves or stops drafting (release).
 // A lossy KV dtype is calibrated at creation, as the target's (engine/kv_calibration.h).
 // Engine-thread only; the draft's forward passes run on the engine's pool.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -76,10 +75,8 @@ class DraftModel {
   // gets none. Errors: the draft's forward pass failed (no job gets drafts).
   Status propose(std::span<DraftJob> jobs);
 
-  // Returns the KV of request id (none held: nothing).
+  // Returns the KV of request id (none held: nothing): when it finishes or stops drafting.
   void release(kv::RequestId id);
-  // Returns the KV of every request for which keep(id) is false.
-  void release_unless(const std::function<bool(kv::RequestId)>& keep);
 
   DraftModelStats stats() const;
   const ModelConfig& config() const { return model_.config; }
@@ -106,6 +103,9 @@ class DraftModel {
 
   // The positions of `tokens` the draft still holds (what it fed that the request kept).
   static int32_t valid_prefix(const Seq& s, std::span<const int32_t> tokens);
+  // A failed forward pass: no job gets drafts and every sequence's KV goes back (what was
+  // written is unknown). Returns st.
+  Status failed(std::span<DraftJob> jobs, Status st);
   // Blocks for positions [0, n); false (its blocks returned) when the pool runs out.
   bool reserve(Seq& s, int32_t n);
   void free_seq(Seq& s);

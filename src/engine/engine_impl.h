@@ -231,6 +231,12 @@ class EngineImpl final : public Engine {
   // request that had not forked yet exist only here: they finish with it.
   void fail_step(const sched::SchedulerOutput& out, std::vector<RequestDelta>* deltas);
 
+  // Sample sid's final delta (SampleBook::finish); its draft model KV goes back.
+  void finish_sample(RequestId sid, FinishReason why, std::vector<RequestDelta>* deltas) {
+    book_.finish(sid, why, deltas);
+    if (draft_model_) draft_model_->release(sid);
+  }
+
   // The end of every step: final deltas of the requests the scheduler finished, of `errored`
   // (kError) and of pending aborts; each delta's usage.
   void finish_step(std::vector<RequestDelta>* deltas, std::span<const RequestId> errored = {});
@@ -264,6 +270,14 @@ class EngineImpl final : public Engine {
   SampleState* decoding_sample(RequestId id, const sched::Request** r);
   // The draft model's (engine/draft_model.h) for the requests that draft this step.
   void propose_model_drafts();
+  // Whether a decoding sample drafts with the draft model: not with forced tokens, not after a
+  // context shift (the draft has no shift).
+  static bool drafts_with_model(const SampleState& st, const sched::Request& r) {
+    return st.params->forced_tokens.empty() && r.num_dropped_tokens() == 0;
+  }
+  // draft_jobs_ through the draft model; a failure leaves them without drafts (decoding goes
+  // on: the draft's failure is not the requests').
+  void run_draft_jobs();
   // After update(): the draft model computes the prompts this step completed (all but the
   // last token), so its prefill is part of the prefill step.
   void catch_up_prefilled(const sched::SchedulerOutput& out);

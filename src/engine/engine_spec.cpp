@@ -56,8 +56,8 @@ void EngineImpl::propose_model_drafts() {
     if (sp == nullptr) continue;
     SampleState& st = *sp;
     // After a context shift the sequence is no longer the text the positions say: the draft
-    // (which has no shift) stops drafting for it.
-    if (!st.params->forced_tokens.empty() || r->num_dropped_tokens() > 0) {
+    // stops drafting for it.
+    if (!drafts_with_model(st, *r)) {
       sched_.set_spec_tokens(id, {});
       draft_model_->release(id);
       continue;
@@ -90,26 +90,19 @@ void EngineImpl::propose_model_drafts() {
     }
     draft_jobs_.push_back(job);
   }
-  // The KV of requests that left goes back.
-  draft_model_->release_unless([this](RequestId id) { return book_.samples.contains(id); });
-  if (draft_jobs_.empty()) return;
-  if (Status s = draft_model_->propose(draft_jobs_); !s.ok()) {
-    // Decoding goes on without drafts this step (the draft's failure is not the request's).
-    std::fprintf(stderr, "hinge: warning: the draft model's step failed: %s\n",
-                 s.message().c_str());
-  }
+  run_draft_jobs();
   for (const DraftJob& job : draft_jobs_) sched_.set_spec_tokens(job.id, *job.out);
 }
 
 void EngineImpl::catch_up_prefilled(const sched::SchedulerOutput& out) {
   draft_jobs_.clear();
   for (const sched::ScheduledRequest& r : out.scheduled) {
-    const sched::Request* req = sched_.find(r.id);
-    if (req == nullptr || req->fork_pending() || r.first_position >= req->num_kept_prompt_tokens() ||
-        req->num_tokens() - req->num_computed_tokens() != 1 || req->num_dropped_tokens() > 0)
+    const sched::Request* req = nullptr;
+    const SampleState* st = decoding_sample(r.id, &req);
+    // Only the step that computed the end of the prompt.
+    if (st == nullptr || r.first_position >= req->num_kept_prompt_tokens() ||
+        !drafts_with_model(*st, *req))
       continue;
-    auto it = book_.samples.find(r.id);
-    if (it == book_.samples.end() || !it->second.params->forced_tokens.empty()) continue;
     DraftJob job;
     job.id = r.id;
     job.tokens = req->token_ids();
@@ -117,6 +110,10 @@ void EngineImpl::catch_up_prefilled(const sched::SchedulerOutput& out) {
     job.out = &draft_;
     draft_jobs_.push_back(job);
   }
+  run_draft_jobs();
+}
+
+void EngineImpl::run_draft_jobs() {
   if (draft_jobs_.empty()) return;
   if (Status s = draft_model_->propose(draft_jobs_); !s.ok())
     std::fprintf(stderr, "hinge: warning: the draft model's step failed: %s\n",

@@ -1,19 +1,13 @@
 // The engine step: schedule -> copy-on-write -> one forward pass for the whole step -> prompt
 // logprobs -> sample -> update, and the end of a step (finished requests, KV tier reads and
 // writes, KV events). engine_impl.h.
+#include "common/elapsed.h"
 #include "engine/engine_impl.h"
 
 namespace hinge::engine_detail {
 
 Status EngineImpl::step(std::vector<RequestDelta>* deltas) {
-  const auto t0 = std::chrono::steady_clock::now();
-  struct AddElapsed {  // step_seconds_ on every return
-    std::chrono::steady_clock::time_point t0;
-    double* total;
-    ~AddElapsed() {
-      *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  } timed{t0, &step_seconds_};
+  const AddElapsed timed(&step_seconds_);
   // The caller's deltas are reused in place; the rest are dropped at the end.
   book_.begin_step(steps_ + 1);
   // The TTL clock; expired entries are reclaimed about once a second (a scan of the pool).
@@ -168,10 +162,10 @@ void EngineImpl::finish_step(std::vector<RequestDelta>* deltas,
     if (tiering_ && r.num_dropped_tokens() == 0)
       tiering_->write_back(r.token_ids().first(static_cast<size_t>(r.num_computed_tokens())),
                            r.cache_scope());
-    book_.finish(r.id(), r.finish_reason(), deltas);
+    finish_sample(r.id(), r.finish_reason(), deltas);
   }
-  for (RequestId sid : errored) book_.finish(sid, FinishReason::kError, deltas);
-  for (RequestId sid : pending_aborts_) book_.finish(sid, FinishReason::kAborted, deltas);
+  for (RequestId sid : errored) finish_sample(sid, FinishReason::kError, deltas);
+  for (RequestId sid : pending_aborts_) finish_sample(sid, FinishReason::kAborted, deltas);
   pending_aborts_.clear();
   for (size_t i = 0; i < book_.num_deltas; ++i) {
     auto it = book_.samples.find(book_.delta_sids[i]);
