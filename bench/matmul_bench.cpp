@@ -7,6 +7,7 @@
 //   hinge_kernel_bench --benchmark_filter=Matmul
 //   HINGE_BENCH_THREADS=1 HINGE_BENCH_STREAM_MIB=0 hinge_kernel_bench   # 1 core, weights cached
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -218,6 +219,90 @@ BENCHMARK(BM_MatmulPrefill)
     ->Apply(MatmulPrefillArgs)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+// Single-token decode in each weight layout, streaming from DRAM: a 2048 x 8192 matrix (llama-1b's
+// FFN down shape) in as many packed copies as make >= 256 MiB, cycled, so every call reads its
+// weights from memory as a model's decode step does. Bytes/s is the number to hold against
+// `hinge bench --membw` with the same threads.
+//
+//   hinge_kernel_bench --benchmark_filter=MatmulDecode --benchmark_repetitions=5
+void BM_MatmulDecode(benchmark::State& state) {
+  constexpr GgmlType kDecodeTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
+                                       GgmlType::Q5_K, GgmlType::Q6_K};
+  const GgmlType type = kDecodeTypes[state.range(0)];
+  const int layout = static_cast<int>(state.range(1));  // 0 gguf, 1 row-groups, 2 vnni-pairs
+  const int threads = static_cast<int>(state.range(2));
+  // HINGE_BENCH_ROWS: another row count (e.g. 64: 0.5 MiB of Q8_0, in L2) to see the kernel's
+  // own rate apart from memory.
+  const int64_t rows = std::getenv("HINGE_BENCH_ROWS") ? std::atoll(std::getenv("HINGE_BENCH_ROWS")) : 2048;
+  constexpr int64_t cols = 8192;
+  const PackedLayout packed_layout = layout == 1 ? PackedLayout::kAmxTiles : PackedLayout::kVnniPairs;
+  if (layout != 0 && !packed_layout_supported(type, packed_layout)) {
+    state.SkipWithError("layout does not run this type on this CPU");
+    return;
+  }
+  ThreadPool pool(threads);
+  MatrixView base = view_of(type, rows, cols);
+  const size_t matrix_bytes = base.row_bytes * static_cast<size_t>(rows);
+  // One GGUF matrix, then copies (packed ones where a layout is asked for) totalling 256 MiB.
+  // Only the current case's copies are kept (256 MiB each).
+  static std::tuple<GgmlType, int, int64_t> key{GgmlType::F32, -1, 0};
+  static std::vector<std::pair<std::vector<uint8_t>, std::unique_ptr<PackedMatrix>>> set;
+  if (key != std::make_tuple(type, layout, rows)) {
+    key = {type, layout, rows};
+    set.clear();
+    std::vector<uint8_t> first(matrix_bytes);
+    std::mt19937 rng(42);
+    std::normal_distribution<float> dist(0.0f, 0.05f);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) v = dist(rng);
+      quantize_row_ref(type, row.data(), first.data() + r * base.row_bytes, cols);
+    }
+    // HINGE_BENCH_STREAM_MIB=0: one copy (16 MiB of Q8_0: L3 where it is that large).
+    const size_t copies = std::getenv("HINGE_BENCH_STREAM_MIB") != nullptr
+                              ? stream_bytes() / matrix_bytes + 1
+                              : (size_t{256} << 20) / matrix_bytes + 1;
+    for (size_t i = 0; i < copies; ++i) {
+      set.emplace_back(first, nullptr);
+      if (layout != 0) {
+        MatrixView v = base;
+        v.data = set.back().first.data();
+        set.back().second = pack_matrix(v, pool, packed_layout);
+        set.back().first.clear();
+        set.back().first.shrink_to_fit();
+      }
+    }
+  }
+  const std::vector<float> x = random_activations(1, cols);
+  std::vector<float> y(static_cast<size_t>(rows));
+  MatmulScratch scratch;
+  size_t copy = 0;
+  for (auto _ : state) {
+    MatrixView w = base;
+    w.data = set[copy].first.empty() ? nullptr : set[copy].first.data();
+    w.packed = set[copy].second.get();
+    copy = copy + 1 == set.size() ? 0 : copy + 1;
+    matmul(w, x.data(), 1, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(matrix_bytes));
+  static const char* kLayoutNames[] = {"gguf", "row-groups", "vnni-pairs"};
+  state.SetLabel(fmt::format("{} {}", ggml_type_name(type), kLayoutNames[layout]));
+}
+
+void MatmulDecodeArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "layout", "threads"});
+  for (int64_t type : {0, 1, 2, 3, 4})
+    for (int64_t layout : {0, 1, 2})
+      for (int64_t threads : {1, 2})
+        if (!(layout == 2 && type >= 2) && !(layout == 1 && type >= 3))
+          b->Args({type, layout, threads});
+}
+
+BENCHMARK(BM_MatmulDecode)->Apply(MatmulDecodeArgs)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The per-call activation quantization matmul does before the integer kernels (one token row).
 void BM_QuantizeActivation(benchmark::State& state) {

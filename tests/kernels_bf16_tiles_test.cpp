@@ -1,10 +1,13 @@
-// The AMX-BF16 kernel for F16 / BF16 weights (layout kBf16Tiles, kernels/matmul_bf16_amx.cpp):
-// the layout holds every weight (BF16 as is, F16 rounded to bf16), the product matches a double
-// reference of the same bf16 operands on odd shapes and thread counts, a token's result is
-// bit-identical alone and in any batch, and the layout choice picks it where AMX-BF16 runs.
+// The bf16 tile layout for F16 / BF16 weights (kBf16Tiles) on both of its kernels: the AMX-BF16
+// tile unit (kernels/matmul_bf16_amx.cpp) and AVX-512 BF16 vdpbf16ps (matmul_bf16_dp.cpp, CPUs
+// without AMX; forced on AMX machines by switching AMX off). The layout holds every weight (BF16
+// as is, F16 rounded to bf16), each kernel's product matches a double reference of the same
+// bf16 operands on odd shapes and thread counts, a token's result is bit-identical alone and in
+// any batch, and the layout choice picks the layout wherever one of the kernels runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/half.h"
@@ -12,6 +15,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_choice.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
 #include "kernels_matmul_test_util.h"
 
@@ -24,6 +28,30 @@ float tile_value(const Weights& w, int64_t r, int64_t c) {
 }
 
 bool runs_here() { return packed_layout_supported(GgmlType::BF16, PackedLayout::kBf16Tiles); }
+
+// The kernels that run here: "amx" (the tile unit) and "vdpbf16ps" (AVX-512 BF16).
+std::vector<const char*> kernels_here() {
+  std::vector<const char*> out;
+  if (amx_kernel_compiled() && cpu_has_amx_bf16()) out.push_back("amx");
+  if (bf16_dp_kernel_compiled() && cpu_has_avx512_bf16()) out.push_back("vdpbf16ps");
+  return out;
+}
+
+// Runs the scope on one kernel: vdpbf16ps switches AMX off (and on again at the end).
+class KernelScope {
+ public:
+  explicit KernelScope(const char* kernel) : off_(std::string(kernel) != "amx") {
+    if (off_) set_amx_allowed_for_test(false);
+  }
+  ~KernelScope() {
+    if (off_) set_amx_allowed_for_test(true);
+  }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  bool off_;
+};
 
 TEST(KernelsBf16Tiles, LayoutHoldsEveryWeight) {
   if (!runs_here()) GTEST_SKIP() << "no AMX-BF16 (or no GCC AMX kernel) here";
@@ -49,6 +77,9 @@ TEST(KernelsBf16Tiles, LayoutHoldsEveryWeight) {
 
 TEST(KernelsBf16Tiles, MatchesDoubleReferenceOfTheBf16Operands) {
   if (!runs_here()) GTEST_SKIP() << "no AMX-BF16 (or no GCC AMX kernel) here";
+  for (const char* kernel : kernels_here()) {
+  SCOPED_TRACE(kernel);
+  KernelScope scope(kernel);
   uint32_t seed = 100;
   for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
     for (int64_t cols : {32, 96, 576}) {
@@ -87,10 +118,14 @@ TEST(KernelsBf16Tiles, MatchesDoubleReferenceOfTheBf16Operands) {
       }
     }
   }
+  }
 }
 
 TEST(KernelsBf16Tiles, BatchInvariant) {
   if (!runs_here()) GTEST_SKIP() << "no AMX-BF16 (or no GCC AMX kernel) here";
+  for (const char* kernel : kernels_here()) {
+  SCOPED_TRACE(kernel);
+  KernelScope scope(kernel);
   const int64_t rows = 37, cols = 2048, tokens = 70;
   const Weights w = make_weights(GgmlType::BF16, rows, cols, 9);
   const auto x = make_activations(tokens, cols, 10);
@@ -101,23 +136,30 @@ TEST(KernelsBf16Tiles, BatchInvariant) {
   ASSERT_NE(p, nullptr);
   v.packed = p.get();
   expect_batch_invariant(v, x, tokens, {1, 3, 16, 17, 33}, 19, pool, scratch);
+  }
 }
 
-TEST(KernelsBf16Tiles, ChosenWhereAmxBf16Runs) {
+TEST(KernelsBf16Tiles, ChosenWhereAKernelRuns) {
   if (!runs_here()) {
     EXPECT_EQ(choose_weight_layout(GgmlType::BF16).layout, WeightLayout::kGguf);
-    GTEST_SKIP() << "no AMX-BF16 (or no GCC AMX kernel) here";
+    GTEST_SKIP() << "neither AMX-BF16 nor AVX-512 BF16 here";
   }
-  for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
-    const LayoutChoice c = choose_weight_layout(t);
-    EXPECT_EQ(c.layout, WeightLayout::kBf16Tiles);
-    EXPECT_EQ(c.reason, "AMX-BF16 tiles");
+  for (const char* kernel : kernels_here()) {
+    SCOPED_TRACE(kernel);
+    KernelScope scope(kernel);
+    for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
+      const LayoutChoice c = choose_weight_layout(t);
+      EXPECT_EQ(c.layout, WeightLayout::kBf16Tiles);
+      EXPECT_EQ(c.reason, std::string(kernel) == "amx" ? "AMX-BF16 tiles" : "AVX-512 BF16 (vdpbf16ps)");
+    }
+    EXPECT_EQ(choose_weight_layout(GgmlType::F32).layout, WeightLayout::kGguf);
   }
-  EXPECT_EQ(choose_weight_layout(GgmlType::F32).layout, WeightLayout::kGguf);
-  // Without AMX the exact f32 kernel runs the view, packed copy or not.
+  // Without either the exact f32 kernel runs the view, packed copy or not.
   set_amx_allowed_for_test(false);
+  set_bf16_allowed_for_test(false);
   EXPECT_FALSE(packed_layout_supported(GgmlType::BF16, PackedLayout::kBf16Tiles));
   EXPECT_EQ(choose_weight_layout(GgmlType::BF16).layout, WeightLayout::kGguf);
+  set_bf16_allowed_for_test(true);
   set_amx_allowed_for_test(true);
 }
 

@@ -127,7 +127,7 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
   }
   if (cands.front() == WeightLayout::kBf16Tiles) {
     c.layout = WeightLayout::kBf16Tiles;
-    c.reason = not_here + "AMX-BF16 tiles";
+    c.reason = not_here + (cpu_has_amx_bf16() ? "AMX-BF16 tiles" : "AVX-512 BF16 (vdpbf16ps)");
     return c;
   }
   if (cands.size() == 1) {
@@ -193,6 +193,7 @@ LayoutChoice choose_weight_layout(GgmlType type) {
   unsigned bits = 0;
   for (WeightLayout l : cands) bits |= 1u << static_cast<unsigned>(l);
   if (cpu_has_amx_int8()) bits |= 1u << 8;
+  if (cpu_has_amx_bf16()) bits |= 1u << 9;
   std::lock_guard<std::mutex> lock(g_mu);
   const auto key = std::make_pair(type, bits);
   auto it = g_choices.find(key);

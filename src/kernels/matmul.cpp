@@ -15,6 +15,7 @@
 #include <span>
 
 #include "common/status.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
 #include "kernels/ops.h"
@@ -264,7 +265,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
                  [&](size_t m, int64_t b, int64_t e) { matmul_rows_amx(args[m], b, e); });
 }
 
-// The AMX-BF16 path (layout kBf16Tiles): activations rounded to bf16, row-major, zero rows up to
+// The bf16 tile layout (kBf16Tiles) on AMX-BF16 or AVX-512 BF16: activations rounded to bf16, row-major, zero rows up to
 // a whole token tile when there is more than one tile.
 void matmul_bf16_tiles(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
                        ThreadPool& pool, MatmulScratch& scratch) {
@@ -289,8 +290,14 @@ void matmul_bf16_tiles(std::span<const MatmulOut> outs, const InputRows& x, int6
     args[m].y = outs[m].y;
     args[m].y_stride = outs[m].w->rows;
   }
-  run_row_chunks(outs, num_tokens, pool, convert,
-                 [&](size_t m, int64_t b, int64_t e) { matmul_rows_bf16_amx(args[m], b, e); });
+  // The same layout runs on the AMX-BF16 tile unit or, without it, on AVX-512 BF16.
+  const bool amx = amx_kernel_compiled() && cpu_has_amx_bf16();
+  run_row_chunks(outs, num_tokens, pool, convert, [&](size_t m, int64_t b, int64_t e) {
+    if (amx)
+      matmul_rows_bf16_amx(args[m], b, e);
+    else
+      matmul_rows_bf16_dp(args[m], b, e);
+  });
 }
 
 void check_view(const MatrixView& w) {

@@ -36,6 +36,7 @@
 // attributes); elsewhere amx_kernel_compiled() is false and matmul never calls it.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>

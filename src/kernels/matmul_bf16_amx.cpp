@@ -162,25 +162,9 @@ void matmul_rows_bf16_amx(const Bf16AmxArgs& a, int64_t row_begin, int64_t row_e
   Bf16Rows(a, row_begin, row_end);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-void convert_rows_bf16(const float* x, int64_t cols, uint16_t* xb) {
-  int64_t c = 0;
-  for (; c + 32 <= cols; c += 32) {
-    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + c + 16), _mm512_loadu_ps(x + c));
-    _mm512_storeu_si512(xb + c, reinterpret_cast<const __m512i&>(v));
-  }
-  for (; c < cols; ++c) {
-    uint32_t u;
-    std::memcpy(&u, x + c, 4);
-    xb[c] = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((u >> 16) | 64)
-                                            : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-  }
-}
-
 #else
 
 void matmul_rows_bf16_amx(const Bf16AmxArgs& /*a*/, int64_t /*row_begin*/, int64_t /*row_end*/) {}
-void convert_rows_bf16(const float* /*x*/, int64_t /*cols*/, uint16_t* /*xb*/) {}
 
 #endif
 

@@ -90,8 +90,12 @@ struct Bf16AmxArgs {
 // Rows [row_begin, row_end) (row_begin a multiple of 16) of a kBf16Tiles product on the AMX
 // tile unit. Only valid when packed_layout_supported(w->type, PackedLayout::kBf16Tiles).
 void matmul_rows_bf16_amx(const Bf16AmxArgs& args, int64_t row_begin, int64_t row_end);
+// The same product on AVX-512 BF16 (vdpbf16ps, matmul_bf16_dp.cpp): CPUs without AMX-BF16.
+// Only valid where bf16_dp_kernel_compiled() and cpu_has_avx512_bf16().
+void matmul_rows_bf16_dp(const Bf16AmxArgs& args, int64_t row_begin, int64_t row_end);
+bool bf16_dp_kernel_compiled();
 // One activation row of `cols` floats rounded to bf16 (to nearest even; NaN stays NaN) into xb,
-// with AVX-512 BF16; only where cpu_has_avx512_bf16().
+// with AVX-512 BF16; only where cpu_has_avx512_bf16() and bf16_dp_kernel_compiled().
 void convert_rows_bf16(const float* x, int64_t cols, uint16_t* xb);
 
 using MatmulRowsFn = void (*)(const MatmulArgs& args, int64_t row_begin, int64_t row_end);

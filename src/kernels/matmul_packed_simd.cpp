@@ -247,8 +247,9 @@ HWY_EXPORT(PackedSupported);
 
 bool packed_layout_supported(GgmlType type, PackedLayout layout) {
   if (layout == PackedLayout::kBf16Tiles)
-    return (type == GgmlType::F16 || type == GgmlType::BF16) && amx_kernel_compiled() &&
-           cpu_has_amx_bf16();
+    return (type == GgmlType::F16 || type == GgmlType::BF16) &&
+           ((amx_kernel_compiled() && cpu_has_amx_bf16()) ||
+            (bf16_dp_kernel_compiled() && cpu_has_avx512_bf16()));
   if (layout == PackedLayout::kAmxTiles)
     return (type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K) &&
            amx_kernel_compiled() && (cpu_has_amx_int8() || cpu_has_avx512_vnni());
