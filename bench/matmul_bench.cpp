@@ -167,14 +167,15 @@ BENCHMARK(BM_MatmulQ8Batch)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
-// Q8_0 / Q4_0 / Q4_K at an FFN shape for prefill-sized batches, in the GGUF layout and packed
-// (kernels/matmul_packed.h: AMX tiles where the CPU has AMX, else VNNI pairs for Q8_0/Q4_0;
-// skipped where neither runs). One weight copy: this measures
+// Q8_0 / Q4_0 / Q4_K / F16 / BF16 at an FFN shape for prefill-sized batches, in the GGUF layout
+// and packed in the layout this CPU's choice gives (kernels/kernel_choice.h: row groups, VNNI
+// pairs, bf16 tiles; skipped where none runs). One weight copy: this measures
 // the compute-bound kernel, the weights staying in cache across iterations.
 //
 //   hinge_kernel_bench --benchmark_filter=MatmulPrefill --benchmark_repetitions=5
 void BM_MatmulPrefill(benchmark::State& state) {
-  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K};
+  constexpr GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::F16,
+                                 GgmlType::BF16};
   const GgmlType type = kTypes[state.range(0)];
   const bool packed = state.range(1) != 0;
   const int64_t rows = state.range(2), cols = state.range(3), tokens = state.range(4);
@@ -207,7 +208,7 @@ void BM_MatmulPrefill(benchmark::State& state) {
 void MatmulPrefillArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "packed", "rows", "cols", "tokens", "threads"});
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1536, 576}, {2048, 8192}})
-    for (int64_t type : {0, 1, 2})
+    for (int64_t type : {0, 1, 2, 3, 4})
       for (int64_t packed : {0, 1})
         for (int64_t tokens : {16, 512})
           for (int64_t threads : {1, 2})
@@ -228,15 +229,20 @@ BENCHMARK(BM_MatmulPrefill)
 //   hinge_kernel_bench --benchmark_filter=MatmulDecode --benchmark_repetitions=5
 void BM_MatmulDecode(benchmark::State& state) {
   constexpr GgmlType kDecodeTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K,
-                                       GgmlType::Q5_K, GgmlType::Q6_K};
+                                       GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
+                                       GgmlType::BF16};
   const GgmlType type = kDecodeTypes[state.range(0)];
-  const int layout = static_cast<int>(state.range(1));  // 0 gguf, 1 row-groups, 2 vnni-pairs
+  // 0 gguf, 1 row-groups (F16 / BF16: bf16 tiles), 2 vnni-pairs
+  const int layout = static_cast<int>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
   // HINGE_BENCH_ROWS: another row count (e.g. 64: 0.5 MiB of Q8_0, in L2) to see the kernel's
   // own rate apart from memory.
   const int64_t rows = std::getenv("HINGE_BENCH_ROWS") ? std::atoll(std::getenv("HINGE_BENCH_ROWS")) : 2048;
   constexpr int64_t cols = 8192;
-  const PackedLayout packed_layout = layout == 1 ? PackedLayout::kAmxTiles : PackedLayout::kVnniPairs;
+  const bool float_type = type == GgmlType::F16 || type == GgmlType::BF16;
+  const PackedLayout packed_layout = layout == 2   ? PackedLayout::kVnniPairs
+                                     : float_type ? PackedLayout::kBf16Tiles
+                                                  : PackedLayout::kAmxTiles;
   if (layout != 0 && !packed_layout_supported(type, packed_layout)) {
     state.SkipWithError("layout does not run this type on this CPU");
     return;
@@ -290,15 +296,16 @@ void BM_MatmulDecode(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(matrix_bytes));
   static const char* kLayoutNames[] = {"gguf", "row-groups", "vnni-pairs"};
-  state.SetLabel(fmt::format("{} {}", ggml_type_name(type), kLayoutNames[layout]));
+  state.SetLabel(fmt::format("{} {}", ggml_type_name(type),
+                             float_type && layout == 1 ? "bf16-tiles" : kLayoutNames[layout]));
 }
 
 void MatmulDecodeArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "layout", "threads"});
-  for (int64_t type : {0, 1, 2, 3, 4})
+  for (int64_t type : {0, 1, 2, 3, 4, 5, 6})
     for (int64_t layout : {0, 1, 2})
       for (int64_t threads : {1, 2})
-        if (!(layout == 2 && type >= 2) && !(layout == 1 && type >= 3))
+        if (!(layout == 2 && type >= 2) && !(layout == 1 && (type == 3 || type == 4)))
           b->Args({type, layout, threads});
 }
 
