@@ -17,8 +17,11 @@ constexpr int kVnniMaxTokens = 4;
 //   Intel (Sapphire Rapids class): into L1 (T0) 8 blocks ahead (Q8_0 4 KiB, Q4_0 2 KiB) and
 //     Q4_K one super-block ahead, as tuned there (37 lines in one burst cost Q4_K 12%).
 //   AMD Zen 4: Q8_0 without software prefetch (21.6 / 18.9 GB/s against 16.9 / 15.3 with the
-//     Intel plan); Q4_0 into L2 (T1) 16 KiB ahead (20.7 / 18.6 against 18.5 / 15.7); Q4_K
-//     into L2 four super-blocks ahead (20.3 / 18.6 against 16.0 / 11.5).
+//     Intel plan); Q4_0 into L2 (T1) 16 KiB ahead (20.7 / 18.6 against 18.5 / 15.7; with 2
+//     threads 30.6 / 25.4 against 24.2 / 23.6 without prefetch); Q4_K without (one core: 20.3
+//     / 18.6 into L2 four super-blocks ahead against 16.0 / 11.5 with the Intel plan, but with
+//     2 threads none is ahead: 34.1 / 27.0 against 33.9 / 25.7 GB/s, and llama-1b q4_k decode
+//     end to end 50.7 against 45.0 tok/s, median of 8 alternating pairs, 6 of 8 faster).
 // HINGE_VNNI_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct VnniPrefetch {
   int hint = 0;         // -1 none, 0 _MM_HINT_T0, 1 _MM_HINT_T1
@@ -33,7 +36,7 @@ inline VnniPrefetchPlan MakeVnniPrefetchPlan() {
   if (cpu_identity().vendor == CpuVendor::kAmd) {
     plan.q8 = {-1, 0};
     plan.q4 = {1, 16384};
-    plan.q4k = {1, 4 * static_cast<int64_t>(kPackedQ4KSuperBytes)};
+    plan.q4k = {-1, 0};
   } else {
     plan.q8 = {0, 8 * 512};
     plan.q4 = {0, 8 * 256};
