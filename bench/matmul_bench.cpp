@@ -43,6 +43,20 @@ int bench_threads() {
   return env && std::atoi(env) > 0 ? std::atoi(env) : kDefaultThreads;
 }
 
+// A rows x cols matrix of `type` with N(0, 0.05) weights, seeded, in GGUF form.
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols) {
+  const size_t row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
+  std::vector<uint8_t> out(row_bytes * static_cast<size_t>(rows));
+  std::mt19937 rng(42);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    quantize_row_ref(type, row.data(), out.data() + r * row_bytes, cols);
+  }
+  return out;
+}
+
 struct WeightSet {
   size_t matrix_bytes = 0;
   std::vector<std::vector<uint8_t>> copies;  // identical contents, distinct memory
@@ -55,14 +69,7 @@ const WeightSet& weights(GgmlType type, int64_t rows, int64_t cols) {
   slot = std::make_unique<WeightSet>();
   const size_t row_bytes = ggml_row_bytes(*ggml_type_traits(type), static_cast<uint64_t>(cols));
   slot->matrix_bytes = row_bytes * static_cast<size_t>(rows);
-  std::vector<uint8_t> first(slot->matrix_bytes);
-  std::mt19937 rng(42);
-  std::normal_distribution<float> dist(0.0f, 0.05f);
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& v : row) v = dist(rng);
-    quantize_row_ref(type, row.data(), first.data() + r * row_bytes, cols);
-  }
+  const std::vector<uint8_t> first = random_matrix(type, rows, cols);
   const size_t num_copies =
       std::clamp<size_t>((stream_bytes() + slot->matrix_bytes - 1) / slot->matrix_bytes, 1, 64);
   for (size_t i = 0; i < num_copies; ++i) slot->copies.push_back(first);
@@ -257,14 +264,7 @@ void BM_MatmulDecode(benchmark::State& state) {
   if (key != std::make_tuple(type, layout, rows)) {
     key = {type, layout, rows};
     set.clear();
-    std::vector<uint8_t> first(matrix_bytes);
-    std::mt19937 rng(42);
-    std::normal_distribution<float> dist(0.0f, 0.05f);
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (auto& v : row) v = dist(rng);
-      quantize_row_ref(type, row.data(), first.data() + r * base.row_bytes, cols);
-    }
+    const std::vector<uint8_t> first = random_matrix(type, rows, cols);
     // HINGE_BENCH_STREAM_MIB=0: one copy (16 MiB of Q8_0: L3 where it is that large).
     const size_t copies = std::getenv("HINGE_BENCH_STREAM_MIB") != nullptr
                               ? stream_bytes() / matrix_bytes + 1

@@ -78,64 +78,64 @@ TEST(KernelsBf16Tiles, LayoutHoldsEveryWeight) {
 TEST(KernelsBf16Tiles, MatchesDoubleReferenceOfTheBf16Operands) {
   if (!runs_here()) GTEST_SKIP() << "no AMX-BF16 (or no GCC AMX kernel) here";
   for (const char* kernel : kernels_here()) {
-  SCOPED_TRACE(kernel);
-  KernelScope scope(kernel);
-  uint32_t seed = 100;
-  for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
-    for (int64_t cols : {32, 96, 576}) {
-      for (int64_t rows : {1, 5, 16, 17, 37, 70}) {
-        for (int64_t tokens : {1, 2, 5, 16, 17, 33, 70}) {
-          SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " rows=" << rows
-                                          << " cols=" << cols << " tokens=" << tokens);
-          const Weights w = make_weights(t, rows, cols, seed++);
-          const auto x = make_activations(tokens, cols, seed++);
-          ThreadPool pool(1 + static_cast<int>((rows + tokens) % 3));
-          MatmulScratch scratch;
-          MatrixView v = w.view();
-          const auto p = pack_matrix(v, pool, PackedLayout::kBf16Tiles);
-          ASSERT_NE(p, nullptr);
-          v.packed = p.get();
-          std::vector<float> y(static_cast<size_t>(rows * tokens), NAN);
-          matmul(v, x.data(), tokens, y.data(), pool, scratch);
-          for (int64_t tok = 0; tok < tokens; ++tok)
-            for (int64_t r = 0; r < rows; ++r) {
-              double ref = 0, mag = 0, exact = 0;
-              for (int64_t c = 0; c < cols; ++c) {
-                const float xv = x[static_cast<size_t>(tok * cols + c)];
-                const double xb = bf16_to_f32(f32_to_bf16(xv));
-                ref += double(tile_value(w, r, c)) * xb;
-                mag += std::fabs(double(tile_value(w, r, c)) * xv);
-                exact += double(w.dequant[static_cast<size_t>(r * cols + c)]) * xv;
+    SCOPED_TRACE(kernel);
+    KernelScope scope(kernel);
+    uint32_t seed = 100;
+    for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
+      for (int64_t cols : {32, 96, 576}) {
+        for (int64_t rows : {1, 5, 16, 17, 37, 70}) {
+          for (int64_t tokens : {1, 2, 5, 16, 17, 33, 70}) {
+            SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " rows=" << rows
+                                            << " cols=" << cols << " tokens=" << tokens);
+            const Weights w = make_weights(t, rows, cols, seed++);
+            const auto x = make_activations(tokens, cols, seed++);
+            ThreadPool pool(1 + static_cast<int>((rows + tokens) % 3));
+            MatmulScratch scratch;
+            MatrixView v = w.view();
+            const auto p = pack_matrix(v, pool, PackedLayout::kBf16Tiles);
+            ASSERT_NE(p, nullptr);
+            v.packed = p.get();
+            std::vector<float> y(static_cast<size_t>(rows * tokens), NAN);
+            matmul(v, x.data(), tokens, y.data(), pool, scratch);
+            for (int64_t tok = 0; tok < tokens; ++tok)
+              for (int64_t r = 0; r < rows; ++r) {
+                double ref = 0, mag = 0, exact = 0;
+                for (int64_t c = 0; c < cols; ++c) {
+                  const float xv = x[static_cast<size_t>(tok * cols + c)];
+                  const double xb = bf16_to_f32(f32_to_bf16(xv));
+                  ref += double(tile_value(w, r, c)) * xb;
+                  mag += std::fabs(double(tile_value(w, r, c)) * xv);
+                  exact += double(w.dequant[static_cast<size_t>(r * cols + c)]) * xv;
+                }
+                const float got = y[static_cast<size_t>(tok * rows + r)];
+                // Same bf16 operands: only the f32 summation differs.
+                ASSERT_NEAR(got, ref, 1e-5 * mag + 1e-30) << "tok=" << tok << " r=" << r;
+                // Against the unrounded operands: at most the bf16 rounding of both, each within
+                // bf16's unit roundoff (8 significant bits: 2^-8 of the value).
+                ASSERT_NEAR(got, exact, 2.0 * std::ldexp(1.0, -8) * mag + 1e-5 * mag + 1e-30);
               }
-              const float got = y[static_cast<size_t>(tok * rows + r)];
-              // Same bf16 operands: only the f32 summation differs.
-              ASSERT_NEAR(got, ref, 1e-5 * mag + 1e-30) << "tok=" << tok << " r=" << r;
-              // Against the unrounded operands: at most the bf16 rounding of both, each within
-              // bf16's unit roundoff (8 significant bits: 2^-8 of the value).
-              ASSERT_NEAR(got, exact, 2.0 * std::ldexp(1.0, -8) * mag + 1e-5 * mag + 1e-30);
-            }
+          }
         }
       }
     }
-  }
   }
 }
 
 TEST(KernelsBf16Tiles, BatchInvariant) {
   if (!runs_here()) GTEST_SKIP() << "no AMX-BF16 (or no GCC AMX kernel) here";
   for (const char* kernel : kernels_here()) {
-  SCOPED_TRACE(kernel);
-  KernelScope scope(kernel);
-  const int64_t rows = 37, cols = 2048, tokens = 70;
-  const Weights w = make_weights(GgmlType::BF16, rows, cols, 9);
-  const auto x = make_activations(tokens, cols, 10);
-  ThreadPool pool(2);
-  MatmulScratch scratch;
-  MatrixView v = w.view();
-  const auto p = pack_matrix(v, pool, PackedLayout::kBf16Tiles);
-  ASSERT_NE(p, nullptr);
-  v.packed = p.get();
-  expect_batch_invariant(v, x, tokens, {1, 3, 16, 17, 33}, 19, pool, scratch);
+    SCOPED_TRACE(kernel);
+    KernelScope scope(kernel);
+    const int64_t rows = 37, cols = 2048, tokens = 70;
+    const Weights w = make_weights(GgmlType::BF16, rows, cols, 9);
+    const auto x = make_activations(tokens, cols, 10);
+    ThreadPool pool(2);
+    MatmulScratch scratch;
+    MatrixView v = w.view();
+    const auto p = pack_matrix(v, pool, PackedLayout::kBf16Tiles);
+    ASSERT_NE(p, nullptr);
+    v.packed = p.get();
+    expect_batch_invariant(v, x, tokens, {1, 3, 16, 17, 33}, 19, pool, scratch);
   }
 }
 
@@ -150,7 +150,8 @@ TEST(KernelsBf16Tiles, ChosenWhereAKernelRuns) {
     for (GgmlType t : {GgmlType::BF16, GgmlType::F16}) {
       const LayoutChoice c = choose_weight_layout(t);
       EXPECT_EQ(c.layout, WeightLayout::kBf16Tiles);
-      EXPECT_EQ(c.reason, std::string(kernel) == "amx" ? "AMX-BF16 tiles" : "AVX-512 BF16 (vdpbf16ps)");
+      EXPECT_EQ(c.reason,
+                std::string(kernel) == "amx" ? "AMX-BF16 tiles" : "AVX-512 BF16 (vdpbf16ps)");
     }
     EXPECT_EQ(choose_weight_layout(GgmlType::F32).layout, WeightLayout::kGguf);
   }

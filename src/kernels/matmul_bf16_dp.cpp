@@ -83,7 +83,8 @@ HINGE_BF16_DP_INLINE void Tile(const Bf16AmxArgs& a, int64_t g, int64_t t, int64
     if (r0 >= row_end) continue;
     const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << n_valid) - 1);
-    for (int m = 0; m < MT; ++m) _mm512_mask_storeu_ps(a.y + (t + m) * a.y_stride + r0, mask, acc[i][m]);
+    for (int m = 0; m < MT; ++m)
+      _mm512_mask_storeu_ps(a.y + (t + m) * a.y_stride + r0, mask, acc[i][m]);
   }
 }
 
@@ -141,8 +142,9 @@ void convert_rows_bf16(const float* x, int64_t cols, uint16_t* xb) {
   for (; c < cols; ++c) {
     uint32_t u;
     std::memcpy(&u, x + c, 4);
-    xb[c] = (u & 0x7fffffffu) > 0x7f800000u ? static_cast<uint16_t>((u >> 16) | 64)
-                                            : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    xb[c] = (u & 0x7fffffffu) > 0x7f800000u
+                ? static_cast<uint16_t>((u >> 16) | 64)
+                : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
   }
 }
 

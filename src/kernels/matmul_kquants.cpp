@@ -326,19 +326,20 @@ HWY_INLINE void MatmulRowsK(const MatmulArgs& a, int64_t row_begin, int64_t row_
 
 #endif
 
-void MatmulRowsQ4K(const MatmulArgs& a, int64_t b, int64_t e) {
+// Q4_K and Q5_K: the AVX-512 VNNI kernel where it runs (it needs the scaled sub-block sums),
+// else this target's.
+template <typename WB>
+HWY_INLINE void MatmulRowsQ4KOrQ5K(const MatmulArgs& a, int64_t b, int64_t e) {
 #if HINGE_SIMD_AVX2_PLUS && HINGE_SIMD_VNNI
-  if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr)
-    return MatmulRowsQ4KVnni<BlockQ4_K>(a, b, e);
+  if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr) return MatmulRowsQ4KVnni<WB>(a, b, e);
 #endif
-  MatmulRowsK<BlockQ4_K>(a, b, e);
+  MatmulRowsK<WB>(a, b, e);
+}
+void MatmulRowsQ4K(const MatmulArgs& a, int64_t b, int64_t e) {
+  MatmulRowsQ4KOrQ5K<BlockQ4_K>(a, b, e);
 }
 void MatmulRowsQ5K(const MatmulArgs& a, int64_t b, int64_t e) {
-#if HINGE_SIMD_AVX2_PLUS && HINGE_SIMD_VNNI
-  if (cpu_has_avx512_vnni() && a.x_min_sums != nullptr)
-    return MatmulRowsQ4KVnni<BlockQ5_K>(a, b, e);
-#endif
-  MatmulRowsK<BlockQ5_K>(a, b, e);
+  MatmulRowsQ4KOrQ5K<BlockQ5_K>(a, b, e);
 }
 void MatmulRowsQ6K(const MatmulArgs& a, int64_t b, int64_t e) {
   MatmulRowsK<BlockQ6_K>(a, b, e);
