@@ -165,7 +165,14 @@ int bench_command(const BenchArgs& args) {
   if (roofline::machine_profile_enabled()) {
     ThreadPool probe_pool(config.threads);
     profile = roofline::load_machine_profile(probe_pool.size());
-    if (!profile || profile->membw_bytes_per_s <= 0 || profile->peaks.empty()) {
+    const bool measured_before = profile && profile->membw_bytes_per_s > 0 && !profile->peaks.empty();
+    if (!measured_before && config.memory_budget_bytes > 0) {
+      // The bandwidth probe streams a 1 GiB buffer: more than a memory budget allows.
+      std::fprintf(stderr, "hinge: shares of the machine's peaks left out: measuring them reads "
+                           "1 GiB, beyond the memory budget (`hinge bench --membw --compute` "
+                           "measures and saves them once)\n");
+      profile.reset();
+    } else if (!measured_before) {
       std::fprintf(stderr, "hinge: measuring this machine's bandwidth and compute peaks once "
                            "(saved in %s)\n",
                    roofline::machine_profile_path(probe_pool.size()).c_str());

