@@ -81,6 +81,11 @@ TEST(RooflinePeaks, EveryAvailableFamilyMeasuresAPositiveRate) {
   const std::string isa = kernels::cpu_identity().isa;
   if (isa.find("avx2-fma") != std::string::npos) {
     EXPECT_NE(std::find(available.begin(), available.end(), PeakFamily::kAvx2Fma), available.end());
+    // AVX2's int8 idiom: the integer peak of CPUs without VNNI (AMD Zen 3), where quantized
+    // prefill's share is of it.
+    EXPECT_NE(std::find(available.begin(), available.end(), PeakFamily::kAvx2Int8),
+              available.end());
+    EXPECT_TRUE(peak_family_info(PeakFamily::kAvx2Int8).integer);
   }
 #endif
 }

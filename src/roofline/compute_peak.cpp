@@ -96,6 +96,32 @@ uint64_t loop_avx512_fma(int64_t iters) {
   return static_cast<uint64_t>(lanes[0]);
 }
 
+// AVX2's int8 dot product as the kernels without VNNI run it (ggml's mul_sum_us8_pairs):
+// vpmaddubsw (32 u8 x i8 products, adjacent pairs summed to i16), vpmaddwd by ones (pairs to
+// i32), vpaddd into the accumulator. 32 multiply-adds per step of a chain.
+HINGE_TARGET("avx2")
+uint64_t loop_avx2_int8(int64_t iters) {
+  __m256i a = _mm256_set1_epi8(1), b = _mm256_set1_epi8(1);
+  const __m256i ones = _mm256_set1_epi16(1);
+#define DECL(i) __m256i c##i = _mm256_set1_epi32(i);
+  HINGE_12(DECL)
+#undef DECL
+  for (int64_t it = 0; it < iters; ++it) {
+    HINGE_OPAQUE(a);
+#define STEP(i) \
+  c##i = _mm256_add_epi32(c##i, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    HINGE_12(STEP)
+#undef STEP
+  }
+  __m256i s = _mm256_setzero_si256();
+#define SUM(i) s = _mm256_add_epi32(s, c##i);
+  HINGE_12(SUM)
+#undef SUM
+  alignas(32) int32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s);
+  return static_cast<uint64_t>(lanes[0]);
+}
+
 HINGE_TARGET("avx2,fma")
 uint64_t loop_avx2_fma(int64_t iters) {
   __m256 a = _mm256_set1_ps(1.0f), b = _mm256_set1_ps(1e-7f);
@@ -174,6 +200,7 @@ uint64_t run_loop(PeakFamily f, int64_t iters) {
     case PeakFamily::kAvx512Vnni: return loop_avx512_vnni(iters);
     case PeakFamily::kAvx512Bf16: return loop_avx512_bf16(iters);
     case PeakFamily::kAvx512Fma: return loop_avx512_fma(iters);
+    case PeakFamily::kAvx2Int8: return loop_avx2_int8(iters);
     case PeakFamily::kAvx2Fma: return loop_avx2_fma(iters);
   }
 #else
@@ -204,6 +231,7 @@ const std::vector<PeakFamilyInfo>& all_peak_families() {
       {PeakFamily::kAvx512Vnni, "avx512-vnni", "vpdpbusd zmm", true, 64},
       {PeakFamily::kAvx512Bf16, "avx512-bf16", "vdpbf16ps zmm", false, 32},
       {PeakFamily::kAvx512Fma, "avx512-fma", "vfmadd231ps zmm", false, 16},
+      {PeakFamily::kAvx2Int8, "avx2-int8", "vpmaddubsw+vpmaddwd ymm", true, 32},
       {PeakFamily::kAvx2Fma, "avx2-fma", "vfmadd231ps ymm", false, 8},
   };
   return kFamilies;
@@ -229,6 +257,7 @@ bool cpu_has_family(PeakFamily family) {
     case PeakFamily::kAvx512Vnni: return id.avx512_vnni;
     case PeakFamily::kAvx512Bf16: return id.avx512_bf16;
     case PeakFamily::kAvx512Fma: return id.avx512f;
+    case PeakFamily::kAvx2Int8: return id.avx2_fma;  // every AVX2 CPU has FMA too
     case PeakFamily::kAvx2Fma: return id.avx2_fma;
   }
   return false;

@@ -18,7 +18,15 @@ class ThreadPool;
 
 namespace hinge::roofline {
 
-enum class PeakFamily : uint8_t { kAmxInt8, kAmxBf16, kAvx512Vnni, kAvx512Bf16, kAvx512Fma, kAvx2Fma };
+enum class PeakFamily : uint8_t {
+  kAmxInt8,
+  kAmxBf16,
+  kAvx512Vnni,
+  kAvx512Bf16,
+  kAvx512Fma,
+  kAvx2Int8,
+  kAvx2Fma
+};
 
 struct PeakFamilyInfo {
   PeakFamily family;
