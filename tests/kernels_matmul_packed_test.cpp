@@ -12,6 +12,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_choice.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
@@ -169,12 +170,13 @@ TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
 }
 
 // Without VNNI, a view that carries a packed copy in either layout falls back to the GGUF
-// kernels (same results as without the copy, bit for bit), and nothing new is packed.
+// kernels (same results as without the copy, bit for bit), and nothing new is packed. Q8_0:
+// Q4_0's row groups run on AVX2 too (RowGroupsOnAvx2MatchReferenceAndVnni).
 TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
   if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
   ThreadPool pool(2);
   MatmulScratch scratch;
-  const Weights w = make_weights(GgmlType::Q4_0, 21, 512, 11);
+  const Weights w = make_weights(GgmlType::Q8_0, 21, 512, 11);
   const auto x = make_activations(19, 512, 12);
   for (PackedLayout layout : runnable_layouts()) {
     SCOPED_TRACE(layout_name(layout));
@@ -182,11 +184,11 @@ TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
     const auto p = pack_matrix(view, pool, layout);
     ASSERT_NE(p, nullptr);
     set_vnni_allowed_for_test(false);
-    EXPECT_FALSE(packed_layout_supported(GgmlType::Q4_0, layout));
+    EXPECT_FALSE(packed_layout_supported(GgmlType::Q8_0, layout));
     EXPECT_EQ(pack_matrix(view, pool, layout), nullptr);
-    EXPECT_FALSE(packed_matmul_supported(GgmlType::Q4_0));  // AMX's kernel needs VNNI too
-    EXPECT_EQ(candidate_layouts(GgmlType::Q4_0), std::vector<WeightLayout>{WeightLayout::kGguf});
-    EXPECT_EQ(choose_weight_layout(GgmlType::Q4_0).layout, WeightLayout::kGguf);
+    EXPECT_FALSE(packed_matmul_supported(GgmlType::Q8_0));  // AMX's kernel needs VNNI too
+    EXPECT_EQ(candidate_layouts(GgmlType::Q8_0), std::vector<WeightLayout>{WeightLayout::kGguf});
+    EXPECT_EQ(choose_weight_layout(GgmlType::Q8_0).layout, WeightLayout::kGguf);
     EXPECT_EQ(pack_matrix(view, pool), nullptr);
     std::vector<float> plain(21 * 19), with_copy(21 * 19);
     matmul(view, x.data(), 19, plain.data(), pool, scratch);
@@ -255,6 +257,69 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
       }
     }
   }
+}
+
+// Q4_0's 16-row groups on AVX2 (matmul_rowgroups_avx2.cpp: CPUs without AVX-512 VNNI, such as
+// AMD Zen 3; forced on others by switching VNNI off): every token count (chunks of 4, token
+// tiles of 16, rows not a multiple of 16) matches the reference, is bit-identical to the VNNI /
+// AMX kernels where they run, and is batch invariant; the layout choice lists it and calibrates.
+TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
+  if (!rowgroups_avx2_usable(GgmlType::Q4_0)) GTEST_SKIP() << "no AVX2 here";
+  const bool vnni = packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles);
+  EXPECT_TRUE(packed_layout_supported(GgmlType::Q4_0, PackedLayout::kAmxTiles));
+  uint32_t seed = 9400;
+  for (int64_t cols : {32, 576, 4192}) {
+    for (int64_t rows : {5, 16, 37}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 16, 17, 33, 70}) {
+        if (cols * rows * tokens > 4192 * 16 * 17) continue;
+        SCOPED_TRACE(testing::Message() << "cols=" << cols << " rows=" << rows
+                                        << " tokens=" << tokens);
+        const Weights w = make_weights(GgmlType::Q4_0, rows, cols, seed);
+        const auto x = make_activations(tokens, cols, seed + 1);
+        ++seed;
+        ThreadPool pool(1 + static_cast<int>(tokens % 2));
+        MatmulScratch scratch;
+        MatrixView view = w.view();
+        const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+        ASSERT_NE(p, nullptr);
+        view.packed = p.get();
+        std::vector<float> first(static_cast<size_t>(rows * tokens));
+        matmul(view, x.data(), tokens, first.data(), pool, scratch);
+        set_vnni_allowed_for_test(false);
+        EXPECT_TRUE(packed_layout_supported(GgmlType::Q4_0, PackedLayout::kAmxTiles));
+        EXPECT_FALSE(packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles));
+        std::vector<float> avx2(first.size());
+        matmul(view, x.data(), tokens, avx2.data(), pool, scratch);
+        if (vnni) {
+          ASSERT_EQ(avx2, first);  // the same integers and f32 operations
+        }
+        check_matmul({GgmlType::Q4_0, cols}, rows, tokens, 2, seed, /*packed=*/true,
+                     PackedLayout::kAmxTiles);
+        set_vnni_allowed_for_test(true);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  set_vnni_allowed_for_test(false);
+  {
+    const int64_t rows = 37, cols = 8192, tokens = 70;
+    const Weights w = make_weights(GgmlType::Q4_0, rows, cols, 9);
+    const auto x = make_activations(tokens, cols, 10);
+    ThreadPool pool(2);
+    MatmulScratch scratch;
+    MatrixView view = w.view();
+    const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+    ASSERT_NE(p, nullptr);
+    view.packed = p.get();
+    expect_batch_invariant(view, x, tokens, {1, 3, 6, 16}, 23, pool, scratch);
+  }
+  const auto cands = candidate_layouts(GgmlType::Q4_0);
+  EXPECT_EQ(cands.front(), WeightLayout::kRowGroups);
+  EXPECT_EQ(cands.back(), WeightLayout::kGguf);
+  const LayoutChoice c = choose_weight_layout(GgmlType::Q4_0);
+  EXPECT_EQ(c.reason, "calibrated on this CPU");
+  ASSERT_EQ(c.timings.size(), cands.size());
+  set_vnni_allowed_for_test(true);
 }
 
 // The layout choice (kernel_choice.h): the candidates follow the switches, AMX picks the row

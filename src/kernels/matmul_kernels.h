@@ -76,6 +76,11 @@ struct AmxArgs {
 void matmul_rows_amx(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 // False where the AMX kernel is not compiled (non-x86 or non-GCC builds).
 bool amx_kernel_compiled();
+// The same kAmxTiles products on AVX2 (matmul_rowgroups_avx2.cpp), for CPUs without AVX-512
+// VNNI: Q4_0 only (the layout's Q8_0 and Q4_K forms need VNNI or the tile unit). Results are
+// bit-identical to matmul_rows_amx's VNNI path. Valid where rowgroups_avx2_usable(type).
+void matmul_rows_rowgroups_avx2(const AmxArgs& args, int64_t row_begin, int64_t row_end);
+bool rowgroups_avx2_usable(GgmlType type);
 
 // The AMX-BF16 kernel's operands (matmul_bf16_amx.cpp, layout kBf16Tiles): the activations
 // rounded to bf16, row-major [tiles * 16 or num_tokens when below 16, cols] (the A tiles are

@@ -1,0 +1,151 @@
+// The 16-row-group layout (PackedLayout::kAmxTiles, "row-groups") of Q4_0 on AVX2, for CPUs
+// without AVX-512 (AMD Zen 3 and Zen 2, Intel client cores): the same packed copy and the same
+// activation tiles as the AMX / AVX-512 VNNI kernels (matmul_amx.cpp), read in 8-row halves.
+//
+// A tile row of a (group, block) tile holds 4 consecutive weights of each of the 16 rows, so a
+// 256-bit half holds 8 rows x 4 weights: vpmaddubsw with the token's 4 activations broadcast
+// gives row n's two pair sums in i16 lanes 2n and 2n + 1, the 8 tile rows of the block add up
+// in i16 (nibbles 0..15 times |x| <= 127: at most 8 * 2 * 15 * 127 = 30480, no saturation), and
+// one vpmaddwd by ones leaves row n's exact block dot product in i32 lane n: no horizontal sums,
+// and per block and 8 rows one vpmaddwd, one conversion and one FMA instead of one of each per
+// row as in the GGUF-layout kernel (matmul_q8.cpp). The integer dots equal the VNNI path's and
+// the f32 operations are ScaleBlock's lane for lane, so results are bit-identical to it.
+//
+// Measured on an AMD EPYC Zen 3 (docs/kernels.md); chosen by calibration (kernel_choice.h).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu_features.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_packed.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HINGE_RG_AVX2_COMPILED 1
+#include <immintrin.h>
+#else
+#define HINGE_RG_AVX2_COMPILED 0
+#endif
+
+namespace hinge::kernels {
+
+#if HINGE_RG_AVX2_COMPILED
+namespace {
+
+#define HINGE_RG_ATTR __attribute__((target("avx2,fma,f16c")))
+#define HINGE_RG_INLINE inline __attribute__((always_inline)) HINGE_RG_ATTR
+
+constexpr int kMaxTokens = 4;              // tokens per pass over a group's weights
+constexpr size_t kTokenBlockBytes = size_t{1} << 20;  // activation bytes per token block
+
+// One pass of MT <= kMaxTokens tokens over row group g: out[m * 16 + n] = <row 16g + n, token m>.
+// xq: block j of token m at (j * 16 + m) * 32 (the AMX "A" tile order); xs: its scale at
+// j * 16 + m; sums[m][j]: sum of token m's quants in block j.
+template <int MT>
+HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
+                             const int32_t* const* sums, float* out) {
+  const int64_t nb = p.nb;
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const uint16_t* wd = p.d.get() + g * nb * 16;
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MT][2];
+  for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < nb; ++j) {
+    const uint8_t* t = wq + j * 256;
+    alignas(32) int32_t c[MT][16];
+    for (int h = 0; h < 2; ++h) {
+      // Tile rows r (low nibbles of 64-byte chunk r) and r + 4 (high nibbles), rows 8h..8h+7.
+      __m256i w[8];
+      for (int r = 0; r < 4; ++r) {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
+        w[r] = _mm256_and_si256(v, low);
+        w[r + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      }
+      for (int m = 0; m < MT; ++m) {
+        const int8_t* xm = xq + (j * 16 + m) * 32;
+        __m256i s16 = _mm256_setzero_si256();
+        for (int r = 0; r < 8; ++r) {
+          int32_t x4;
+          std::memcpy(&x4, xm + r * 4, 4);
+          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[r], _mm256_set1_epi32(x4)));
+        }
+        const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones),
+                                             _mm256_set1_epi32(8 * sums[m][j]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(c[m] + h * 8), dot);
+      }
+    }
+    // ScaleBlock's arithmetic: acc += f32(dot) * (d_w * d_x), per lane.
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + j * 16 + h * 8)));
+      for (int m = 0; m < MT; ++m) {
+        const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xs[j * 16 + m]));
+        acc[m][h] = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c[m] + h * 8))),
+            s, acc[m][h]);
+      }
+    }
+  }
+  for (int m = 0; m < MT; ++m) {
+    _mm256_storeu_ps(out + m * 16, acc[m][0]);
+    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
+  }
+}
+
+HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
+                               const float* xs, const int32_t* const* sums, float* out) {
+  switch (n) {
+    case 4: GroupQ4<4>(p, g, xq, xs, sums, out); break;
+    case 3: GroupQ4<3>(p, g, xq, xs, sums, out); break;
+    case 2: GroupQ4<2>(p, g, xq, xs, sums, out); break;
+    default: GroupQ4<1>(p, g, xq, xs, sums, out); break;
+  }
+}
+
+}  // namespace
+
+bool rowgroups_avx2_usable(GgmlType type) {
+  static const bool cpu = cpu_identity().avx2_fma && __builtin_cpu_supports("f16c");
+  return type == GgmlType::Q4_0 && cpu;
+}
+
+void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
+  const PackedMatrix& p = *a.w;
+  const int64_t tiles = (a.num_tokens + 15) / 16;
+  const size_t tile_bytes = static_cast<size_t>(p.nb) * 512;  // one token tile's activations
+  int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
+  if (tb < 1) tb = 1;
+  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
+  alignas(32) float out[16 * 16];
+  for (int64_t t0 = 0; t0 < tiles; t0 += tb) {
+    const int64_t t1 = t0 + tb < tiles ? t0 + tb : tiles;
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * 16;
+      const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
+      for (int64_t tt = t0; tt < t1; ++tt) {
+        const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb) * 512;
+        const float* xs = a.x_scales + tt * p.nb * 16;
+        const int64_t left = a.num_tokens - tt * 16;
+        const int mt = static_cast<int>(left < 16 ? left : 16);
+        for (int m0 = 0; m0 < mt; m0 += kMaxTokens) {
+          const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
+          const int32_t* sums[kMaxTokens];
+          for (int m = 0; m < n; ++m) sums[m] = a.x_sums + (tt * 16 + m0 + m) * p.nb;
+          GroupTokens(p, g, n, xq + m0 * 32, xs + m0, sums, out);
+          for (int m = 0; m < n; ++m)
+            std::memcpy(a.y + (tt * 16 + m0 + m) * a.y_stride + r0, out + m * 16,
+                        static_cast<size_t>(n_valid) * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+#else
+
+bool rowgroups_avx2_usable(GgmlType /*type*/) { return false; }
+void matmul_rows_rowgroups_avx2(const AmxArgs& /*a*/, int64_t /*row_begin*/, int64_t /*row_end*/) {}
+
+#endif
+
+}  // namespace hinge::kernels
