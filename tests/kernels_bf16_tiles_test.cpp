@@ -132,9 +132,8 @@ TEST(KernelsBf16Tiles, BatchInvariant) {
     ThreadPool pool(2);
     MatmulScratch scratch;
     MatrixView v = w.view();
-    const auto p = pack_matrix(v, pool, PackedLayout::kBf16Tiles);
+    const auto p = attach_packed(v, PackedLayout::kBf16Tiles, pool);
     ASSERT_NE(p, nullptr);
-    v.packed = p.get();
     expect_batch_invariant(v, x, tokens, {1, 3, 16, 17, 33}, 19, pool, scratch);
   }
 }

@@ -160,9 +160,8 @@ TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
       ThreadPool pool(2);
       MatmulScratch scratch;
       MatrixView view = w.view();
-      const auto p = pack_matrix(view, pool, layout);
+      const auto p = attach_packed(view, layout, pool);
       ASSERT_NE(p, nullptr);
-      view.packed = p.get();
       expect_batch_invariant(view, x, tokens, {1, 3, 6, 16}, 23, pool, scratch);
       if (HasFatalFailure()) return;
     }
@@ -220,23 +219,18 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
         ThreadPool pool(1 + static_cast<int>(tokens % 2));
         MatmulScratch scratch;
         MatrixView view = w.view();
-        const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+        const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
         ASSERT_NE(p, nullptr);
-        view.packed = p.get();
-        std::vector<float> tiles(static_cast<size_t>(rows * tokens));
-        matmul(view, x.data(), tokens, tiles.data(), pool, scratch);
+        const std::vector<float> tiles = product(view, x, tokens, pool, scratch);
         set_amx_allowed_for_test(false);
         EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
-        std::vector<float> vnni(tiles.size());
-        matmul(view, x.data(), tokens, vnni.data(), pool, scratch);
+        const std::vector<float> vnni = product(view, x, tokens, pool, scratch);
         // Packed without AMX, Q8_0 stores q + 128 (the unsigned operand): the same integers.
-        const auto p8 = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
+        MatrixView view8 = w.view();
+        const auto p8 = attach_packed(view8, PackedLayout::kAmxTiles, pool);
         ASSERT_NE(p8, nullptr);
         EXPECT_EQ(p8->u8_quants, t == GgmlType::Q8_0);
-        MatrixView view8 = w.view();
-        view8.packed = p8.get();
-        std::vector<float> vnni8(tiles.size());
-        matmul(view8, x.data(), tokens, vnni8.data(), pool, scratch);
+        std::vector<float> vnni8 = product(view8, x, tokens, pool, scratch);
         ASSERT_EQ(vnni8, vnni);
         for (int64_t r = 0; r < rows; r += 7) {
           for (int64_t c = 0; c < cols; c += 13) {
@@ -244,7 +238,7 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
           }
         }
         set_amx_allowed_for_test(true);
-        matmul(view8, x.data(), tokens, vnni8.data(), pool, scratch);  // AMX back: still VNNI
+        vnni8 = product(view8, x, tokens, pool, scratch);  // AMX back: still VNNI
         ASSERT_EQ(vnni8, vnni);
         if (had_amx) {
           ASSERT_EQ(vnni, tiles);
@@ -280,16 +274,13 @@ TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
         ThreadPool pool(1 + static_cast<int>(tokens % 2));
         MatmulScratch scratch;
         MatrixView view = w.view();
-        const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+        const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
         ASSERT_NE(p, nullptr);
-        view.packed = p.get();
-        std::vector<float> first(static_cast<size_t>(rows * tokens));
-        matmul(view, x.data(), tokens, first.data(), pool, scratch);
+        const std::vector<float> first = product(view, x, tokens, pool, scratch);
         set_vnni_allowed_for_test(false);
         EXPECT_TRUE(packed_layout_supported(GgmlType::Q4_0, PackedLayout::kAmxTiles));
         EXPECT_FALSE(packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles));
-        std::vector<float> avx2(first.size());
-        matmul(view, x.data(), tokens, avx2.data(), pool, scratch);
+        const std::vector<float> avx2 = product(view, x, tokens, pool, scratch);
         if (vnni) {
           ASSERT_EQ(avx2, first);  // the same integers and f32 operations
         }
@@ -308,9 +299,8 @@ TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
     ThreadPool pool(2);
     MatmulScratch scratch;
     MatrixView view = w.view();
-    const auto p = pack_matrix(view, pool, PackedLayout::kAmxTiles);
+    const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
     ASSERT_NE(p, nullptr);
-    view.packed = p.get();
     expect_batch_invariant(view, x, tokens, {1, 3, 6, 16}, 23, pool, scratch);
   }
   const auto cands = candidate_layouts(GgmlType::Q4_0);

@@ -144,6 +144,23 @@ inline void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int th
 }
 
 // The packed layouts that run on this CPU (matmul_packed.h); the tests below run each.
+// Packs view's weights in `layout` and points view.packed at the copy (null, and view unchanged
+// in effect, where the layout does not run here).
+inline std::unique_ptr<PackedMatrix> attach_packed(MatrixView& view, PackedLayout layout,
+                                                   ThreadPool& pool) {
+  auto p = pack_matrix(view, pool, layout);
+  view.packed = p.get();
+  return p;
+}
+
+// view times the first `tokens` rows of x: [tokens, view.rows].
+inline std::vector<float> product(const MatrixView& view, const std::vector<float>& x,
+                                  int64_t tokens, ThreadPool& pool, MatmulScratch& scratch) {
+  std::vector<float> y(static_cast<size_t>(view.rows * tokens));
+  matmul(view, x.data(), tokens, y.data(), pool, scratch);
+  return y;
+}
+
 inline std::vector<PackedLayout> runnable_layouts() {
   std::vector<PackedLayout> out;
   for (PackedLayout l : {PackedLayout::kVnniPairs, PackedLayout::kAmxTiles})

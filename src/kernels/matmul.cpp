@@ -262,13 +262,9 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
     args[m].y_stride = outs[m].w->rows;
   }
   // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel.
-  const bool avx2 = !(amx_kernel_compiled() && (cpu_has_amx_int8() || cpu_has_avx512_vnni()));
-  run_row_chunks(outs, num_tokens, pool, quantize, [&](size_t m, int64_t b, int64_t e) {
-    if (avx2)
-      matmul_rows_rowgroups_avx2(args[m], b, e);
-    else
-      matmul_rows_amx(args[m], b, e);
-  });
+  const auto rows = amx_kernel_usable() ? matmul_rows_amx : matmul_rows_rowgroups_avx2;
+  run_row_chunks(outs, num_tokens, pool, quantize,
+                 [&](size_t m, int64_t b, int64_t e) { rows(args[m], b, e); });
 }
 
 // The bf16 tile layout (kBf16Tiles) on AMX-BF16 or AVX-512 BF16: activations rounded to bf16, row-major, zero rows up to

@@ -486,11 +486,13 @@ void matmul_rows_amx(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 bool amx_kernel_compiled() { return true; }
+bool amx_kernel_usable() { return cpu_has_amx_int8() || cpu_has_avx512_vnni(); }
 
 #else
 
 void matmul_rows_amx(const AmxArgs& /*a*/, int64_t /*row_begin*/, int64_t /*row_end*/) {}
 bool amx_kernel_compiled() { return false; }
+bool amx_kernel_usable() { return false; }
 
 #endif
 

@@ -71,11 +71,12 @@ struct AmxArgs {
 };
 
 // Rows [row_begin, row_end) (row_begin a multiple of 16) of a kAmxTiles product: on the tile
-// unit where cpu_has_amx_int8(), else on AVX-512 VNNI. Only valid when amx_kernel_compiled()
-// and cpu_has_avx512_vnni().
+// unit where cpu_has_amx_int8(), else on AVX-512 VNNI. Only valid where amx_kernel_usable().
 void matmul_rows_amx(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 // False where the AMX kernel is not compiled (non-x86 or non-GCC builds).
 bool amx_kernel_compiled();
+// True where matmul_rows_amx runs now: compiled, and AMX-INT8 or AVX-512 VNNI allowed.
+bool amx_kernel_usable();
 // The same kAmxTiles products on AVX2 (matmul_rowgroups_avx2.cpp), for CPUs without AVX-512
 // VNNI: Q4_0 only (the layout's Q8_0 and Q4_K forms need VNNI or the tile unit). Results are
 // bit-identical to matmul_rows_amx's VNNI path. Valid where rowgroups_avx2_usable(type).

@@ -252,7 +252,7 @@ bool packed_layout_supported(GgmlType type, PackedLayout layout) {
             (bf16_dp_kernel_compiled() && cpu_has_avx512_bf16()));
   if (layout == PackedLayout::kAmxTiles)
     return ((type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K) &&
-            amx_kernel_compiled() && (cpu_has_amx_int8() || cpu_has_avx512_vnni())) ||
+            amx_kernel_usable()) ||
            rowgroups_avx2_usable(type);
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0) return false;
   return HWY_DYNAMIC_DISPATCH(PackedSupported)();

@@ -52,6 +52,10 @@ HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq,
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
     const uint8_t* t = wq + j * 256;
+    // The dots go through c and are scaled after both halves (as ScaleBlock does): scaling
+    // inside the token loop kept dw and the 2 * MT accumulators live next to the 8 weight
+    // vectors, past AVX2's 16 registers (llama-1b q4_0 prefill of 128 tokens over the gguf
+    // layout's, 3 alternating pairs on Zen 3: 1.39-1.80x fused, 1.79-2.02x this way).
     alignas(32) int32_t c[MT][16];
     for (int h = 0; h < 2; ++h) {
       // Tile rows r (low nibbles of 64-byte chunk r) and r + 4 (high nibbles), rows 8h..8h+7.
