@@ -189,6 +189,11 @@ CpuIdentity detect_identity() {
   id.avx512_bf16 = detect_avx512_bf16();
   id.avx512f = __builtin_cpu_supports("avx512f");
   id.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  {
+    // clang's __builtin_cpu_supports has no "f16c": read CPUID leaf 1 directly.
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    id.f16c = __get_cpuid(1, &a, &b, &c, &d) && ((c >> 29) & 1);
+  }
   for (auto [has, name] : {std::pair{id.amx_int8, "amx-int8"}, {id.amx_bf16, "amx-bf16"},
                            {id.avx512_vnni, "avx512-vnni"}, {id.avx512_bf16, "avx512-bf16"},
                            {id.avx512f, "avx512"}, {id.avx2_fma, "avx2-fma"}}) {

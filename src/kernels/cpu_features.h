@@ -38,6 +38,7 @@ struct CpuIdentity {
   // (AMX counts only with the tile permission granted).
   bool amx_int8 = false, amx_bf16 = false, avx512_vnni = false, avx512_bf16 = false;
   bool avx512f = false, avx2_fma = false;
+  bool f16c = false;  // vcvtph2ps / vcvtps2ph (CPUID leaf 1 ECX bit 29); not listed in `isa`
   // The same as words for output: "amx-int8 amx-bf16 avx512-vnni avx512-bf16 avx512 avx2-fma",
   // those it has, in that order.
   std::string isa;

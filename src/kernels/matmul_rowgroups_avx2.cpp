@@ -109,7 +109,7 @@ HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const in
 }  // namespace
 
 bool rowgroups_avx2_usable(GgmlType type) {
-  static const bool cpu = cpu_identity().avx2_fma && __builtin_cpu_supports("f16c");
+  static const bool cpu = cpu_identity().avx2_fma && cpu_identity().f16c;
   return type == GgmlType::Q4_0 && cpu;
 }
 
