@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -168,27 +169,31 @@ TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
   }
 }
 
-// Without VNNI, a view that carries a packed copy in either layout falls back to the GGUF
-// kernels (same results as without the copy, bit for bit), and nothing new is packed. Q8_0:
-// Q4_0's row groups run on AVX2 too (RowGroupsOnAvx2MatchReferenceAndVnni).
+// Without VNNI, a view that carries a packed copy in the pairs layout falls back to the GGUF
+// kernels (same results as without the copy, bit for bit), and nothing new is packed. (The row
+// groups run on AVX2 without VNNI: RowGroupsOnAvx2MatchReferenceAndVnni.)
 TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
   if (runnable_layouts().empty()) GTEST_SKIP() << "no AVX-512 VNNI here";
   ThreadPool pool(2);
   MatmulScratch scratch;
-  const Weights w = make_weights(GgmlType::Q8_0, 21, 512, 11);
   const auto x = make_activations(19, 512, 12);
   for (PackedLayout layout : runnable_layouts()) {
     SCOPED_TRACE(layout_name(layout));
+    if (layout == PackedLayout::kAmxTiles && rowgroups_avx2_usable(GgmlType::Q4_K)) continue;
+    const GgmlType type = layout == PackedLayout::kAmxTiles ? GgmlType::Q4_K : GgmlType::Q8_0;
+    const Weights w = make_weights(type, 21, 512, 11);
     MatrixView view = w.view();
     const auto p = pack_matrix(view, pool, layout);
     ASSERT_NE(p, nullptr);
     set_vnni_allowed_for_test(false);
-    EXPECT_FALSE(packed_layout_supported(GgmlType::Q8_0, layout));
+    EXPECT_FALSE(packed_layout_supported(type, layout));
     EXPECT_EQ(pack_matrix(view, pool, layout), nullptr);
-    EXPECT_FALSE(packed_matmul_supported(GgmlType::Q8_0));  // AMX's kernel needs VNNI too
-    EXPECT_EQ(candidate_layouts(GgmlType::Q8_0), std::vector<WeightLayout>{WeightLayout::kGguf});
-    EXPECT_EQ(choose_weight_layout(GgmlType::Q8_0).layout, WeightLayout::kGguf);
-    EXPECT_EQ(pack_matrix(view, pool), nullptr);
+    if (layout == PackedLayout::kAmxTiles) {
+      EXPECT_FALSE(packed_matmul_supported(type));  // AMX's kernel needs VNNI too
+      EXPECT_EQ(candidate_layouts(type), std::vector<WeightLayout>{WeightLayout::kGguf});
+      EXPECT_EQ(choose_weight_layout(type).layout, WeightLayout::kGguf);
+      EXPECT_EQ(pack_matrix(view, pool), nullptr);
+    }
     std::vector<float> plain(21 * 19), with_copy(21 * 19);
     matmul(view, x.data(), 19, plain.data(), pool, scratch);
     view.packed = p.get();
@@ -203,7 +208,7 @@ TEST(KernelsMatmulPacked, FallsBackWithoutTheKernel) {
 // references; on an AMX machine it is bit-identical to the tile path, and Q8_0 packed without
 // AMX (q + 128 as u8) to Q8_0 packed with it.
 TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
-  if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
+  if (!amx_kernel_usable())
     GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
   const bool had_amx = cpu_has_amx_int8();
   uint32_t seed = 9100;
@@ -253,48 +258,53 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
   }
 }
 
-// Q4_0's 16-row groups on AVX2 (matmul_rowgroups_avx2.cpp: CPUs without AVX-512 VNNI, such as
-// AMD Zen 3; forced on others by switching VNNI off): every token count (chunks of 4, token
-// tiles of 16, rows not a multiple of 16) matches the reference, is bit-identical to the VNNI /
-// AMX kernels where they run, and is batch invariant; the layout choice lists it and calibrates.
+// Q4_0's, Q8_0's and Q4_K's 16-row groups on AVX2 (matmul_rowgroups_avx2.cpp: CPUs without
+// AVX-512 VNNI, such as AMD Zen 3; forced on others by switching VNNI off): every token count
+// (chunks of 4, token tiles of 16, rows not a multiple of 16) matches the reference, is
+// bit-identical to the VNNI / AMX kernels where they run (Q8_0 packed signed for AMX or as
+// q + 128 for VNNI), and is batch invariant; the layout choice lists it and calibrates.
 TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
   if (!rowgroups_avx2_usable(GgmlType::Q4_0)) GTEST_SKIP() << "no AVX2 here";
-  const bool vnni = packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles);
-  EXPECT_TRUE(packed_layout_supported(GgmlType::Q4_0, PackedLayout::kAmxTiles));
+  EXPECT_TRUE(rowgroups_avx2_usable(GgmlType::Q8_0));
+  EXPECT_TRUE(rowgroups_avx2_usable(GgmlType::Q4_K));
+  const bool vnni = amx_kernel_usable();  // the AMX / VNNI kernel runs here
   uint32_t seed = 9400;
-  for (int64_t cols : {32, 576, 4192}) {
-    for (int64_t rows : {5, 16, 37}) {
-      for (int64_t tokens : {1, 2, 3, 4, 5, 16, 17, 33, 70}) {
-        if (cols * rows * tokens > 4192 * 16 * 17) continue;
-        SCOPED_TRACE(testing::Message() << "cols=" << cols << " rows=" << rows
-                                        << " tokens=" << tokens);
-        const Weights w = make_weights(GgmlType::Q4_0, rows, cols, seed);
-        const auto x = make_activations(tokens, cols, seed + 1);
-        ++seed;
-        ThreadPool pool(1 + static_cast<int>(tokens % 2));
-        MatmulScratch scratch;
-        MatrixView view = w.view();
-        const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
-        ASSERT_NE(p, nullptr);
-        const std::vector<float> first = product(view, x, tokens, pool, scratch);
-        set_vnni_allowed_for_test(false);
-        EXPECT_TRUE(packed_layout_supported(GgmlType::Q4_0, PackedLayout::kAmxTiles));
-        EXPECT_FALSE(packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles));
-        const std::vector<float> avx2 = product(view, x, tokens, pool, scratch);
-        if (vnni) {
-          ASSERT_EQ(avx2, first);  // the same integers and f32 operations
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const bool k = t == GgmlType::Q4_K;
+    for (int64_t cols : {k ? 256 : 32, k ? 768 : 576, k ? 4352 : 4192}) {
+      for (int64_t rows : {5, 16, 37}) {
+        for (int64_t tokens : {1, 2, 3, 4, 5, 16, 17, 33, 70}) {
+          if (cols * rows * tokens > 4352 * 16 * 17) continue;
+          SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " cols=" << cols
+                                          << " rows=" << rows << " tokens=" << tokens);
+          const Weights w = make_weights(t, rows, cols, seed);
+          const auto x = make_activations(tokens, cols, seed + 1);
+          ++seed;
+          ThreadPool pool(1 + static_cast<int>(tokens % 2));
+          MatmulScratch scratch;
+          MatrixView view = w.view();
+          const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
+          ASSERT_NE(p, nullptr);
+          const std::vector<float> first = product(view, x, tokens, pool, scratch);
+          set_vnni_allowed_for_test(false);
+          EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
+          const std::vector<float> avx2 = product(view, x, tokens, pool, scratch);
+          if (vnni) {
+            ASSERT_EQ(avx2, first);  // the same integers and f32 operations
+          }
+          check_matmul({t, cols}, rows, tokens, 2, seed, /*packed=*/true,
+                       PackedLayout::kAmxTiles);
+          set_vnni_allowed_for_test(true);
+          if (HasFatalFailure()) return;
         }
-        check_matmul({GgmlType::Q4_0, cols}, rows, tokens, 2, seed, /*packed=*/true,
-                     PackedLayout::kAmxTiles);
-        set_vnni_allowed_for_test(true);
-        if (HasFatalFailure()) return;
       }
     }
   }
   set_vnni_allowed_for_test(false);
-  {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    SCOPED_TRACE(ggml_type_name(t));
     const int64_t rows = 37, cols = 8192, tokens = 70;
-    const Weights w = make_weights(GgmlType::Q4_0, rows, cols, 9);
+    const Weights w = make_weights(t, rows, cols, 9);
     const auto x = make_activations(tokens, cols, 10);
     ThreadPool pool(2);
     MatmulScratch scratch;
@@ -303,13 +313,50 @@ TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
     ASSERT_NE(p, nullptr);
     expect_batch_invariant(view, x, tokens, {1, 3, 6, 16}, 23, pool, scratch);
   }
-  const auto cands = candidate_layouts(GgmlType::Q4_0);
-  EXPECT_EQ(cands.front(), WeightLayout::kRowGroups);
-  EXPECT_EQ(cands.back(), WeightLayout::kGguf);
-  const LayoutChoice c = choose_weight_layout(GgmlType::Q4_0);
-  EXPECT_EQ(c.reason, "calibrated on this CPU");
-  ASSERT_EQ(c.timings.size(), cands.size());
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const auto cands = candidate_layouts(t);
+    EXPECT_EQ(cands.front(), WeightLayout::kRowGroups);
+    EXPECT_EQ(cands.back(), WeightLayout::kGguf);
+    const LayoutChoice c = choose_weight_layout(t);
+    EXPECT_EQ(c.reason, "calibrated on this CPU");
+    ASSERT_EQ(c.timings.size(), cands.size());
+  }
   set_vnni_allowed_for_test(true);
+}
+
+// Q8_0 quants of -128 (GGUF allows them; llama.cpp's quantizer never writes them) on the AVX2
+// row groups: vpabsb makes them 128 as unsigned, so the product stays exact. Against the
+// reference with the same quantized activations.
+TEST(KernelsMatmulPacked, RowGroupsOnAvx2Q8MinusOneTwentyEight) {
+  if (!rowgroups_avx2_usable(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX2 here";
+  const int64_t rows = 19, cols = 256, tokens = 6;
+  Weights w = make_weights(GgmlType::Q8_0, rows, cols, 77);
+  auto* blocks = reinterpret_cast<BlockQ8_0*>(w.bytes.data());
+  const int64_t nblocks = rows * cols / kQK8_0;
+  for (int64_t b = 0; b < nblocks; ++b)
+    for (int e = static_cast<int>(b % 3); e < kQK8_0; e += 3) blocks[b].qs[e] = -128;
+  const size_t rb = w.bytes.size() / static_cast<size_t>(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    ASSERT_TRUE(dequantize_row_ref(GgmlType::Q8_0, w.bytes.data() + r * rb,
+                                   w.dequant.data() + r * cols, cols));
+  auto x = make_activations(tokens, cols, 78);
+  for (size_t i = 0; i < x.size(); i += 2) x[i] = -std::fabs(x[i]) - 1.0f;  // pairs of one sign
+  set_vnni_allowed_for_test(false);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  MatrixView view = w.view();
+  const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
+  ASSERT_NE(p, nullptr);
+  const std::vector<float> y = product(view, x, tokens, pool, scratch);
+  set_vnni_allowed_for_test(true);
+  std::vector<float> yq(y.size());
+  matmul_ref_quantized(w.view(), x.data(), tokens, yq.data());
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      const size_t i = static_cast<size_t>(t * rows + r);
+      ASSERT_NEAR(y[i], yq[i], 1e-5 * abs_dot(w, x.data() + t * cols, r) + 1e-30)
+          << "t=" << t << " r=" << r;
+    }
 }
 
 // The layout choice (kernel_choice.h): the candidates follow the switches, AMX picks the row
@@ -320,7 +367,7 @@ TEST(KernelsLayoutChoice, CandidatesSwitchesAndCalibration) {
   EXPECT_EQ(candidate_layouts(GgmlType::F16).back(), WeightLayout::kGguf);
   EXPECT_EQ(candidate_layouts(GgmlType::Q6_K), std::vector<WeightLayout>{WeightLayout::kGguf});
   EXPECT_EQ(choose_weight_layout(GgmlType::Q6_K).layout, WeightLayout::kGguf);
-  if (!packed_layout_supported(GgmlType::Q8_0, PackedLayout::kAmxTiles))
+  if (!amx_kernel_usable())
     GTEST_SKIP() << "no AVX-512 VNNI (or no GCC AMX kernel) here";
   if (cpu_has_amx_int8()) {
     const LayoutChoice c = choose_weight_layout(GgmlType::Q8_0);

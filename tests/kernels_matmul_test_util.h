@@ -16,6 +16,7 @@
 #include "common/ggml_type.h"
 #include "common/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
@@ -143,7 +144,6 @@ inline void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int th
   }
 }
 
-// The packed layouts that run on this CPU (matmul_packed.h); the tests below run each.
 // Packs view's weights in `layout` and points view.packed at the copy (null, and view unchanged
 // in effect, where the layout does not run here).
 inline std::unique_ptr<PackedMatrix> attach_packed(MatrixView& view, PackedLayout layout,
@@ -161,10 +161,14 @@ inline std::vector<float> product(const MatrixView& view, const std::vector<floa
   return y;
 }
 
+// The layouts of the AVX-512 VNNI / AMX kernels (the AVX2 row groups have tests of their own).
 inline std::vector<PackedLayout> runnable_layouts() {
   std::vector<PackedLayout> out;
-  for (PackedLayout l : {PackedLayout::kVnniPairs, PackedLayout::kAmxTiles})
-    if (packed_layout_supported(GgmlType::Q8_0, l)) out.push_back(l);
+  for (PackedLayout l : {PackedLayout::kVnniPairs, PackedLayout::kAmxTiles}) {
+    const bool runs = l == PackedLayout::kAmxTiles ? amx_kernel_usable()
+                                                   : packed_layout_supported(GgmlType::Q8_0, l);
+    if (runs) out.push_back(l);
+  }
   return out;
 }
 

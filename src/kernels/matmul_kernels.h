@@ -78,8 +78,7 @@ bool amx_kernel_compiled();
 // True where matmul_rows_amx runs now: compiled, and AMX-INT8 or AVX-512 VNNI allowed.
 bool amx_kernel_usable();
 // The same kAmxTiles products on AVX2 (matmul_rowgroups_avx2.cpp), for CPUs without AVX-512
-// VNNI: Q4_0 only (the layout's Q8_0 and Q4_K forms need VNNI or the tile unit). Results are
-// bit-identical to matmul_rows_amx's VNNI path. Valid where rowgroups_avx2_usable(type).
+// VNNI: Q4_0, Q8_0 and Q4_K. Results are bit-identical to matmul_rows_amx's VNNI path. Valid where rowgroups_avx2_usable(type).
 void matmul_rows_rowgroups_avx2(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 bool rowgroups_avx2_usable(GgmlType type);
 

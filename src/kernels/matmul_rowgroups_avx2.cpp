@@ -1,6 +1,7 @@
-// The 16-row-group layout (PackedLayout::kAmxTiles, "row-groups") of Q4_0 on AVX2, for CPUs
-// without AVX-512 (AMD Zen 3 and Zen 2, Intel client cores): the same packed copy and the same
-// activation tiles as the AMX / AVX-512 VNNI kernels (matmul_amx.cpp), read in 8-row halves.
+// The 16-row-group layout (PackedLayout::kAmxTiles, "row-groups") of Q4_0, Q8_0 and Q4_K on AVX2,
+// for CPUs without AVX-512 (AMD Zen 3 and Zen 2, Intel client cores): the same packed copy and
+// the same activation tiles as the AMX / AVX-512 VNNI kernels (matmul_amx.cpp), read in 8-row
+// halves.
 //
 // A tile row of a (group, block) tile holds 4 consecutive weights of each of the 16 rows, so a
 // 256-bit half holds 8 rows x 4 weights: vpmaddubsw with the token's 4 activations broadcast
@@ -10,6 +11,8 @@
 // and per block and 8 rows one vpmaddwd, one conversion and one FMA instead of one of each per
 // row as in the GGUF-layout kernel (matmul_q8.cpp). The integer dots equal the VNNI path's and
 // the f32 operations are ScaleBlock's lane for lane, so results are bit-identical to it.
+// Q8_0 (GroupQ8) reads the same way with |w| and sign(x, w) in place of the nibbles and x;
+// Q4_K (GroupQ4K) as Q4_0 per 32-element sub-block, scaled once per super-block.
 //
 // Measured on an AMD EPYC Zen 3 (docs/kernels.md); chosen by calibration (kernel_choice.h).
 #include <cstdint>
@@ -96,8 +99,164 @@ HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq,
   }
 }
 
+// Q8_0: the same pass with 8-bit weights. vpmaddubsw needs one unsigned operand and its pair
+// sums must fit i16, so the weights go in as |w| (vpabsb, once per tile row and half, for all
+// the tokens) and the activations as sign(x, w) (vpsignb, per token): |w| * |x| <= 128 * 127,
+// a pair at most 32512, exact for every quant -128..127 (activations are -127..127). Two pair
+// sums can pass i16, so each tile row goes to i32 at once (vpmaddwd by ones). kU8: the packed
+// copy holds q + 128 (p.u8_quants, the VNNI form), flipped back to q with one xor.
+template <int MT, bool kU8>
+HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
+                             float* out) {
+  const int64_t nb = p.nb;
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const uint16_t* wd = p.d.get() + g * nb * 16;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MT][2];
+  for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < nb; ++j) {
+    const uint8_t* t = wq + j * 512;
+    alignas(32) int32_t c[MT][16];
+    for (int h = 0; h < 2; ++h) {
+      __m256i dot[MT];
+      for (int m = 0; m < MT; ++m) dot[m] = _mm256_setzero_si256();
+      for (int r = 0; r < 8; ++r) {
+        __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
+        if constexpr (kU8) w = _mm256_xor_si256(w, flip);
+        const __m256i aw = _mm256_abs_epi8(w);
+        for (int m = 0; m < MT; ++m) {
+          int32_t x4;
+          std::memcpy(&x4, xq + (j * 16 + m) * 32 + r * 4, 4);
+          const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
+          dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
+        }
+      }
+      for (int m = 0; m < MT; ++m)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(c[m] + h * 8), dot[m]);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + j * 16 + h * 8)));
+      for (int m = 0; m < MT; ++m) {
+        const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xs[j * 16 + m]));
+        acc[m][h] = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c[m] + h * 8))),
+            s, acc[m][h]);
+      }
+    }
+  }
+  for (int m = 0; m < MT; ++m) {
+    _mm256_storeu_ps(out + m * 16, acc[m][0]);
+    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
+  }
+}
+
+// 8 bytes (u8) as 8 floats.
+HINGE_RG_INLINE __m256 Bytes8(const uint8_t* b) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b))));
+}
+
+// Q4_K: per super-block, each of the 8 sub-block tiles as GroupQ4's blocks (nibbles 0..15, no
+// offset: the mins enter through the sub-block sums), then ScaleSuperBlockQ4K's arithmetic
+// lane for lane: t = sum over j of f32(c_j) * (d * sc_j) - (dmin * m_j) * bsum_j, then
+// acc += t * d_x. xq: sub-block s of token m at (s * 16 + m) * 32; xs: [nb, 16] super-block
+// scales; xbs: [nb * 8, 16] sub-block sums.
+template <int MT>
+HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
+                              const float* xbs, float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MT][2];
+  for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  alignas(32) int32_t c[8][MT][16];
+  alignas(32) float dsc[8][8], dmv[8][8];
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* t = base + j * 256;
+      const int8_t* xj = xq + (sb * 8 + j) * 16 * 32;
+      for (int h = 0; h < 2; ++h) {
+        __m256i w[8];
+        for (int r = 0; r < 4; ++r) {
+          const __m256i v =
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
+          w[r] = _mm256_and_si256(v, low);
+          w[r + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        }
+        for (int m = 0; m < MT; ++m) {
+          __m256i s16 = _mm256_setzero_si256();
+          for (int r = 0; r < 8; ++r) {
+            int32_t x4;
+            std::memcpy(&x4, xj + m * 32 + r * 4, 4);
+            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[r], _mm256_set1_epi32(x4)));
+          }
+          _mm256_store_si256(reinterpret_cast<__m256i*>(c[j][m] + h * 8),
+                             _mm256_madd_epi16(s16, ones));
+        }
+      }
+    }
+    const uint8_t* meta = base + 8 * 256;  // sc[8][16], m[8][16], d[16], dmin[16]
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 256 + h * 16)));
+      const __m256 dmin = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 288 + h * 16)));
+      for (int j = 0; j < 8; ++j) {
+        _mm256_store_ps(dsc[j], _mm256_mul_ps(d, Bytes8(meta + j * 16 + h * 8)));
+        _mm256_store_ps(dmv[j], _mm256_mul_ps(dmin, Bytes8(meta + 128 + j * 16 + h * 8)));
+      }
+      for (int m = 0; m < MT; ++m) {
+        __m256 t = _mm256_setzero_ps();
+        for (int j = 0; j < 8; ++j) {
+          const __m256 cj = _mm256_cvtepi32_ps(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(c[j][m] + h * 8)));
+          t = _mm256_fmadd_ps(cj, _mm256_load_ps(dsc[j]), t);
+          t = _mm256_fnmadd_ps(_mm256_load_ps(dmv[j]), _mm256_set1_ps(xbs[(sb * 8 + j) * 16 + m]),
+                               t);
+        }
+        acc[m][h] = _mm256_fmadd_ps(t, _mm256_set1_ps(xs[sb * 16 + m]), acc[m][h]);
+      }
+    }
+  }
+  for (int m = 0; m < MT; ++m) {
+    _mm256_storeu_ps(out + m * 16, acc[m][0]);
+    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
+  }
+}
+
+HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
+                                  const float* xs, const float* xbs, float* out) {
+  switch (n) {
+    case 4: GroupQ4K<4>(p, g, xq, xs, xbs, out); break;
+    case 3: GroupQ4K<3>(p, g, xq, xs, xbs, out); break;
+    case 2: GroupQ4K<2>(p, g, xq, xs, xbs, out); break;
+    default: GroupQ4K<1>(p, g, xq, xs, xbs, out); break;
+  }
+}
+
+template <bool kU8>
+HINGE_RG_ATTR void GroupTokensQ8(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
+                                 const float* xs, float* out) {
+  switch (n) {
+    case 4: GroupQ8<4, kU8>(p, g, xq, xs, out); break;
+    case 3: GroupQ8<3, kU8>(p, g, xq, xs, out); break;
+    case 2: GroupQ8<2, kU8>(p, g, xq, xs, out); break;
+    default: GroupQ8<1, kU8>(p, g, xq, xs, out); break;
+  }
+}
+
 HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
                                const float* xs, const int32_t* const* sums, float* out) {
+  if (p.type == GgmlType::Q8_0) {
+    if (p.u8_quants)
+      GroupTokensQ8<true>(p, g, n, xq, xs, out);
+    else
+      GroupTokensQ8<false>(p, g, n, xq, xs, out);
+    return;
+  }
   switch (n) {
     case 4: GroupQ4<4>(p, g, xq, xs, sums, out); break;
     case 3: GroupQ4<3>(p, g, xq, xs, sums, out); break;
@@ -110,13 +269,15 @@ HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const in
 
 bool rowgroups_avx2_usable(GgmlType type) {
   static const bool cpu = cpu_identity().avx2_fma && cpu_identity().f16c;
-  return type == GgmlType::Q4_0 && cpu;
+  return (type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K) && cpu;
 }
 
 void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
   const PackedMatrix& p = *a.w;
+  const bool q4k = p.type == GgmlType::Q4_K;
+  const int64_t nsub = q4k ? p.nb * 8 : p.nb;  // 32-element blocks per row
   const int64_t tiles = (a.num_tokens + 15) / 16;
-  const size_t tile_bytes = static_cast<size_t>(p.nb) * 512;  // one token tile's activations
+  const size_t tile_bytes = static_cast<size_t>(nsub) * 512;  // one token tile's activations
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
   if (tb < 1) tb = 1;
   const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
@@ -127,15 +288,20 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
       const int64_t r0 = g * 16;
       const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
       for (int64_t tt = t0; tt < t1; ++tt) {
-        const int8_t* xq = a.x + static_cast<size_t>(tt * p.nb) * 512;
+        const int8_t* xq = a.x + static_cast<size_t>(tt * nsub) * 512;
         const float* xs = a.x_scales + tt * p.nb * 16;
         const int64_t left = a.num_tokens - tt * 16;
         const int mt = static_cast<int>(left < 16 ? left : 16);
         for (int m0 = 0; m0 < mt; m0 += kMaxTokens) {
           const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
-          const int32_t* sums[kMaxTokens];
-          for (int m = 0; m < n; ++m) sums[m] = a.x_sums + (tt * 16 + m0 + m) * p.nb;
-          GroupTokens(p, g, n, xq + m0 * 32, xs + m0, sums, out);
+          if (q4k) {
+            GroupTokensQ4K(p, g, n, xq + m0 * 32, xs + m0, a.x_min_sums + tt * nsub * 16 + m0,
+                           out);
+          } else {
+            const int32_t* sums[kMaxTokens];
+            for (int m = 0; m < n; ++m) sums[m] = a.x_sums + (tt * 16 + m0 + m) * p.nb;
+            GroupTokens(p, g, n, xq + m0 * 32, xs + m0, sums, out);
+          }
           for (int m = 0; m < n; ++m)
             std::memcpy(a.y + (tt * 16 + m0 + m) * a.y_stride + r0, out + m * 16,
                         static_cast<size_t>(n_valid) * sizeof(float));
