@@ -148,12 +148,24 @@ TEST(RooflineProfile, RejectsDamagedAndForeignFiles) {
   }
   EXPECT_FALSE(load_machine_profile(2).has_value());
   for (double bad : {-1.0, 0.0, 1e12}) {  // GOP/s: negative, zero, absurd
-    nlohmann::json j = {{"cpu", kernels::cpu_label()},
+    nlohmann::json j = {{"version", 2},
+                        {"cpu", kernels::cpu_label()},
                         {"threads", 2},
                         {"membw_gb_per_s", 20.0},
                         {"peaks", {{"avx2-fma", bad}}}};
     std::ofstream(path, std::ios::trunc) << j.dump();
     EXPECT_FALSE(load_machine_profile(2).has_value()) << bad;
+  }
+  // The same file with a sane rate loads; without a version (before the avx2-int8 loop was
+  // fixed) or with version 1 it is measured again.
+  for (int version : {2, 1, 0}) {
+    nlohmann::json j = {{"cpu", kernels::cpu_label()},
+                        {"threads", 2},
+                        {"membw_gb_per_s", 20.0},
+                        {"peaks", {{"avx2-int8", 300.0}}}};
+    if (version > 0) j["version"] = version;
+    std::ofstream(path, std::ios::trunc) << j.dump();
+    EXPECT_EQ(load_machine_profile(2).has_value(), version == 2) << version;
   }
 }
 

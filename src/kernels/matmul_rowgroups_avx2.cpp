@@ -118,6 +118,7 @@ HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq,
   for (int64_t j = 0; j < nb; ++j) {
     const uint8_t* t = wq + j * 512;
     alignas(32) int32_t c[MT][16];
+#pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
       __m256i dot[MT];
       for (int m = 0; m < MT; ++m) dot[m] = _mm256_setzero_si256();

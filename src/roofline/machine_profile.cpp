@@ -21,6 +21,9 @@ namespace hinge::roofline {
 
 namespace {
 
+// The version of the profile file; older ones are measured again.
+constexpr int64_t kMachineProfileVersion = 2;
+
 std::string cache_dir() {
   if (const char* d = std::getenv("HINGE_CACHE_DIR"); d != nullptr && d[0] != '\0') return d;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/')
@@ -75,6 +78,11 @@ std::optional<MachineProfile> load_machine_profile(int32_t threads) {
   if (!in) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return std::nullopt;  // a damaged file is measured again, not trusted
+  // Profiles before version 2 hold an avx2-int8 peak from a loop the compiler had folded
+  // (compute_peak.cpp): measured again rather than trusted.
+  if (!j.contains("version") || !j["version"].is_number_integer() ||
+      j["version"].get<int64_t>() < kMachineProfileVersion)
+    return std::nullopt;
   MachineProfile p;
   try {
     p.cpu = j.at("cpu").get<std::string>();
@@ -115,6 +123,7 @@ Status save_machine_profile(const MachineProfile& p) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) return Status::Errorf("cannot create {}: {}", path, ec.message());
   nlohmann::ordered_json j;
+  j["version"] = kMachineProfileVersion;
   j["cpu"] = p.cpu;
   j["threads"] = p.threads;
   j["membw_gb_per_s"] = p.membw_bytes_per_s / 1e9;
