@@ -122,6 +122,10 @@ HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq,
     for (int h = 0; h < 2; ++h) {
       __m256i dot[MT];
       for (int m = 0; m < MT; ++m) dot[m] = _mm256_setzero_si256();
+      // Two tile rows at a time: unrolled over all 8, GCC loads every row first and spills the
+      // dot vectors (Zen 3, one core, Q8_0 prefill of 512 tokens over 2048 x 8192: 65 GOP/s
+      // fully unrolled, 80 this way, 60 not unrolled).
+#pragma GCC unroll 2
       for (int r = 0; r < 8; ++r) {
         __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
         if constexpr (kU8) w = _mm256_xor_si256(w, flip);
