@@ -218,14 +218,13 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
       for (int64_t tokens : {1, 4, 5, 7, 16, 17, 33, 70}) {
         SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " rows=" << rows
                                         << " tokens=" << tokens);
-        const Weights w = make_weights(t, rows, cols, seed);
-        const auto x = make_activations(tokens, cols, seed + 1);
-        ++seed;
         ThreadPool pool(1 + static_cast<int>(tokens % 2));
         MatmulScratch scratch;
-        MatrixView view = w.view();
-        const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
-        ASSERT_NE(p, nullptr);
+        const PackedCase pc(t, rows, cols, tokens, seed++, PackedLayout::kAmxTiles, pool);
+        ASSERT_NE(pc.p, nullptr);
+        const Weights& w = pc.w;
+        const std::vector<float>& x = pc.x;
+        const MatrixView& view = pc.view;
         const std::vector<float> tiles = product(view, x, tokens, pool, scratch);
         set_amx_allowed_for_test(false);
         EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
@@ -239,7 +238,7 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
         ASSERT_EQ(vnni8, vnni);
         for (int64_t r = 0; r < rows; r += 7) {
           for (int64_t c = 0; c < cols; c += 13) {
-            ASSERT_EQ(packed_quant(*p8, r, c), packed_quant(*p, r, c));
+            ASSERT_EQ(packed_quant(*p8, r, c), packed_quant(*pc.p, r, c));
           }
         }
         set_amx_allowed_for_test(true);
@@ -277,18 +276,14 @@ TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
           if (cols * rows * tokens > 4352 * 16 * 17) continue;
           SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " cols=" << cols
                                           << " rows=" << rows << " tokens=" << tokens);
-          const Weights w = make_weights(t, rows, cols, seed);
-          const auto x = make_activations(tokens, cols, seed + 1);
-          ++seed;
           ThreadPool pool(1 + static_cast<int>(tokens % 2));
           MatmulScratch scratch;
-          MatrixView view = w.view();
-          const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
-          ASSERT_NE(p, nullptr);
-          const std::vector<float> first = product(view, x, tokens, pool, scratch);
+          const PackedCase pc(t, rows, cols, tokens, seed++, PackedLayout::kAmxTiles, pool);
+          ASSERT_NE(pc.p, nullptr);
+          const std::vector<float> first = product(pc.view, pc.x, tokens, pool, scratch);
           set_vnni_allowed_for_test(false);
           EXPECT_TRUE(packed_layout_supported(t, PackedLayout::kAmxTiles));
-          const std::vector<float> avx2 = product(view, x, tokens, pool, scratch);
+          const std::vector<float> avx2 = product(pc.view, pc.x, tokens, pool, scratch);
           if (vnni) {
             ASSERT_EQ(avx2, first);  // the same integers and f32 operations
           }

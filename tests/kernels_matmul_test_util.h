@@ -153,6 +153,23 @@ inline std::unique_ptr<PackedMatrix> attach_packed(MatrixView& view, PackedLayou
   return p;
 }
 
+// A random case of `tokens` x [rows, cols] packed in `layout` (p null where it does not run
+// here): the weights, the activations and the view that carries the copy. Built in place.
+struct PackedCase {
+  Weights w;
+  std::vector<float> x;
+  MatrixView view;
+  std::unique_ptr<PackedMatrix> p;
+  PackedCase(GgmlType type, int64_t rows, int64_t cols, int64_t tokens, uint32_t seed,
+             PackedLayout layout, ThreadPool& pool)
+      : w(make_weights(type, rows, cols, seed)),
+        x(make_activations(tokens, cols, seed + 1)),
+        view(w.view()),
+        p(attach_packed(view, layout, pool)) {}
+  PackedCase(const PackedCase&) = delete;
+  PackedCase& operator=(const PackedCase&) = delete;
+};
+
 // view times the first `tokens` rows of x: [tokens, view.rows].
 inline std::vector<float> product(const MatrixView& view, const std::vector<float>& x,
                                   int64_t tokens, ThreadPool& pool, MatmulScratch& scratch) {

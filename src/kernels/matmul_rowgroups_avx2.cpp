@@ -40,6 +40,53 @@ namespace {
 constexpr int kMaxTokens = 4;              // tokens per pass over a group's weights
 constexpr size_t kTokenBlockBytes = size_t{1} << 20;  // activation bytes per token block
 
+// Tile rows r and r + 4 of a 256-byte nibble tile's half h (rows 8h..8h+7): the low and high
+// nibbles of its 64-byte chunk r, as u8 0..15.
+HINGE_RG_INLINE void LoadNibbleRows(const uint8_t* t, int h, __m256i* w) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int r = 0; r < 4; ++r) {
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
+    w[r] = _mm256_and_si256(v, low);
+    w[r + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+  }
+}
+
+// One token's 32 activations xm against the 8 nibble rows: row n's block dot in i32 lane n.
+HINGE_RG_INLINE __m256i NibbleDot(const __m256i* w, const int8_t* xm) {
+  __m256i s16 = _mm256_setzero_si256();
+  for (int r = 0; r < 8; ++r) {
+    int32_t x4;
+    std::memcpy(&x4, xm + r * 4, 4);
+    s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[r], _mm256_set1_epi32(x4)));
+  }
+  return _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+}
+
+// ScaleBlock's arithmetic for one block of MT tokens: acc += f32(dot) * (d_w * d_x), per lane.
+// c[m]: token m's 16 dots; wd: the block's 16 f16 row scales; xs: the tokens' scales.
+template <int MT>
+HINGE_RG_INLINE void ScaleBlockAvx2(const int32_t (*c)[16], const uint16_t* wd, const float* xs,
+                                    __m256 (*acc)[2]) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + h * 8)));
+    for (int m = 0; m < MT; ++m) {
+      const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xs[m]));
+      acc[m][h] = _mm256_fmadd_ps(
+          _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c[m] + h * 8))),
+          s, acc[m][h]);
+    }
+  }
+}
+
+template <int MT>
+HINGE_RG_INLINE void StoreAcc(__m256 (*acc)[2], float* out) {
+  for (int m = 0; m < MT; ++m) {
+    _mm256_storeu_ps(out + m * 16, acc[m][0]);
+    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
+  }
+}
+
 // One pass of MT <= kMaxTokens tokens over row group g: out[m * 16 + n] = <row 16g + n, token m>.
 // xq: block j of token m at (j * 16 + m) * 32 (the AMX "A" tile order); xs: its scale at
 // j * 16 + m; sums[m][j]: sum of token m's quants in block j.
@@ -49,54 +96,26 @@ HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq,
   const int64_t nb = p.nb;
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   const uint16_t* wd = p.d.get() + g * nb * 16;
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MT][2];
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
-    const uint8_t* t = wq + j * 256;
     // The dots go through c and are scaled after both halves (as ScaleBlock does): scaling
     // inside the token loop kept dw and the 2 * MT accumulators live next to the 8 weight
     // vectors, past AVX2's 16 registers (llama-1b q4_0 prefill of 128 tokens over the gguf
     // layout's, 3 alternating pairs on Zen 3: 1.39-1.80x fused, 1.79-2.02x this way).
     alignas(32) int32_t c[MT][16];
     for (int h = 0; h < 2; ++h) {
-      // Tile rows r (low nibbles of 64-byte chunk r) and r + 4 (high nibbles), rows 8h..8h+7.
       __m256i w[8];
-      for (int r = 0; r < 4; ++r) {
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
-        w[r] = _mm256_and_si256(v, low);
-        w[r + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-      }
+      LoadNibbleRows(wq + j * 256, h, w);
       for (int m = 0; m < MT; ++m) {
-        const int8_t* xm = xq + (j * 16 + m) * 32;
-        __m256i s16 = _mm256_setzero_si256();
-        for (int r = 0; r < 8; ++r) {
-          int32_t x4;
-          std::memcpy(&x4, xm + r * 4, 4);
-          s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[r], _mm256_set1_epi32(x4)));
-        }
-        const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones),
+        const __m256i dot = _mm256_sub_epi32(NibbleDot(w, xq + (j * 16 + m) * 32),
                                              _mm256_set1_epi32(8 * sums[m][j]));
         _mm256_store_si256(reinterpret_cast<__m256i*>(c[m] + h * 8), dot);
       }
     }
-    // ScaleBlock's arithmetic: acc += f32(dot) * (d_w * d_x), per lane.
-    for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + j * 16 + h * 8)));
-      for (int m = 0; m < MT; ++m) {
-        const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xs[j * 16 + m]));
-        acc[m][h] = _mm256_fmadd_ps(
-            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c[m] + h * 8))),
-            s, acc[m][h]);
-      }
-    }
+    ScaleBlockAvx2<MT>(c, wd + j * 16, xs + j * 16, acc);
   }
-  for (int m = 0; m < MT; ++m) {
-    _mm256_storeu_ps(out + m * 16, acc[m][0]);
-    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
-  }
+  StoreAcc<MT>(acc, out);
 }
 
 // Q8_0: the same pass with 8-bit weights. vpmaddubsw needs one unsigned operand and its pair
@@ -140,21 +159,9 @@ HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq,
       for (int m = 0; m < MT; ++m)
         _mm256_store_si256(reinterpret_cast<__m256i*>(c[m] + h * 8), dot[m]);
     }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + j * 16 + h * 8)));
-      for (int m = 0; m < MT; ++m) {
-        const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xs[j * 16 + m]));
-        acc[m][h] = _mm256_fmadd_ps(
-            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(c[m] + h * 8))),
-            s, acc[m][h]);
-      }
-    }
+    ScaleBlockAvx2<MT>(c, wd + j * 16, xs + j * 16, acc);
   }
-  for (int m = 0; m < MT; ++m) {
-    _mm256_storeu_ps(out + m * 16, acc[m][0]);
-    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
-  }
+  StoreAcc<MT>(acc, out);
 }
 
 // 8 bytes (u8) as 8 floats.
@@ -172,8 +179,6 @@ template <int MT>
 HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                               const float* xbs, float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MT][2];
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   alignas(32) int32_t c[8][MT][16];
@@ -185,21 +190,10 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
       const int8_t* xj = xq + (sb * 8 + j) * 16 * 32;
       for (int h = 0; h < 2; ++h) {
         __m256i w[8];
-        for (int r = 0; r < 4; ++r) {
-          const __m256i v =
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + h * 32));
-          w[r] = _mm256_and_si256(v, low);
-          w[r + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        }
+        LoadNibbleRows(t, h, w);
         for (int m = 0; m < MT; ++m) {
-          __m256i s16 = _mm256_setzero_si256();
-          for (int r = 0; r < 8; ++r) {
-            int32_t x4;
-            std::memcpy(&x4, xj + m * 32 + r * 4, 4);
-            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[r], _mm256_set1_epi32(x4)));
-          }
-          _mm256_store_si256(reinterpret_cast<__m256i*>(c[j][m] + h * 8),
-                             _mm256_madd_epi16(s16, ones));
+          const __m256i dot = NibbleDot(w, xj + m * 32);
+          _mm256_store_si256(reinterpret_cast<__m256i*>(c[j][m] + h * 8), dot);
         }
       }
     }
@@ -226,10 +220,7 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
       }
     }
   }
-  for (int m = 0; m < MT; ++m) {
-    _mm256_storeu_ps(out + m * 16, acc[m][0]);
-    _mm256_storeu_ps(out + m * 16 + 8, acc[m][1]);
-  }
+  StoreAcc<MT>(acc, out);
 }
 
 HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
