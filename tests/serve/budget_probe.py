@@ -5,6 +5,7 @@ scratch) depends on the machine, since packed weight layouts exist only where th
 
 Standard library only.
 """
+import os
 import re
 import subprocess
 
@@ -27,7 +28,15 @@ def budget_leaving_kv(hinge, model, ctx, kv_share, extra=()):
     what one sequence of ctx tokens needs, for `hinge run -c ctx` of model. hinge's reserve is
     16 MiB + 3% of the budget (engine/memory_budget.cpp); what the sequence needs is the arena
     of a probe run with room to spare (`hinge run` caps its arena at one sequence of ctx tokens).
-    Returns (budget, fixed bytes of the probe, KV bytes a ctx-token sequence needs)."""
+    Returns (budget, fixed bytes of the probe, KV bytes a ctx-token sequence needs).
+
+    It also pins the weight layout (HINGE_WEIGHT_LAYOUT=row-groups where the caller set none)
+    for this process and every hinge it starts afterwards: where two layouts run, each hinge
+    picks one by timing them at load, and under a loaded machine the probe and the run under
+    test could pick differently; the packed copy is not the GGUF size (smollm-135m q8_0 on Zen
+    3: 190 MiB fixed with the GGUF blocks, 220 with the row groups), so the budget would leave
+    the KV cache another share than it means to, or none."""
+    os.environ.setdefault('HINGE_WEIGHT_LAYOUT', 'row-groups')
     probe = subprocess.run([hinge, 'run', '-m', model, '-t', '2', '-c', str(ctx), '-n', '1',
                             '-p', 'a', '--no-pressure', '--memory-budget', '8GiB', *extra],
                            capture_output=True, text=True, timeout=300)
