@@ -212,7 +212,7 @@ def budget_holds():
     budget = 96 * 2**20 if not SANITIZED else 1024 * 2**20
     with Server('--memory-budget', str(budget), '-c', '1024', '--max-num-seqs', '64',
                 '--no-pressure', quiet=True) as srv:
-        line = next((l for l in srv.err if 'memory budget' in l), '')
+        line = srv.err_line('memory budget')
         check('KV arena' in line, f'the breakdown is printed: {line.strip()}')
         stop, peak = threading.Event(), [srv.rss()]
         counts = {'disconnects': 0, 'errors': 0}

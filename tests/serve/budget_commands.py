@@ -153,7 +153,7 @@ def serve_budget():
     # for KV memory; this case is about the budget, not the admission deadline.
     with Server('--memory-budget', str(budget), '--no-pressure', '--queue-timeout', '600',
                 quiet=True) as srv:
-        line = next((l for l in srv.err if 'memory budget' in l), '')
+        line = srv.err_line('memory budget')
         parts = parse_fixed(line)
         arena = re.search(r'KV arena ([0-9.]+) MiB', line)
         check(parts is not None and arena is not None, f'the breakdown: {line.strip()}')

@@ -56,6 +56,17 @@ class Server:
         self.url = line.strip().split(' on ')[-1]
         self.port = int(self.url.rsplit(':', 1)[1])
 
+    def err_line(self, text, timeout=10):
+        """The first stderr line containing text, waiting up to timeout seconds for it ('' if
+        none): lines printed before the serving line reach self.err through the drain thread,
+        which may not have read them when the serving line is seen."""
+        deadline = time.time() + timeout
+        while True:
+            line = next((l for l in self.err if text in l), '')
+            if line or time.time() >= deadline or self.proc.poll() is not None:
+                return line or next((l for l in self.err if text in l), '')
+            time.sleep(0.05)
+
     @staticmethod
     def _drain(stream, into):
         for l in stream:

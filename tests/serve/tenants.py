@@ -158,7 +158,7 @@ def admin_listener():
     ka = new_key()
     tenants_file(path, [('acme', [ka], {})])
     with Server('--tenants', path, '--admin-port', '0', quiet=True) as s:
-        line = next((l for l in s.err if 'admin listener' in l), '')
+        line = s.err_line('admin listener')
         check('http://127.0.0.1:' in line, f'the admin listener is on loopback: {line.strip()}')
         port = int(line.strip().rsplit(':', 1)[1])
 
