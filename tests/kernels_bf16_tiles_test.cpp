@@ -126,15 +126,11 @@ TEST(KernelsBf16Tiles, BatchInvariant) {
   for (const char* kernel : kernels_here()) {
     SCOPED_TRACE(kernel);
     KernelScope scope(kernel);
-    const int64_t rows = 37, cols = 2048, tokens = 70;
-    const Weights w = make_weights(GgmlType::BF16, rows, cols, 9);
-    const auto x = make_activations(tokens, cols, 10);
     ThreadPool pool(2);
     MatmulScratch scratch;
-    MatrixView v = w.view();
-    const auto p = attach_packed(v, PackedLayout::kBf16Tiles, pool);
-    ASSERT_NE(p, nullptr);
-    expect_batch_invariant(v, x, tokens, {1, 3, 16, 17, 33}, 19, pool, scratch);
+    const PackedCase pc(GgmlType::BF16, 37, 2048, 70, 9, PackedLayout::kBf16Tiles, pool);
+    ASSERT_NE(pc.p, nullptr);
+    expect_batch_invariant(pc.view, pc.x, 70, {1, 3, 16, 17, 33}, 19, pool, scratch);
   }
 }
 

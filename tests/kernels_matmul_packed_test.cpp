@@ -155,15 +155,11 @@ TEST(KernelsMatmulPacked, BatchInvariantAcrossTokenBlocks) {
     for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
       if (!packed_layout_supported(t, layout)) continue;
       SCOPED_TRACE(std::string(ggml_type_name(t)) + " " + layout_name(layout));
-      const int64_t rows = 37, cols = 8192, tokens = 70;
-      const Weights w = make_weights(t, rows, cols, 9);
-      const auto x = make_activations(tokens, cols, 10);
       ThreadPool pool(2);
       MatmulScratch scratch;
-      MatrixView view = w.view();
-      const auto p = attach_packed(view, layout, pool);
-      ASSERT_NE(p, nullptr);
-      expect_batch_invariant(view, x, tokens, {1, 3, 6, 16}, 23, pool, scratch);
+      const PackedCase pc(t, 37, 8192, 70, 9, layout, pool);
+      ASSERT_NE(pc.p, nullptr);
+      expect_batch_invariant(pc.view, pc.x, 70, {1, 3, 6, 16}, 23, pool, scratch);
       if (HasFatalFailure()) return;
     }
   }
@@ -298,15 +294,11 @@ TEST(KernelsMatmulPacked, RowGroupsOnAvx2MatchReferenceAndVnni) {
   set_vnni_allowed_for_test(false);
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
     SCOPED_TRACE(ggml_type_name(t));
-    const int64_t rows = 37, cols = 8192, tokens = 70;
-    const Weights w = make_weights(t, rows, cols, 9);
-    const auto x = make_activations(tokens, cols, 10);
     ThreadPool pool(2);
     MatmulScratch scratch;
-    MatrixView view = w.view();
-    const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
-    ASSERT_NE(p, nullptr);
-    expect_batch_invariant(view, x, tokens, {1, 3, 6, 16}, 23, pool, scratch);
+    const PackedCase pc(t, 37, 8192, 70, 9, PackedLayout::kAmxTiles, pool);
+    ASSERT_NE(pc.p, nullptr);
+    expect_batch_invariant(pc.view, pc.x, 70, {1, 3, 6, 16}, 23, pool, scratch);
   }
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
     const auto cands = candidate_layouts(t);

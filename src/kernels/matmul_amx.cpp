@@ -45,6 +45,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
+#include "kernels/prefetch_plan.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define HINGE_AMX_COMPILED 1

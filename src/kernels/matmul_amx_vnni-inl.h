@@ -23,12 +23,8 @@ constexpr int kVnniMaxTokens = 4;
 //     2 threads none is ahead: 34.1 / 27.0 against 33.9 / 25.7 GB/s, and llama-1b q4_k decode
 //     end to end 50.7 against 45.0 tok/s, median of 8 alternating pairs, 6 of 8 faster).
 // HINGE_VNNI_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
-struct VnniPrefetch {
-  int hint = 0;         // -1 none, 0 _MM_HINT_T0, 1 _MM_HINT_T1
-  int64_t bytes = 0;    // how far ahead of the block being read
-};
 struct VnniPrefetchPlan {
-  VnniPrefetch q8, q4, q4k;
+  Prefetch q8, q4, q4k;
 };
 
 inline VnniPrefetchPlan MakeVnniPrefetchPlan() {
@@ -42,34 +38,14 @@ inline VnniPrefetchPlan MakeVnniPrefetchPlan() {
     plan.q4 = {0, 8 * 256};
     plan.q4k = {0, static_cast<int64_t>(kPackedQ4KSuperBytes)};
   }
-  if (const char* e = std::getenv("HINGE_VNNI_PREFETCH"); e != nullptr && *e != 0) {
-    VnniPrefetch all;
-    if (std::strcmp(e, "none") == 0) {
-      all = {-1, 0};
-    } else if ((e[0] == 't' || e[0] == 'T') && (e[1] == '0' || e[1] == '1') && e[2] == ':') {
-      all = {e[1] - '0', std::atoll(e + 3)};
-    } else {
-      std::fprintf(stderr, "hinge: HINGE_VNNI_PREFETCH is not none, t0:BYTES or t1:BYTES; ignored\n");
-      return plan;
-    }
-    if (all.bytes < 0) all.bytes = 0;
-    plan.q8 = plan.q4 = plan.q4k = all;
-  }
+  if (const auto all = prefetch_from_env("HINGE_VNNI_PREFETCH"))
+    plan.q8 = plan.q4 = plan.q4k = *all;
   return plan;
 }
 
 inline const VnniPrefetchPlan& GetVnniPrefetchPlan() {
   static const VnniPrefetchPlan plan = MakeVnniPrefetchPlan();
   return plan;
-}
-
-// Prefetches the 64-byte lines [p, p + bytes) with the plan's hint.
-HINGE_AMX_INLINE void PrefetchLines(const char* p, size_t bytes, int hint) {
-  if (hint == 0) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T0);
-  } else if (hint == 1) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(p + l, _MM_HINT_T1);
-  }
 }
 
 // One token tile of MT <= kVnniMaxTokens tokens x one row group on VNNI. Lane n of a dot vector
@@ -89,9 +65,9 @@ HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* 
   __m512 acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  const VnniPrefetch pf = kQ4 ? GetVnniPrefetchPlan().q4 : GetVnniPrefetchPlan().q8;
+  const Prefetch pf = kQ4 ? GetVnniPrefetchPlan().q4 : GetVnniPrefetchPlan().q8;
   for (int64_t j = 0; j < nb; ++j) {
-    PrefetchLines(reinterpret_cast<const char*>(wq + j * kTile + pf.bytes), kTile, pf.hint);
+    prefetch_lines(reinterpret_cast<const char*>(wq + j * kTile + pf.bytes), kTile, pf.hint);
     __m512i w[8];
     LoadWeightRows<kQ4>(wq + j * kTile, w);
     __m512i wsum128 = _mm512_setzero_si512();
@@ -135,15 +111,15 @@ HINGE_AMX_INLINE void GroupVnniQ4K(const PackedMatrix& p, int64_t g, const int8_
   __m512 acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
   alignas(64) int32_t c[8][256];
-  const VnniPrefetch pf = GetVnniPrefetchPlan().q4k;
+  const Prefetch pf = GetVnniPrefetchPlan().q4k;
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
     // The prefetch is spread over the sub-blocks: 37 lines in one burst fill the line-fill
     // buffers and stall.
     const char* ahead = reinterpret_cast<const char*>(base + pf.bytes);
-    PrefetchLines(ahead + 8 * 256, kPackedQ4KSuperBytes - 8 * 256, pf.hint);
+    prefetch_lines(ahead + 8 * 256, kPackedQ4KSuperBytes - 8 * 256, pf.hint);
     for (int j = 0; j < 8; ++j) {
-      PrefetchLines(ahead + j * 256, 256, pf.hint);
+      prefetch_lines(ahead + j * 256, 256, pf.hint);
       __m512i w[8];
       LoadWeightRows<true>(base + j * 256, w);
       const int64_t s = sb * 8 + j;

@@ -15,15 +15,13 @@
 // Q4_K (GroupQ4K) as Q4_0 per 32-element sub-block, scaled once per super-block.
 //
 // Measured on an AMD EPYC Zen 3 (docs/kernels.md); chosen by calibration (kernel_choice.h).
-#include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_packed.h"
+#include "kernels/prefetch_plan.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HINGE_RG_AVX2_COMPILED 1
@@ -52,42 +50,18 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //   Q4_0 none: 19.4-21.2 with T0 2 KiB against 19.5-19.6 (T0 1 KiB 25.2 once, T1 ahead mixed).
 //   Q4_K none: every plan tried was slower (16.2-19.6 against 19.3-20.3).
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
-struct RgPrefetch {
-  int hint = -1;       // -1 none, 0 _MM_HINT_T0, 1 _MM_HINT_T1
-  int64_t bytes = 0;   // how far ahead of the block being read
-};
 struct RgPrefetchPlan {
-  RgPrefetch q8{0, 2048}, q4, q4k;
+  Prefetch q8{0, 2048}, q4, q4k;
 };
-inline RgPrefetchPlan MakeRgPrefetchPlan() {
-  RgPrefetchPlan plan;
-  if (const char* e = std::getenv("HINGE_RG_PREFETCH"); e != nullptr && *e != 0) {
-    RgPrefetch all;
-    if (std::strcmp(e, "none") == 0) {
-      all = {-1, 0};
-    } else if ((e[0] == 't' || e[0] == 'T') && (e[1] == '0' || e[1] == '1') && e[2] == ':') {
-      all = {e[1] - '0', std::max<int64_t>(0, std::atoll(e + 3))};
-    } else {
-      std::fprintf(stderr, "hinge: HINGE_RG_PREFETCH is not none, t0:BYTES or t1:BYTES; ignored\n");
-      return plan;
-    }
-    plan.q8 = plan.q4 = plan.q4k = all;
-  }
-  return plan;
-}
 inline const RgPrefetchPlan& GetRgPrefetchPlan() {
-  static const RgPrefetchPlan plan = MakeRgPrefetchPlan();
+  static const RgPrefetchPlan plan = [] {
+    RgPrefetchPlan p;
+    if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH")) p.q8 = p.q4 = p.q4k = *all;
+    return p;
+  }();
   return plan;
 }
-// Prefetches the 64-byte lines [p, p + bytes) with the plan's hint.
-HINGE_RG_INLINE void Prefetch(const uint8_t* p, size_t bytes, const RgPrefetch& pf) {
-  const char* c = reinterpret_cast<const char*>(p);
-  if (pf.hint == 0) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(c + l, _MM_HINT_T0);
-  } else if (pf.hint == 1) {
-    for (size_t l = 0; l < bytes; l += 64) _mm_prefetch(c + l, _MM_HINT_T1);
-  }
-}
+
 constexpr size_t kTokenBlockBytes = size_t{1} << 20;  // activation bytes per token block
 
 // Tile rows r and r + 4 of a 256-byte nibble tile's half h (rows 8h..8h+7): the low and high
@@ -142,14 +116,14 @@ HINGE_RG_INLINE void StoreAcc(__m256 (*acc)[2], float* out) {
 // j * 16 + m; sums[m][j]: sum of token m's quants in block j.
 template <int MT>
 HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
-                             const int32_t* const* sums, const RgPrefetch& pf, float* out) {
+                             const int32_t* const* sums, const Prefetch& pf, float* out) {
   const int64_t nb = p.nb;
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   const uint16_t* wd = p.d.get() + g * nb * 16;
   __m256 acc[MT][2];
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
-    Prefetch(wq + j * 256 + pf.bytes, 256, pf);
+    prefetch_lines(wq + j * 256 + pf.bytes, 256, pf.hint);
     // The dots go through c and are scaled after both halves (as ScaleBlock does): scaling
     // inside the token loop kept dw and the 2 * MT accumulators live next to the 8 weight
     // vectors, past AVX2's 16 registers (llama-1b q4_0 prefill of 128 tokens over the gguf
@@ -177,7 +151,7 @@ HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq,
 // copy holds q + 128 (p.u8_quants, the VNNI form), flipped back to q with one xor.
 template <int MT, bool kU8>
 HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
-                             const RgPrefetch& pf, float* out) {
+                             const Prefetch& pf, float* out) {
   const int64_t nb = p.nb;
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   const uint16_t* wd = p.d.get() + g * nb * 16;
@@ -187,9 +161,8 @@ HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq,
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   for (int64_t j = 0; j < nb; ++j) {
     const uint8_t* t = wq + j * 512;
-    Prefetch(t + pf.bytes, 512, pf);
+    prefetch_lines(t + pf.bytes, 512, pf.hint);
     alignas(32) int32_t c[MT][16];
-#pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
       __m256i dot[MT];
       for (int m = 0; m < MT; ++m) dot[m] = _mm256_setzero_si256();
@@ -229,7 +202,7 @@ HINGE_RG_INLINE __m256 Bytes8(const uint8_t* b) {
 // scales; xbs: [nb * 8, 16] sub-block sums.
 template <int MT>
 HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
-                              const float* xbs, const RgPrefetch& pf, float* out) {
+                              const float* xbs, const Prefetch& pf, float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   __m256 acc[MT][2];
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
@@ -237,10 +210,10 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
   alignas(32) float dsc[8][8], dmv[8][8];
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
-    Prefetch(base + pf.bytes + 8 * 256, kPackedQ4KSuperBytes - 8 * 256, pf);
+    prefetch_lines(base + pf.bytes + 8 * 256, kPackedQ4KSuperBytes - 8 * 256, pf.hint);
     for (int j = 0; j < 8; ++j) {
       const uint8_t* t = base + j * 256;
-      Prefetch(t + pf.bytes, 256, pf);
+      prefetch_lines(t + pf.bytes, 256, pf.hint);
       const int8_t* xj = xq + (sb * 8 + j) * 16 * 32;
       for (int h = 0; h < 2; ++h) {
         __m256i w[8];
@@ -278,7 +251,7 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
 }
 
 HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                                  const float* xs, const float* xbs, const RgPrefetch& pf,
+                                  const float* xs, const float* xbs, const Prefetch& pf,
                                   float* out) {
   switch (n) {
     case 4: GroupQ4K<4>(p, g, xq, xs, xbs, pf, out); break;
@@ -290,7 +263,7 @@ HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const
 
 template <bool kU8>
 HINGE_RG_ATTR void GroupTokensQ8(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                                 const float* xs, const RgPrefetch& pf, float* out) {
+                                 const float* xs, const Prefetch& pf, float* out) {
   switch (n) {
     case 4: GroupQ8<4, kU8>(p, g, xq, xs, pf, out); break;
     case 3: GroupQ8<3, kU8>(p, g, xq, xs, pf, out); break;
