@@ -2,6 +2,8 @@
 // consistency between fields, prefix caching on and off) and the one-line errors of bad flags.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <fstream>
 
 #include <algorithm>
@@ -155,6 +157,28 @@ TEST(CliBench, BadFlagsGiveOneLineErrorNamingTheFlag) {
 
 namespace hinge {
 namespace {
+
+TEST(CliBench, LayoutsCalibratesAndCachesWithoutAModel) {
+  testing::ScopedCacheDir env("bench-layouts");
+  auto r = testing::run_command(testing::hinge_binary() + " bench --layouts --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  ASSERT_EQ(j["weight_layouts"].size(), 3u) << r.out;
+  EXPECT_EQ(j["weight_layouts"][0]["type"], "q8_0");
+  const std::string path = j["layout_cache"].get<std::string>();
+  EXPECT_EQ(path.rfind(env.dir() + "/layouts-", 0), 0u) << path;
+  // Where a type was timed, the file holds its choice for the next process.
+  bool timed = false;
+  for (const auto& e : j["weight_layouts"]) timed = timed || !e["timings"].empty();
+  EXPECT_EQ(std::filesystem::exists(path), timed);
+  auto text = testing::run_command(testing::hinge_binary() + " bench --layouts 2>&1");
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("weight layouts"), std::string::npos) << text.out;
+  auto both = testing::run_command(testing::hinge_binary() + " bench --layouts -m x.gguf 2>&1");
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.out.find("give one or the other"), std::string::npos) << both.out;
+}
 
 TEST(CliBench, MembwMeasuresABandwidthWithoutAModel) {
   auto r = testing::run_command(testing::hinge_binary() +

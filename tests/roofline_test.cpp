@@ -24,33 +24,10 @@
 namespace hinge::roofline {
 namespace {
 
-// Sets the profile's environment for one test and restores it.
-class ProfileEnv {
+// The profile's environment for one test (a fresh cache folder, the profile on).
+class ProfileEnv : public testing::ScopedCacheDir {
  public:
-  ProfileEnv() : dir_(testing::temp_dir() + "/roofline-cache") {
-    save("HINGE_CACHE_DIR", cache_dir_);
-    save("HINGE_MACHINE_PROFILE", switch_);
-    std::filesystem::remove_all(dir_);
-    ::setenv("HINGE_CACHE_DIR", dir_.c_str(), 1);
-    ::setenv("HINGE_MACHINE_PROFILE", "on", 1);
-  }
-  ~ProfileEnv() {
-    restore("HINGE_CACHE_DIR", cache_dir_);
-    restore("HINGE_MACHINE_PROFILE", switch_);
-    std::filesystem::remove_all(dir_);
-  }
-  const std::string& dir() const { return dir_; }
-
- private:
-  static void save(const char* name, std::optional<std::string>& into) {
-    if (const char* v = std::getenv(name)) into = v;
-  }
-  static void restore(const char* name, const std::optional<std::string>& v) {
-    if (v) ::setenv(name, v->c_str(), 1);
-    else ::unsetenv(name);
-  }
-  std::string dir_;
-  std::optional<std::string> cache_dir_, switch_;
+  ProfileEnv() : ScopedCacheDir("roofline-cache") {}
 };
 
 TEST(RooflinePeaks, FamiliesHaveUniqueNamesAndLookUp) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -95,5 +96,38 @@ inline std::string temp_dir() {
   TempDirs::get().add(p);
   return std::string(p);
 }
+
+// A fresh cache folder (HINGE_CACHE_DIR) with the machine profile and layout cache on
+// (HINGE_MACHINE_PROFILE=on) for one test; both variables are restored and the folder removed
+// after it.
+class ScopedCacheDir {
+ public:
+  explicit ScopedCacheDir(const std::string& name) : dir_(temp_dir() + "/" + name) {
+    save("HINGE_CACHE_DIR", cache_dir_);
+    save("HINGE_MACHINE_PROFILE", switch_);
+    std::filesystem::remove_all(dir_);
+    ::setenv("HINGE_CACHE_DIR", dir_.c_str(), 1);
+    ::setenv("HINGE_MACHINE_PROFILE", "on", 1);
+  }
+  ~ScopedCacheDir() {
+    restore("HINGE_CACHE_DIR", cache_dir_);
+    restore("HINGE_MACHINE_PROFILE", switch_);
+    std::filesystem::remove_all(dir_);
+  }
+  ScopedCacheDir(const ScopedCacheDir&) = delete;
+  ScopedCacheDir& operator=(const ScopedCacheDir&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  static void save(const char* name, std::optional<std::string>& into) {
+    if (const char* v = std::getenv(name)) into = v;
+  }
+  static void restore(const char* name, const std::optional<std::string>& v) {
+    if (v) ::setenv(name, v->c_str(), 1);
+    else ::unsetenv(name);
+  }
+  std::string dir_;
+  std::optional<std::string> cache_dir_, switch_;
+};
 
 }  // namespace hinge::testing

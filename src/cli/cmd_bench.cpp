@@ -31,7 +31,6 @@
 #include "common/percentile.h"
 #include "cli/memory_report.h"
 #include "cli/progress_bar.h"
-#include "common/membw.h"
 #include "common/thread_pool.h"
 #include "common/units.h"
 #include "hinge/engine.h"
@@ -89,71 +88,9 @@ std::string dtype_label(KvDtype k, KvDtype v) {
 
 }  // namespace
 
-// --membw and/or --compute: the machine's limits (no model), saved as its profile.
-int machine_command(const BenchArgs& args) {
-  const auto size = parse_bytes(args.membw_size);
-  if (!size) return fail("--membw-size: '" + args.membw_size + "' is not a size (e.g. 1GiB)");
-  if (args.membw_reps < 1 || args.membw_reps > 1000)
-    return fail(fmt::format("--membw-reps must be in [1, 1000], got {}", args.membw_reps));
-  auto config = make_engine_config(args.engine);
-  if (!config.ok()) return fail(config.status().message());
-  ThreadPool pool(config->threads);
-  roofline::MachineProfile profile =
-      roofline::load_machine_profile(pool.size()).value_or(roofline::MachineProfile{});
-  std::optional<MemBandwidth> bw;
-  if (args.membw) {
-    auto m = measure_read_bandwidth(pool, static_cast<int64_t>(*size),
-                                    static_cast<int32_t>(args.membw_reps));
-    if (!m.ok()) return fail(m.status().message());
-    bw = *m;
-    profile.membw_bytes_per_s = bw->median_bytes_per_s;
-  }
-  auto measured = roofline::measure_machine_profile(pool, profile, 0, args.compute);
-  if (!measured.ok()) return fail(measured.status().message());
-  profile = *measured;
-  if (Status st = roofline::save_machine_profile(profile); !st.ok())
-    std::fprintf(stderr, "hinge: warning: machine profile not saved: %s\n", st.message().c_str());
-  if (args.json) {
-    nlohmann::ordered_json j;
-    j["cpu"] = profile.cpu;
-    j["threads"] = pool.size();
-    if (bw) {
-      j["membw_gb_per_s"] = bw->median_bytes_per_s / 1e9;
-      j["membw_gb_per_s_best"] = bw->best_bytes_per_s / 1e9;
-      j["buffer_bytes"] = bw->buffer_bytes;
-      j["reps"] = bw->reps;
-    }
-    if (args.compute) {
-      nlohmann::ordered_json peaks = nlohmann::ordered_json::object();
-      for (const roofline::ComputePeak& c : profile.peaks)
-        peaks[roofline::peak_family_info(c.family).name] = c.ops_per_s / 1e9;
-      j["peaks_gops"] = peaks;  // 2 ops per multiply-add, all threads
-    }
-    std::puts(j.dump().c_str());
-    return 0;
-  }
-  std::printf("CPU: %s\n", profile.cpu.c_str());
-  if (bw)
-    std::printf("memory read bandwidth: %.2f GB/s median, %.2f GB/s best (%d threads, %s buffer, "
-                "%d passes)\n",
-                bw->median_bytes_per_s / 1e9, bw->best_bytes_per_s / 1e9, bw->threads,
-                format_bytes(static_cast<uint64_t>(bw->buffer_bytes)).c_str(), bw->reps);
-  if (args.compute) {
-    std::printf("compute peaks (%d threads; 2 ops per multiply-add; best of 3 passes):\n",
-                pool.size());
-    if (profile.peaks.empty()) std::printf("  none of the measured instruction families runs here\n");
-    for (const roofline::ComputePeak& c : profile.peaks) {
-      const roofline::PeakFamilyInfo& info = roofline::peak_family_info(c.family);
-      std::printf("  %-12s %-16s %s\n", info.name, info.instruction,
-                  roofline::format_ops(c.ops_per_s, info.integer).c_str());
-    }
-  }
-  return 0;
-}
-
 int bench_command(const BenchArgs& args) {
-  if (args.membw || args.compute) return machine_command(args);
-  if (args.model.empty()) return fail("bench: -m MODEL is required (or --membw / --compute)");
+  if (args.membw || args.compute || args.layouts) return bench_machine_command(args);
+  if (args.model.empty()) return fail("bench: -m MODEL is required (or --membw / --compute / --layouts)");
   if (Status st = check_args(args); !st.ok()) return fail(st.message());
   auto config_or = make_engine_config(args.engine);
   if (!config_or.ok()) return fail(config_or.status().message());

@@ -92,6 +92,7 @@ struct BenchArgs {
   std::string membw_size = "1GiB";
   int64_t membw_reps = 7;
   bool compute = false;         // --compute: measure the multiply-add peak per instruction family
+  bool layouts = false;         // --layouts: calibrate the weight layouts again (no model)
   bool sweep = false;           // --sweep: decode over batch x context (cli/cmd_bench_sweep.cpp)
   std::vector<int64_t> sweep_batches = {1, 4, 16, 64};
   std::vector<int64_t> sweep_contexts = {128, 1024, 4096, 16384};
@@ -104,6 +105,8 @@ struct BenchArgs {
   EngineOptionsArgs engine;
 };
 int bench_command(const BenchArgs& args);
+// `hinge bench --membw / --compute / --layouts`: the machine, no model (cli/cmd_bench_machine.cpp).
+int bench_machine_command(const BenchArgs& args);
 // `hinge bench --sweep`: decode tok/s and bytes per step over batch x context x KV dtype.
 int bench_sweep_command(const BenchArgs& args);
 

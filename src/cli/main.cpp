@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
       "Decode-only throughput: output tokens of the steps\nthat computed no prompt token, over "
       "their time (llama-batched-bench's S_TG).");
   bench_cmd->add_option("-m,--model", bench.model,
-                        "GGUF file, Hugging Face directory, or llama2.c .bin (not with --membw/--compute)");
+                        "GGUF file, Hugging Face directory, or llama2.c .bin (not with --membw/--compute/--layouts)");
   bench_cmd->add_flag("--membw", bench.membw,
                       "Measure this machine's sustained memory read bandwidth with -t threads "
                       "(the limit of decode) instead of running a model");
@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
                       "and bf16, AVX-512 VNNI, BF16 and FMA, AVX2 FMA) with -t threads: the limit "
                       "of prefill. With --membw, both; either saves the machine profile that "
                       "`hinge run` and `hinge bench` print shares of");
+  bench_cmd->add_flag("--layouts", bench.layouts,
+                      "Time the weight layouts each quantized type can run in on this CPU again "
+                      "and cache the fastest for every later hinge process (they are timed once "
+                      "per machine and build; run this if the machine was busy then)");
   bench_cmd->add_option("--membw-size", bench.membw_size, "Buffer the bandwidth test streams")
       ->capture_default_str();
   bench_cmd->add_option("--membw-reps", bench.membw_reps, "Timed passes (the median is reported)")

@@ -11,8 +11,10 @@
 #include <mutex>
 #include <random>
 
+#include "common/cache_dir.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu_features.h"
+#include "kernels/layout_cache.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
 #include "kernels/quant_block.h"
@@ -23,7 +25,7 @@ namespace hinge::kernels {
 namespace {
 
 constexpr int64_t kRows = 1024, kCols = 4096, kPrefillTokens = 64;
-constexpr int kRuns = 7;
+constexpr int kRuns = 11;  // decode; 64 tokens: 3
 
 std::mutex g_mu;
 // Key: type and the candidate set (bits), so a test that switches a path off chooses again.
@@ -112,7 +114,36 @@ std::optional<WeightLayout> forced_layout() {
   return std::nullopt;
 }
 
-LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
+// Calibrates `type` among `cands` and picks the fastest (rule 5).
+LayoutChoice calibrate_choice(GgmlType type, const std::vector<WeightLayout>& cands,
+                              const std::string& not_here) {
+  LayoutChoice c;
+  c.type = type;
+  c.timings = calibrate(type, cands);
+  // Score: the decode time over the fastest decode plus the 64-token time over the fastest
+  // 64-token product; the lowest wins. A layout has to be good at both: in-cache decode times
+  // are often within noise of each other while prefill times differ by 2x.
+  double min_decode = 1e30, min_prefill = 1e30;
+  for (const LayoutTiming& t : c.timings) {
+    min_decode = std::min(min_decode, t.decode_us);
+    min_prefill = std::min(min_prefill, t.prefill_us);
+  }
+  const LayoutTiming* pick = nullptr;
+  double best_score = 1e30;
+  for (const LayoutTiming& t : c.timings) {
+    const double score = t.decode_us / min_decode + t.prefill_us / min_prefill;
+    if (score < best_score) {
+      best_score = score;
+      pick = &t;
+    }
+  }
+  c.layout = pick->layout;
+  c.reason = not_here + "calibrated on this CPU";
+  return c;
+}
+
+// The rules of kernel_choice.h in order; `fresh` skips the cache's entry (measures again).
+LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands, bool fresh) {
   LayoutChoice c;
   c.type = type;
   std::string not_here;
@@ -140,26 +171,21 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands) {
     c.reason = not_here + "AMX-INT8 tiles for prefill";
     return c;
   }
-  c.timings = calibrate(type, cands);
-  // Score: the decode time over the fastest decode plus the 64-token time over the fastest
-  // 64-token product; the lowest wins. A layout has to be good at both: in-cache decode times
-  // are often within noise of each other while prefill times differ by 2x.
-  double min_decode = 1e30, min_prefill = 1e30;
-  for (const LayoutTiming& t : c.timings) {
-    min_decode = std::min(min_decode, t.decode_us);
-    min_prefill = std::min(min_prefill, t.prefill_us);
+  // Only one process on the machine calibrates at a time; the others then read its choice.
+  const std::string cache = layout_cache_path();
+  FileLock lock(cache.empty() ? std::string() : cache + ".lock");
+  if (auto cached = fresh ? std::nullopt : load_cached_layout(type, cands)) {
+    cached->reason = not_here + cached->reason;
+    return *cached;
   }
-  const LayoutTiming* pick = nullptr;
-  double best_score = 1e30;
-  for (const LayoutTiming& t : c.timings) {
-    const double score = t.decode_us / min_decode + t.prefill_us / min_prefill;
-    if (score < best_score) {
-      best_score = score;
-      pick = &t;
-    }
+  c = calibrate_choice(type, cands, not_here);
+  if (Status st = save_cached_layout(c, cands); !st.ok()) {
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "hinge: the weight-layout choice is not cached (%s); each process "
+                   "calibrates again\n", st.message().c_str());
+    });
   }
-  c.layout = pick->layout;
-  c.reason = not_here + "calibrated on this CPU";
   return c;
 }
 
@@ -188,17 +214,42 @@ std::vector<WeightLayout> candidate_layouts(GgmlType type) {
   return out;
 }
 
-LayoutChoice choose_weight_layout(GgmlType type) {
-  const std::vector<WeightLayout> cands = candidate_layouts(type);
+namespace {
+
+std::pair<GgmlType, unsigned> choice_key(GgmlType type, const std::vector<WeightLayout>& cands) {
   unsigned bits = 0;
   for (WeightLayout l : cands) bits |= 1u << static_cast<unsigned>(l);
   if (cpu_has_amx_int8()) bits |= 1u << 8;
   if (cpu_has_amx_bf16()) bits |= 1u << 9;
+  return {type, bits};
+}
+
+}  // namespace
+
+LayoutChoice choose_weight_layout(GgmlType type) {
+  const std::vector<WeightLayout> cands = candidate_layouts(type);
+  const auto key = choice_key(type, cands);
   std::lock_guard<std::mutex> lock(g_mu);
-  const auto key = std::make_pair(type, bits);
   auto it = g_choices.find(key);
-  if (it == g_choices.end()) it = g_choices.emplace(key, choose(type, cands)).first;
+  if (it == g_choices.end()) it = g_choices.emplace(key, choose(type, cands, false)).first;
   return it->second;
+}
+
+std::vector<LayoutChoice> recalibrate_weight_layouts() {
+  std::vector<LayoutChoice> out;
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+    const std::vector<WeightLayout> cands = candidate_layouts(type);
+    LayoutChoice c = choose(type, cands, /*fresh=*/true);
+    g_choices[choice_key(type, cands)] = c;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void forget_weight_layout_choices() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_choices.clear();
 }
 
 std::vector<std::string> layout_choice_summary() {

@@ -24,9 +24,11 @@
 //      docs/kernels.md). HINGE_WEIGHT_LAYOUT=gguf keeps the exact f32 FMA kernel.
 //   4. One candidate: it.
 //   5. Otherwise calibrated: a 1024 x 4096 matrix of the type (random weights) multiplies one
-//      token (decode, best of 7 interleaved runs) and 64 tokens (best of 3) on the calling
+//      token (decode, best of 11 interleaved runs) and 64 tokens (best of 3) on the calling
 //      thread; the lowest sum of (decode time / fastest decode) + (64-token time / fastest
-//      64-token time) wins. About 30 ms per type, once, at the first model load that needs it.
+//      64-token time) wins. About 50 ms per type, once per machine and build: the choice is
+//      cached in a file that every later hinge process reads (layout_cache.h), so processes on
+//      one machine run the same layout however busy it was when each started.
 #pragma once
 
 #include <string>
@@ -56,8 +58,17 @@ struct LayoutChoice {
 // order above; gguf is always last.
 std::vector<WeightLayout> candidate_layouts(GgmlType type);
 
-// The layout for `type` (cached per type and candidate set; thread-safe).
+// The layout for `type` (cached per type and candidate set, in memory and, where calibrated, in
+// the layout cache file; thread-safe).
 LayoutChoice choose_weight_layout(GgmlType type);
+
+// Calibrates every type that has packed layouts again (where rule 5 applies), ignoring and
+// rewriting the cache file's entries; the choices, in Q8_0, Q4_0, Q4_K order. Matrices packed
+// before keep their layout. For `hinge bench --layouts`.
+std::vector<LayoutChoice> recalibrate_weight_layouts();
+
+// Forgets this process's choices (tests: the next choose_weight_layout reads the file again).
+void forget_weight_layout_choices();
 
 // The choices made so far in this process, one line each ("q8_0: row-groups (calibrated:
 // row-groups 41 us, vnni-pairs 52 us, gguf 60 us per decode product)").

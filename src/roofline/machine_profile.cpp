@@ -1,18 +1,17 @@
 #include "roofline/machine_profile.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "common/cache_dir.h"
 #include "common/membw.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu_features.h"
@@ -23,15 +22,6 @@ namespace {
 
 // The version of the profile file; older ones are measured again.
 constexpr int64_t kMachineProfileVersion = 2;
-
-std::string cache_dir() {
-  if (const char* d = std::getenv("HINGE_CACHE_DIR"); d != nullptr && d[0] != '\0') return d;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/')
-    return std::string(x) + "/hinge";
-  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] != '\0')
-    return std::string(h) + "/.cache/hinge";
-  return "";
-}
 
 // A family this CPU has but hinge's kernels may not use now (HINGE_DISABLE_AMX / _VNNI / _BF16,
 // or a test's switch): not a limit of this run.
@@ -119,9 +109,6 @@ Status save_machine_profile(const MachineProfile& p) {
   if (!machine_profile_enabled()) return Status::Ok();
   const std::string path = machine_profile_path(p.threads);
   if (path.empty()) return Status::Error("no cache folder: set HINGE_CACHE_DIR or HOME");
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  if (ec) return Status::Errorf("cannot create {}: {}", path, ec.message());
   nlohmann::ordered_json j;
   j["version"] = kMachineProfileVersion;
   j["cpu"] = p.cpu;
@@ -131,18 +118,7 @@ Status save_machine_profile(const MachineProfile& p) {
   for (const ComputePeak& c : p.peaks) peaks[peak_family_info(c.family).name] = c.ops_per_s / 1e9;
   j["peaks"] = peaks;  // giga-ops per second, 2 per multiply-add
   j["measured_unix"] = p.measured_unix;
-  const std::string tmp = fmt::format("{}.{}.tmp", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << '\n';
-    if (!out) return Status::Errorf("cannot write {}", tmp);
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return Status::Errorf("cannot write {}", path);
-  }
-  return Status::Ok();
+  return write_file_atomically(path, j.dump(2) + "\n");
 }
 
 StatusOr<MachineProfile> measure_machine_profile(ThreadPool& pool, MachineProfile base,

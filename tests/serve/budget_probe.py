@@ -31,11 +31,12 @@ def budget_leaving_kv(hinge, model, ctx, kv_share, extra=()):
     Returns (budget, fixed bytes of the probe, KV bytes a ctx-token sequence needs).
 
     It also pins the weight layout (HINGE_WEIGHT_LAYOUT=row-groups where the caller set none)
-    for this process and every hinge it starts afterwards: where two layouts run, each hinge
-    picks one by timing them at load, and under a loaded machine the probe and the run under
-    test could pick differently; the packed copy is not the GGUF size (smollm-135m q8_0 on Zen
-    3: 190 MiB fixed with the GGUF blocks, 220 with the row groups), so the budget would leave
-    the KV cache another share than it means to, or none."""
+    for this process and every hinge it starts afterwards: where two layouts run, hinge picks
+    one by timing them, once per machine and build (kernels/layout_cache.h), but with
+    HINGE_MACHINE_PROFILE=off each process times them again, and under a loaded machine the
+    probe and the run under test could pick differently; the packed copy is not the GGUF size
+    (smollm-135m q8_0 on Zen 3: 190 MiB fixed with the GGUF blocks, 220 with the row groups),
+    so the budget would leave the KV cache another share than it means to, or none."""
     os.environ.setdefault('HINGE_WEIGHT_LAYOUT', 'row-groups')
     probe = subprocess.run([hinge, 'run', '-m', model, '-t', '2', '-c', str(ctx), '-n', '1',
                             '-p', 'a', '--no-pressure', '--memory-budget', '8GiB', *extra],
