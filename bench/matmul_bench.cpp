@@ -239,7 +239,8 @@ void BM_MatmulDecode(benchmark::State& state) {
                                        GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16,
                                        GgmlType::BF16};
   const GgmlType type = kDecodeTypes[state.range(0)];
-  // 0 gguf, 1 row-groups (F16 / BF16: bf16 tiles), 2 vnni-pairs
+  // 0 gguf, 1 row-groups (F16 / BF16: bf16 tiles where they run, else the AVX2 float row
+  // groups), 2 vnni-pairs
   const int layout = static_cast<int>(state.range(1));
   const int threads = static_cast<int>(state.range(2));
   // HINGE_BENCH_ROWS: another row count (e.g. 64: 0.5 MiB of Q8_0, in L2) to see the kernel's
@@ -247,8 +248,11 @@ void BM_MatmulDecode(benchmark::State& state) {
   const int64_t rows = std::getenv("HINGE_BENCH_ROWS") ? std::atoll(std::getenv("HINGE_BENCH_ROWS")) : 2048;
   constexpr int64_t cols = 8192;
   const bool float_type = type == GgmlType::F16 || type == GgmlType::BF16;
+  const PackedLayout float_layout = packed_layout_supported(type, PackedLayout::kBf16Tiles)
+                                       ? PackedLayout::kBf16Tiles
+                                       : PackedLayout::kFloatGroups;
   const PackedLayout packed_layout = layout == 2   ? PackedLayout::kVnniPairs
-                                     : float_type ? PackedLayout::kBf16Tiles
+                                     : float_type ? float_layout
                                                   : PackedLayout::kAmxTiles;
   if (layout != 0 && !packed_layout_supported(type, packed_layout)) {
     state.SkipWithError("layout does not run this type on this CPU");
@@ -297,7 +301,9 @@ void BM_MatmulDecode(benchmark::State& state) {
                           static_cast<int64_t>(matrix_bytes));
   static const char* kLayoutNames[] = {"gguf", "row-groups", "vnni-pairs"};
   state.SetLabel(fmt::format("{} {}", ggml_type_name(type),
-                             float_type && layout == 1 ? "bf16-tiles" : kLayoutNames[layout]));
+                             float_type && packed_layout == PackedLayout::kBf16Tiles && layout == 1
+                                 ? "bf16-tiles"
+                                 : kLayoutNames[layout]));
 }
 
 void MatmulDecodeArgs(benchmark::internal::Benchmark* b) {

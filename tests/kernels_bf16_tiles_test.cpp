@@ -136,7 +136,8 @@ TEST(KernelsBf16Tiles, BatchInvariant) {
 
 TEST(KernelsBf16Tiles, ChosenWhereAKernelRuns) {
   if (!runs_here()) {
-    EXPECT_EQ(choose_weight_layout(GgmlType::BF16).layout, WeightLayout::kGguf);
+    // The exact kernels: the GGUF rows or, on AVX2, the float row groups.
+    EXPECT_NE(choose_weight_layout(GgmlType::BF16).layout, WeightLayout::kBf16Tiles);
     GTEST_SKIP() << "neither AMX-BF16 nor AVX-512 BF16 here";
   }
   for (const char* kernel : kernels_here()) {
@@ -150,11 +151,11 @@ TEST(KernelsBf16Tiles, ChosenWhereAKernelRuns) {
     }
     EXPECT_EQ(choose_weight_layout(GgmlType::F32).layout, WeightLayout::kGguf);
   }
-  // Without either the exact f32 kernel runs the view, packed copy or not.
+  // Without either an exact kernel runs the view: the GGUF rows or the AVX2 float row groups.
   set_amx_allowed_for_test(false);
   set_bf16_allowed_for_test(false);
   EXPECT_FALSE(packed_layout_supported(GgmlType::BF16, PackedLayout::kBf16Tiles));
-  EXPECT_EQ(choose_weight_layout(GgmlType::BF16).layout, WeightLayout::kGguf);
+  EXPECT_NE(choose_weight_layout(GgmlType::BF16).layout, WeightLayout::kBf16Tiles);
   set_bf16_allowed_for_test(true);
   set_amx_allowed_for_test(true);
 }

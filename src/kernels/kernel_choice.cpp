@@ -12,6 +12,7 @@
 #include <random>
 
 #include "common/cache_dir.h"
+#include "common/half.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu_features.h"
 #include "kernels/layout_cache.h"
@@ -34,6 +35,18 @@ std::map<std::pair<GgmlType, unsigned>, LayoutChoice> g_choices;
 bool quantized_type_packs(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K;
 }
+bool float_type(GgmlType t) { return t == GgmlType::F16 || t == GgmlType::BF16; }
+
+// The packed form of `layout` for `type` (row-groups: int8 tiles or, for F16 / BF16, float
+// groups).
+PackedLayout packed_form(GgmlType type, WeightLayout layout) {
+  switch (layout) {
+    case WeightLayout::kRowGroups:
+      return float_type(type) ? PackedLayout::kFloatGroups : PackedLayout::kAmxTiles;
+    case WeightLayout::kVnniPairs: return PackedLayout::kVnniPairs;
+    default: return PackedLayout::kBf16Tiles;
+  }
+}
 
 // The random test matrix in GGUF form.
 std::vector<uint8_t> make_matrix(GgmlType type, MatrixView* view) {
@@ -46,7 +59,12 @@ std::vector<uint8_t> make_matrix(GgmlType type, MatrixView* view) {
   for (int64_t r = 0; r < kRows; ++r) {
     for (float& v : row) v = dist(rng);
     uint8_t* dst = bytes.data() + static_cast<size_t>(r) * row_bytes;
-    if (type == GgmlType::Q8_0)
+    if (float_type(type)) {
+      auto* h = reinterpret_cast<uint16_t*>(dst);
+      for (int64_t c = 0; c < kCols; ++c)
+        h[c] = type == GgmlType::F16 ? f32_to_f16(row[static_cast<size_t>(c)])
+                                     : f32_to_bf16(row[static_cast<size_t>(c)]);
+    } else if (type == GgmlType::Q8_0)
       quantize_row_q8_0_ref(row.data(), reinterpret_cast<BlockQ8_0*>(dst), kCols);
     else if (type == GgmlType::Q4_0)
       quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), kCols);
@@ -70,9 +88,7 @@ std::vector<LayoutTiming> calibrate(GgmlType type, const std::vector<WeightLayou
   for (WeightLayout l : layouts) {
     MatrixView v = gguf;
     if (l != WeightLayout::kGguf) {
-      packs.push_back(pack_matrix(gguf, pool, l == WeightLayout::kRowGroups
-                                                  ? PackedLayout::kAmxTiles
-                                                  : PackedLayout::kVnniPairs));
+      packs.push_back(pack_matrix(gguf, pool, packed_form(type, l)));
       v.packed = packs.back().get();
     }
     views.push_back(v);
@@ -206,6 +222,8 @@ std::vector<WeightLayout> candidate_layouts(GgmlType type) {
   if ((type == GgmlType::F16 || type == GgmlType::BF16) &&
       packed_layout_supported(type, PackedLayout::kBf16Tiles))
     out.push_back(WeightLayout::kBf16Tiles);
+  if (float_type(type) && packed_layout_supported(type, PackedLayout::kFloatGroups))
+    out.push_back(WeightLayout::kRowGroups);
   if (quantized_type_packs(type)) {
     if (packed_layout_supported(type, PackedLayout::kAmxTiles)) out.push_back(WeightLayout::kRowGroups);
     if (packed_layout_supported(type, PackedLayout::kVnniPairs)) out.push_back(WeightLayout::kVnniPairs);
@@ -238,7 +256,8 @@ LayoutChoice choose_weight_layout(GgmlType type) {
 std::vector<LayoutChoice> recalibrate_weight_layouts() {
   std::vector<LayoutChoice> out;
   std::lock_guard<std::mutex> lock(g_mu);
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::F16,
+                        GgmlType::BF16}) {
     const std::vector<WeightLayout> cands = candidate_layouts(type);
     LayoutChoice c = choose(type, cands, /*fresh=*/true);
     g_choices[choice_key(type, cands)] = c;

@@ -7,7 +7,9 @@
 // once per process, on this CPU, and takes the fastest:
 //
 //   row-groups  PackedLayout::kAmxTiles: 16-row groups, lane n of a vpdpbusd = row n, no
-//               horizontal sums; the AMX tile unit for 5+ tokens where it runs, else VNNI.
+//               horizontal sums; the AMX tile unit for 5+ tokens where it runs, else VNNI,
+//               else AVX2. F16 / BF16: PackedLayout::kFloatGroups, 16-row groups column by
+//               column (an outer-product FMA kernel on AVX2, exact).
 //   vnni-pairs  PackedLayout::kVnniPairs: pairs of blocks interleaved per row (Q8_0, Q4_0).
 //   gguf        no copy: the GGUF blocks as stored (VNNI or pmaddubsw kernels).
 //   bf16-tiles  PackedLayout::kBf16Tiles: F16 / BF16 weights as AMX-BF16 tiles (F16 rounded to
@@ -63,8 +65,8 @@ std::vector<WeightLayout> candidate_layouts(GgmlType type);
 LayoutChoice choose_weight_layout(GgmlType type);
 
 // Calibrates every type that has packed layouts again (where rule 5 applies), ignoring and
-// rewriting the cache file's entries; the choices, in Q8_0, Q4_0, Q4_K order. Matrices packed
-// before keep their layout. For `hinge bench --layouts`.
+// rewriting the cache file's entries; the choices, in Q8_0, Q4_0, Q4_K, F16, BF16 order.
+// Matrices packed before keep their layout. For `hinge bench --layouts`.
 std::vector<LayoutChoice> recalibrate_weight_layouts();
 
 // Forgets this process's choices (tests: the next choose_weight_layout reads the file again).

@@ -302,6 +302,45 @@ void matmul_bf16_tiles(std::span<const MatmulOut> outs, const InputRows& x, int6
   });
 }
 
+// F16 / BF16 in 16-row groups (kFloatGroups) on AVX2: the f32 activation rows as they are
+// (normalized first where the call fuses a norm).
+// More than kFloatGroupTile tokens: the rows interleaved by token tile into scratch
+// (FloatGroupArgs::x_tiles), each thread its share of the tokens.
+void matmul_float_groups(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
+                         ThreadPool& pool, MatmulScratch& scratch) {
+  const int64_t cols = outs[0].w->cols;
+  const bool tiled = num_tokens > kFloatGroupTile;
+  float* xt = nullptr;
+  if (tiled) {
+    const int64_t tiles = (num_tokens + kFloatGroupTile - 1) / kFloatGroupTile;
+    const size_t need = 64 + static_cast<size_t>(tiles * cols * kFloatGroupTile) * 4;
+    if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+    uint8_t* base = scratch.bytes.data();
+    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+    xt = reinterpret_cast<float*>(base);
+  }
+  FloatGroupArgs args[8];
+  for (size_t m = 0; m < outs.size(); ++m) {
+    args[m].w = outs[m].w->packed;
+    args[m].x_tiles = xt;
+    args[m].num_tokens = num_tokens;
+    args[m].y = outs[m].y;
+    args[m].y_stride = outs[m].w->rows;
+  }
+  auto prepare = [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* row = x.row(t);
+      if (!tiled) continue;
+      float* dst = xt + (t / kFloatGroupTile) * cols * kFloatGroupTile + t % kFloatGroupTile;
+      for (int64_t k = 0; k < cols; ++k) dst[k * kFloatGroupTile] = row[k];
+    }
+  };
+  run_row_chunks(outs, num_tokens, pool, prepare, [&](size_t m, int64_t b, int64_t e) {
+    args[m].x = x.rows();
+    matmul_rows_float_groups_avx2(args[m], b, e);
+  });
+}
+
 void check_view(const MatrixView& w) {
   HINGE_CHECK_MSG(matmul_rows_kernel(w.type) != nullptr, "matmul: unsupported weight type {}",
                   ggml_type_name(w.type));
@@ -327,6 +366,8 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x_in, int64_
       matmul_amx(outs, x, num_tokens, pool, scratch);
     else if (w0.packed->layout == PackedLayout::kBf16Tiles)
       matmul_bf16_tiles(outs, x, num_tokens, pool, scratch);
+    else if (w0.packed->layout == PackedLayout::kFloatGroups)
+      matmul_float_groups(outs, x, num_tokens, pool, scratch);
     else
       matmul_packed(outs, x, num_tokens, pool, scratch);
     return;

@@ -82,6 +82,26 @@ bool amx_kernel_usable();
 void matmul_rows_rowgroups_avx2(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 bool rowgroups_avx2_usable(GgmlType type);
 
+// F16 / BF16 weights in 16-row groups (layout kFloatGroups) on AVX2 + FMA + F16C
+// (matmul_float_groups_avx2.cpp). Up to kFloatGroupTile tokens (decode) read the activations
+// as f32 rows (x: [num_tokens, cols], contiguous); more read them interleaved by token tile
+// (x_tiles: [ceil(num_tokens / kFloatGroupTile), cols, kFloatGroupTile], element
+// (tile, k, i) = token tile * kFloatGroupTile + i's column k; lanes past num_tokens unread), so
+// that one tile's activations for a column are 24 consecutive bytes.
+constexpr int64_t kFloatGroupTile = 6;
+struct FloatGroupArgs {
+  const PackedMatrix* w = nullptr;
+  const float* x = nullptr;        // num_tokens <= kFloatGroupTile
+  const float* x_tiles = nullptr;  // num_tokens > kFloatGroupTile
+  int64_t num_tokens = 0;
+  float* y = nullptr;  // [num_tokens, y_stride]
+  int64_t y_stride = 0;
+};
+// Rows [row_begin, row_end) (row_begin a multiple of 16). Valid where
+// float_groups_avx2_usable(type).
+void matmul_rows_float_groups_avx2(const FloatGroupArgs& args, int64_t row_begin, int64_t row_end);
+bool float_groups_avx2_usable(GgmlType type);
+
 // The AMX-BF16 kernel's operands (matmul_bf16_amx.cpp, layout kBf16Tiles): the activations
 // rounded to bf16, row-major [tiles * 16 or num_tokens when below 16, cols] (the A tiles are
 // loaded straight from it with a row stride of cols * 2 bytes; rows past num_tokens are zero).

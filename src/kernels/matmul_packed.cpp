@@ -133,7 +133,13 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
   p->cols = w.cols;
   size_t qs_bytes = 0;
   uint8_t fill = 0;
-  if (layout == PackedLayout::kBf16Tiles) {
+  if (layout == PackedLayout::kFloatGroups) {
+    p->rows_padded = (w.rows + 15) / 16 * 16;
+    p->nb = w.cols;
+    p->qs_row_bytes = (static_cast<size_t>(w.cols) * 32 + 63) / 64 * 64;
+    qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
+    fill = 0;  // padding rows: +0.0
+  } else if (layout == PackedLayout::kBf16Tiles) {
     p->rows_padded = (w.rows + 15) / 16 * 16;
     p->nb = w.cols / 32;
     p->qs_row_bytes = static_cast<size_t>(p->nb) * 1024;
@@ -173,7 +179,8 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
 #endif
   p->fill = fill;
   // Q4_K keeps its scales inline, bf16 tiles have none; make_unique zeroes
-  if (w.type != GgmlType::Q4_K && layout != PackedLayout::kBf16Tiles)
+  if (w.type != GgmlType::Q4_K && layout != PackedLayout::kBf16Tiles &&
+      layout != PackedLayout::kFloatGroups)
     p->d = std::make_unique<uint16_t[]>(static_cast<size_t>(p->rows_padded * p->nb));
   return p;
 }
@@ -200,6 +207,21 @@ void pack_group_bf16(const MatrixView& w, PackedMatrix& p, int64_t g, uint16_t* 
   }
 }
 
+// One group of 16 rows in kFloatGroups: columns in blocks of 64 (a 2 KiB destination block
+// stays in L1 while the 16 rows fill it).
+void pack_group_float(const MatrixView& w, PackedMatrix& p, int64_t g) {
+  auto* qs = reinterpret_cast<uint16_t*>(p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes);
+  const int64_t rows = w.rows - g * 16 < 16 ? w.rows - g * 16 : 16;
+  for (int64_t c0 = 0; c0 < w.cols; c0 += 64) {
+    const int64_t c1 = c0 + 64 < w.cols ? c0 + 64 : w.cols;
+    for (int64_t n = 0; n < rows; ++n) {
+      const auto* src = reinterpret_cast<const uint16_t*>(
+          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(g * 16 + n) * w.row_bytes);
+      for (int64_t c = c0; c < c1; ++c) qs[c * 16 + n] = src[c];
+    }
+  }
+}
+
 }  // namespace
 
 void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
@@ -207,7 +229,10 @@ void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool) {
   const LayoutChoice choice = choose_weight_layout(w.type);
   switch (choice.layout) {
-    case WeightLayout::kRowGroups: return pack_matrix(w, pool, PackedLayout::kAmxTiles);
+    case WeightLayout::kRowGroups:
+      return pack_matrix(w, pool, w.type == GgmlType::F16 || w.type == GgmlType::BF16
+                                      ? PackedLayout::kFloatGroups
+                                      : PackedLayout::kAmxTiles);
     case WeightLayout::kVnniPairs: return pack_matrix(w, pool, PackedLayout::kVnniPairs);
     case WeightLayout::kBf16Tiles:
       if (w.cols % 32 != 0) return nullptr;
@@ -225,7 +250,12 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
   auto p = alloc_packed(w, layout);
   PackedMatrix& pm = *p;
   const size_t unit = pm.qs_row_bytes;  // per group of 16 rows (k*Tiles) or per row
-  if (layout == PackedLayout::kBf16Tiles) {
+  if (layout == PackedLayout::kFloatGroups) {
+    pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
+      fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
+      for (int64_t g = b; g < e; ++g) pack_group_float(w, pm, g);
+    });
+  } else if (layout == PackedLayout::kBf16Tiles) {
     pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
       fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
       std::vector<uint16_t> row(static_cast<size_t>(w.cols));
@@ -251,6 +281,12 @@ uint16_t packed_bf16(const PackedMatrix& p, int64_t r, int64_t c) {
   const auto* tile = reinterpret_cast<const uint16_t*>(
       p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes + static_cast<size_t>(c / 32) * 1024);
   return tile[(c % 32) / 2 * 32 + (r % 16) * 2 + c % 2];
+}
+
+uint16_t packed_float_bits(const PackedMatrix& p, int64_t r, int64_t c) {
+  const auto* group = reinterpret_cast<const uint16_t*>(p.qs.get() +
+                                                        static_cast<size_t>(r / 16) * p.qs_row_bytes);
+  return group[c * 16 + r % 16];
 }
 
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {

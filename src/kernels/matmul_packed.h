@@ -41,6 +41,12 @@
 // in docs/kernels.md. Tiles of a group follow each other (qs_row_bytes = nb * 1024 per group);
 // no scales (d is null); rows padded to 16 with zeros. Needs cols % 32 == 0.
 //
+// PackedLayout::kFloatGroups (AVX2 + FMA + F16C; F16 and BF16 weights): rows in groups of 16;
+// per group, column by column, the 16 rows' weights as stored (uint16 element k * 16 + n is
+// weight (row 16g + n, column k)), so one 32-byte load holds a column of the group. Exact (no
+// rounding); groups follow each other (qs_row_bytes = cols * 32 rounded up to 64); no scales;
+// rows padded to 16 with zeros; nb = cols.
+//
 // Used only where the CPU has the kernel (runtime check, GCC builds); elsewhere matmul keeps
 // the GGUF-layout kernels and nothing is packed.
 #pragma once
@@ -56,7 +62,7 @@ namespace hinge::kernels {
 
 struct MatrixView;
 
-enum class PackedLayout { kVnniPairs, kAmxTiles, kBf16Tiles };
+enum class PackedLayout { kVnniPairs, kAmxTiles, kBf16Tiles, kFloatGroups };
 
 struct PackedMatrix {
   GgmlType type = GgmlType::Q8_0;  // Q8_0, Q4_0, (kAmxTiles only) Q4_K, (kBf16Tiles) F16, BF16
@@ -117,5 +123,7 @@ struct PackedQ4KMeta {
 PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t super_block);
 // kBf16Tiles: the bf16 bits of weight (r, c).
 uint16_t packed_bf16(const PackedMatrix& p, int64_t r, int64_t c);
+// kFloatGroups: the stored bits (F16 or BF16) of weight (r, c).
+uint16_t packed_float_bits(const PackedMatrix& p, int64_t r, int64_t c);
 
 }  // namespace hinge::kernels

@@ -250,6 +250,7 @@ bool packed_layout_supported(GgmlType type, PackedLayout layout) {
     return (type == GgmlType::F16 || type == GgmlType::BF16) &&
            ((amx_kernel_compiled() && cpu_has_amx_bf16()) ||
             (bf16_dp_kernel_compiled() && cpu_has_avx512_bf16()));
+  if (layout == PackedLayout::kFloatGroups) return float_groups_avx2_usable(type);
   if (layout == PackedLayout::kAmxTiles)
     return ((type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K) &&
             amx_kernel_usable()) ||
@@ -261,7 +262,8 @@ bool packed_layout_supported(GgmlType type, PackedLayout layout) {
 bool packed_matmul_supported(GgmlType type) {
   return packed_layout_supported(type, PackedLayout::kAmxTiles) ||
          packed_layout_supported(type, PackedLayout::kVnniPairs) ||
-         packed_layout_supported(type, PackedLayout::kBf16Tiles);
+         packed_layout_supported(type, PackedLayout::kBf16Tiles) ||
+         packed_layout_supported(type, PackedLayout::kFloatGroups);
 }
 
 
