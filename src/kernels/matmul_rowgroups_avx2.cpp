@@ -47,11 +47,16 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //     21.6, 4 KiB 22.5, T1 8 / 16 KiB 22.0 / 21.6); llama-1b q8_0 decode end to end 23.4
 //     against 19.4 tok/s, smollm-135m q8_0 133.6 against 116.2 (medians of 4 alternating
 //     pairs, each pair faster with it).
-//   Q4_0 none: 19.4-21.2 with T0 2 KiB against 19.5-19.6 (T0 1 KiB 25.2 once, T1 ahead mixed).
-//   Q4_K none: every plan tried was slower (16.2-19.6 against 19.3-20.3).
+//   Q4_0 into L1 2 KiB (8 blocks) ahead: first measured within noise (19.4-21.2 against
+//     19.5-19.6), then on 2026-12-07 in 5 of 5 rounds faster: 22.4-27.7 (median 24.3) against
+//     20.0-24.9 (21.4; T1 8 KiB 22.1-28.1, T1 4 KiB 22.6-23.6); end to end llama-1b q4_0 decode
+//     36.1 / 30.0 / 36.7 / 38.8 -> 40.0 / 37.7 / 38.8 / 45.7 tok/s and smollm-135m q4_0 172 /
+//     179 / 167 -> 193 / 196 / 240 (alternating pairs, each faster with it).
+//   Q4_K none: every plan tried was slower (16.2-19.6 against 19.3-20.3; again 2026-12-07:
+//     T0 2 KiB 16.3-19.4, T1 8 KiB 17.6-19.7 against 18.4-21.2).
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct RgPrefetchPlan {
-  Prefetch q8{0, 2048}, q4, q4k;
+  Prefetch q8{0, 2048}, q4{0, 2048}, q4k;
 };
 inline const RgPrefetchPlan& GetRgPrefetchPlan() {
   static const RgPrefetchPlan plan = [] {
