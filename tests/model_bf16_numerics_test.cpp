@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "eval/context_eval.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/matmul_packed.h"
 #include "model/gguf_export.h"
 #include "model/kv_cache.h"
@@ -130,6 +131,31 @@ TEST(ModelBf16Numerics, TrainedModelsAgreeWithTheirF32Reference) {
       EXPECT_LT(a.max_abs_diff, 0.05 * a.max_abs);
     }
   }
+}
+
+// A model whose matrices are packed reports the copy's bytes and the time it took; one that is
+// not reports no bytes.
+TEST(ModelBf16Numerics, PackingIsMeasured) {
+  auto loaded = load_model(testing::shared_path("models/stories260K.gguf"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const std::string conv = testing::temp_dir() + "/packing-measured.gguf";
+  ExportOptions opt;
+  opt.matrix_type = GgmlType::F16;
+  ASSERT_TRUE(export_gguf(**loaded, conv, opt).ok());
+  auto m = load_model(conv);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ThreadPool pool(2);
+  {
+    Transformer f32((**loaded).config, (**loaded).weights, pool, 16, (**loaded).file_mappings);
+    EXPECT_EQ(f32.packed_bytes(), 0);  // f32 matrices have no packed layout
+  }
+  Transformer f16((**m).config, (**m).weights, pool, 16, (**m).file_mappings);
+  if (!kernels::packed_matmul_supported(GgmlType::F16) ||
+      kernels::choose_weight_layout(GgmlType::F16).layout == kernels::WeightLayout::kGguf)
+    GTEST_SKIP() << "F16 is not packed on this CPU";
+  EXPECT_GT(f16.packed_bytes(), 0);
+  EXPECT_GT(f16.pack_seconds(), 0.0);
+  std::filesystem::remove(conv);
 }
 
 TEST(ModelBf16Numerics, OtherModelFromTheEnvironment) {

@@ -250,6 +250,10 @@ struct EngineStats {
   // logprobs; on the pool): what sampling costs next to the forward pass, in the same run.
   double step_seconds = 0;
   double sample_seconds = 0;
+  // The weights copied into this CPU's packed layouts at start (kernels/kernel_choice.h): their
+  // bytes and the wall time the copy took (0 / 0 where nothing was packed).
+  int64_t weights_packed_bytes = 0;
+  double weights_pack_seconds = 0;
   // Constrained decoding: the CPU seconds spent computing grammar masks (summed over the
   // threads that sample, so it may exceed sample_seconds), and the masks computed.
   double mask_seconds = 0;

@@ -128,6 +128,14 @@ std::string ctx_size_hint(int64_t ctx_len, int64_t model_context) {
 void print_memory_breakdown(const Engine& engine) {
   if (!engine.memory_breakdown().empty())
     std::fprintf(stderr, "hinge: %s\n", engine.memory_breakdown().c_str());
+  // A copy that took long enough to notice says what the wait was (every start pays it).
+  const EngineStats s = engine.stats();
+  if (s.weights_pack_seconds >= 1.0)
+    std::fprintf(stderr,
+                 "hinge: copied %s of weights into this CPU's fastest layouts in %.1f s "
+                 "(HINGE_DISABLE_PACKING=1 starts faster and runs slower)\n",
+                 format_bytes(static_cast<uint64_t>(s.weights_packed_bytes)).c_str(),
+                 s.weights_pack_seconds);
 }
 
 StatusOr<EngineConfig> make_engine_config(const EngineOptionsArgs& args) {

@@ -128,6 +128,8 @@ EngineStats EngineImpl::stats() const {
   s.steps = steps_;
   s.step_seconds = step_seconds_;
   s.sample_seconds = sample_seconds_;
+  s.weights_packed_bytes = transformer_.packed_bytes();
+  s.weights_pack_seconds = transformer_.pack_seconds();
   if (constrained_) {
     s.mask_seconds = constrained_->mask_seconds();
     s.masks = constrained_->masks();

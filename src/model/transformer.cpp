@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "common/elapsed.h"
 #include "kernels/kv_quant.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -45,6 +46,7 @@ Transformer::Transformer(const ModelConfig& config, const ModelWeights& weights,
 void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_mappings) {
   const char* off = std::getenv("HINGE_DISABLE_PACKING");
   if (off && std::string_view(off) == "1") return;
+  AddElapsed timed(&pack_seconds_);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   auto pack = [&](kernels::MatrixView& m, bool still_read) {
     auto p = kernels::pack_matrix(m, pool_);

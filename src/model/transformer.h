@@ -67,6 +67,8 @@ class Transformer {
     for (const auto& p : packed_) n += static_cast<int64_t>(p->bytes());
     return n;
   }
+  // Wall time the packed copies took to build (at construction).
+  double pack_seconds() const { return pack_seconds_; }
   // RoPE of the full-attention layers (what the shift context policy's query rotations use).
   const kernels::RopeTable& rope_global() const { return rope_global_; }
   const kernels::RopeTable& rope_local() const { return rope_local_; }  // sliding-window layers'
@@ -95,6 +97,7 @@ class Transformer {
   // has the packed kernel.
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   int64_t dropped_file_bytes_ = 0;  // file-mapped weight pages dropped after packing
+  double pack_seconds_ = 0;
   // Per layer: the arena's K shift in the basis K is stored in (layer_view).
   mutable std::vector<float> k_shift_stored_;
   ThreadPool& pool_;
