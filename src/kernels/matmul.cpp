@@ -36,6 +36,13 @@ size_t round_up(size_t n, size_t to) {
   return (n + to - 1) / to * to;
 }
 
+// `bytes` of the call's scratch, 64-byte aligned (grown when a larger shape needs more).
+uint8_t* aligned_scratch(MatmulScratch& scratch, size_t bytes) {
+  if (scratch.bytes.size() < bytes + 64) scratch.bytes.resize(bytes + 64);
+  uint8_t* base = scratch.bytes.data();
+  return base + (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+}
+
 // The activation rows a matmul quantizes: x as given, or normalized row by row into scratch
 // (MatmulNorm) by the thread that quantizes the row.
 class InputRows {
@@ -131,10 +138,7 @@ void matmul_packed(std::span<const MatmulOut> outs, const InputRows& x, int64_t 
   const size_t xq_bytes = x_row_bytes * t;
   const size_t blk_bytes = round_up(blk_row_bytes * t, 64);
   const size_t arr_bytes = round_up(static_cast<size_t>(nb) * t * 4, 64);
-  const size_t need = 64 + xq_bytes + blk_bytes + 2 * arr_bytes;
-  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-  uint8_t* base = scratch.bytes.data();
-  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  uint8_t* base = aligned_scratch(scratch, xq_bytes + blk_bytes + 2 * arr_bytes);
   auto* xq = reinterpret_cast<int8_t*>(base);
   uint8_t* blocks = base + xq_bytes;
   auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
@@ -197,10 +201,8 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
   const size_t xms_bytes = q4k ? round_up(static_cast<size_t>(tiles * nsub) * 16 * 4, 64) : 0;
   const size_t blk_bytes = round_up(act_row_bytes * t, 64);
   const size_t arr_bytes = round_up(static_cast<size_t>(nsub) * t * 4, 64);
-  const size_t need = 64 + xa_bytes + xs_bytes + xms_bytes + blk_bytes + 2 * arr_bytes;
-  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-  uint8_t* base = scratch.bytes.data();
-  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  uint8_t* base =
+      aligned_scratch(scratch, xa_bytes + xs_bytes + xms_bytes + blk_bytes + 2 * arr_bytes);
   auto* xa = reinterpret_cast<int8_t*>(base);
   auto* xs = reinterpret_cast<float*>(base + xa_bytes);
   auto* xms = reinterpret_cast<float*>(base + xa_bytes + xs_bytes);
@@ -274,10 +276,7 @@ void matmul_bf16_tiles(std::span<const MatmulOut> outs, const InputRows& x, int6
   const int64_t cols = outs[0].w->cols;
   const int64_t tiles = (num_tokens + kAmxTokenTile - 1) / kAmxTokenTile;
   const int64_t x_rows = num_tokens < kAmxTokenTile ? num_tokens : tiles * kAmxTokenTile;
-  const size_t need = 64 + static_cast<size_t>(x_rows * cols) * 2;
-  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-  uint8_t* base = scratch.bytes.data();
-  base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
+  uint8_t* base = aligned_scratch(scratch, static_cast<size_t>(x_rows * cols) * 2);
   auto* xb = reinterpret_cast<uint16_t*>(base);
   auto convert = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) convert_rows_bf16(x.row(t), cols, xb + t * cols);
@@ -302,10 +301,9 @@ void matmul_bf16_tiles(std::span<const MatmulOut> outs, const InputRows& x, int6
   });
 }
 
-// F16 / BF16 in 16-row groups (kFloatGroups) on AVX2: the f32 activation rows as they are
-// (normalized first where the call fuses a norm).
-// More than kFloatGroupTile tokens: the rows interleaved by token tile into scratch
-// (FloatGroupArgs::x_tiles), each thread its share of the tokens.
+// F16 / BF16 in 16-row groups (kFloatGroups) on AVX2: up to kFloatGroupTile tokens read the f32
+// activation rows as they are (normalized first where the call fuses a norm); more read them
+// interleaved by token tile into scratch (FloatGroupArgs::x_tiles), each thread its share.
 void matmul_float_groups(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
                          ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t cols = outs[0].w->cols;
@@ -313,11 +311,8 @@ void matmul_float_groups(std::span<const MatmulOut> outs, const InputRows& x, in
   float* xt = nullptr;
   if (tiled) {
     const int64_t tiles = (num_tokens + kFloatGroupTile - 1) / kFloatGroupTile;
-    const size_t need = 64 + static_cast<size_t>(tiles * cols * kFloatGroupTile) * 4;
-    if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-    uint8_t* base = scratch.bytes.data();
-    base += (64 - reinterpret_cast<uintptr_t>(base) % 64) % 64;
-    xt = reinterpret_cast<float*>(base);
+    xt = reinterpret_cast<float*>(
+        aligned_scratch(scratch, static_cast<size_t>(tiles * cols * kFloatGroupTile) * 4));
   }
   FloatGroupArgs args[8];
   for (size_t m = 0; m < outs.size(); ++m) {
