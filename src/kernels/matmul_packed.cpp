@@ -5,7 +5,6 @@
 #include "kernels/kernel_choice.h"
 #include "kernels/cpu_features.h"
 
-#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -91,8 +90,6 @@ void pack_group_amx(const MatrixView& w, PackedMatrix& p, int64_t g) {
   }
 }
 
-constexpr size_t kHugePage = size_t{2} << 20;
-
 // Q4_K (kAmxTiles): sub-block j's tile byte (r < 4, n, i) = element 4r + i (low nibble) and
 // 16 + 4r + i (high) of the sub-block, which GGUF keeps in nibble j % 2 of qs[(j / 2) * 32 + e].
 // Super-blocks outer, rows inner: each 2368-byte destination stays in L1 while its 16 rows fill
@@ -168,20 +165,17 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
     // Q4_0: nibbles 8), zero scales.
     fill = w.type == GgmlType::Q8_0 ? 0x80 : 0x88;
   }
-  // Large matrices on transparent huge pages where the kernel allows it (fewer page faults at
-  // load, fewer TLB misses while decode streams them).
-  const size_t align = qs_bytes >= kHugePage ? kHugePage : 64;
-  const size_t alloc_bytes = (qs_bytes + align - 1) / align * align;
-  p->qs.reset(static_cast<uint8_t*>(std::aligned_alloc(align, alloc_bytes)));
-  if (!p->qs) throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-  if (align == kHugePage) madvise(p->qs.get(), alloc_bytes, MADV_HUGEPAGE);
-#endif
+  p->qs = allocate_packed_bytes(qs_bytes);
   p->fill = fill;
-  // Q4_K keeps its scales inline, bf16 tiles have none; make_unique zeroes
+  // Q4_K keeps its scales inline, bf16 tiles have none; padding blocks' scales are zero
   if (w.type != GgmlType::Q4_K && layout != PackedLayout::kBf16Tiles &&
-      layout != PackedLayout::kFloatGroups)
-    p->d = std::make_unique<uint16_t[]>(static_cast<size_t>(p->rows_padded * p->nb));
+      layout != PackedLayout::kFloatGroups) {
+    const size_t d_bytes = static_cast<size_t>(p->rows_padded * p->nb) * 2;
+    auto d = allocate_packed_bytes(d_bytes);
+    std::memset(d.get(), 0, d_bytes);
+    p->d = std::unique_ptr<uint16_t[], PackedMatrix::Free>(reinterpret_cast<uint16_t*>(d.release()),
+                                                          std::move(d.get_deleter()));
+  }
   return p;
 }
 
@@ -223,8 +217,6 @@ void pack_group_float(const MatrixView& w, PackedMatrix& p, int64_t g) {
 }
 
 }  // namespace
-
-void PackedMatrix::Free::operator()(uint8_t* p) const { std::free(p); }
 
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool) {
   const LayoutChoice choice = choose_weight_layout(w.type);

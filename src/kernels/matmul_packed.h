@@ -73,11 +73,14 @@ struct PackedMatrix {
   // kVnniPairs: bytes per row, nb / 2 * packed_pair_bytes(type) rounded up to 64.
   // kAmxTiles: bytes per group of 16 rows, nb * packed_tile_bytes(type) rounded up to 64.
   size_t qs_row_bytes = 0;
+  // Releases a copy's memory: its own allocation, or its share of a huge-page chunk that
+  // smaller copies are carved from (packed_bytes.h).
   struct Free {
-    void operator()(uint8_t* p) const;
+    std::shared_ptr<void> chunk;  // null: the pointer is the copy's own allocation
+    void operator()(void* p);
   };
   std::unique_ptr<uint8_t[], Free> qs;  // 64-byte aligned
-  std::unique_ptr<uint16_t[]> d;        // [rows_padded * nb] f16 scales, in layout order
+  std::unique_ptr<uint16_t[], Free> d;  // [rows_padded * nb] f16 scales, in layout order
   uint8_t fill = 0;                     // the qs byte of padding (zero weights)
   // kAmxTiles Q8_0 packed where AMX-INT8 is not usable: the quants stored as q + 128 (u8), the
   // unsigned operand of vpdpbusd (the VNNI kernel then subtracts 128 * sum(x) per block). Such
@@ -90,6 +93,11 @@ struct PackedMatrix {
     return units * qs_row_bytes + (d ? static_cast<size_t>(rows_padded * nb) * 2 : 0);
   }
 };
+
+// `bytes` of memory for a packed copy, 64-byte aligned, uninitialized: from 2 MiB up its own
+// allocation on transparent huge pages; smaller ones carved from shared 16 MiB huge-page chunks
+// (packed_memory.cpp). Thread-safe.
+std::unique_ptr<uint8_t[], PackedMatrix::Free> allocate_packed_bytes(size_t bytes);
 
 // Bytes of one interleaved pair of blocks in kVnniPairs qs.
 constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 32 : 64; }
