@@ -246,7 +246,9 @@ void BM_MatmulDecode(benchmark::State& state) {
   // HINGE_BENCH_ROWS: another row count (e.g. 64: 0.5 MiB of Q8_0, in L2) to see the kernel's
   // own rate apart from memory.
   const int64_t rows = std::getenv("HINGE_BENCH_ROWS") ? std::atoll(std::getenv("HINGE_BENCH_ROWS")) : 2048;
-  constexpr int64_t cols = 8192;
+  // HINGE_BENCH_COLS: another column count (e.g. 576 with HINGE_BENCH_ROWS=576: a small model's
+  // attention projection, where the per-call start-up shows).
+  const int64_t cols = std::getenv("HINGE_BENCH_COLS") ? std::atoll(std::getenv("HINGE_BENCH_COLS")) : 8192;
   const bool float_type = type == GgmlType::F16 || type == GgmlType::BF16;
   const PackedLayout float_layout = packed_layout_supported(type, PackedLayout::kBf16Tiles)
                                        ? PackedLayout::kBf16Tiles

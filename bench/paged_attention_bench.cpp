@@ -1,4 +1,4 @@
-// Paged attention decode throughput: 16 sequences x 192 tokens of context, and 1 or 4 sequences
+// Paged attention decode throughput: 16 or 1 sequences x 192 tokens of context, and 1 or 4 sequences
 // x 2048 (long context, few sequences), one query each, smollm-135m's attention shape (9 query
 // heads, 3 KV heads, head_dim 64), KV in f32 / f16 / int8, 1 and 2 threads. bytes_per_second = K + V bytes read per call (the number to watch: decode
 // attention is memory-bound).
@@ -131,7 +131,8 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
 
 void PagedAttentionArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"dtype", "threads", "seqs", "context"});
-  for (auto [seqs, context] : {std::pair<int64_t, int64_t>{16, 192}, {1, 2048}, {4, 2048}})
+  for (auto [seqs, context] :
+       {std::pair<int64_t, int64_t>{16, 192}, {1, 192}, {1, 2048}, {4, 2048}})
     for (int t = 0; t < static_cast<int>(std::size(kDtypes)); ++t)
       for (int64_t threads : {1, 2}) b->Args({t, threads, seqs, context});
 }

@@ -136,44 +136,65 @@ HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const 
   FinishScores(heads, begin, n, tp, sp, softcap, s);
 }
 
+// Vector registers of the target: 32 with AVX-512, else taken as 16 (AVX2, SSE4; 32 on NEON,
+// where 16 only costs a little).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+constexpr int kVectorRegisters = 32;
+#else
+constexpr int kVectorRegisters = 16;
+#endif
+
+// Vectors of each head's accumulator row that AccumulateHeadsN keeps in registers per pass over
+// the keys: HC x J accumulators, J value vectors and a weight fit with one register to spare
+// (a spilled accumulator puts a store and a reload in every FMA chain: 3 heads x 4 vectors on
+// AVX2 ran at half speed). At most 4.
+template <int HC>
+constexpr int AccumulateSpanVectors() {
+  const int j = (kVectorRegisters - 2) / (HC + 1);
+  return j > 4 ? 4 : j;
+}
+
+// acc[h][d, d + J N) += sum_{t < n} p[h][t] * rows[t][d, d + J N) for HC heads: each value vector
+// is loaded once for all the heads; per element one FMA chain in t order.
+template <int HC, int J>
+HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const float* const* rows,
+                               size_t n, size_t d, size_t hdp, float* HWY_RESTRICT acc) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  hn::Vec<DF> c[HC][J];
+  for (int h = 0; h < HC; ++h)
+    for (int j = 0; j < J; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
+  for (size_t t = 0; t < n; ++t) {
+    const float* v = rows[t] + d;
+    hn::Vec<DF> vj[J];
+    for (int j = 0; j < J; ++j) vj[j] = hn::LoadU(df, v + j * N);
+    for (int h = 0; h < HC; ++h) {
+      const auto w = hn::Set(df, p[h * tp + t]);
+      for (int j = 0; j < J; ++j) c[h][j] = hn::MulAdd(w, vj[j], c[h][j]);
+    }
+  }
+  for (int h = 0; h < HC; ++h)
+    for (int j = 0; j < J; ++j) hn::StoreU(c[h][j], df, acc + h * hdp + d + j * N);
+}
+
 // acc[h][0, hdp) += sum_{t < n} p[h][t] * rows[t][.] for HC heads at once (weights p rows tp
-// (the scores' stride) apart, acc rows hdp apart): each value vector is loaded once for all the heads; per element one
-// FMA chain in t order.
+// (the scores' stride) apart, acc rows hdp apart), in spans of as many vectors as the registers
+// hold. Every element's sum is the same FMA chain whatever the span it falls in.
 template <int HC>
 HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp,
                                  const float* const* rows, size_t n, size_t hdp,
                                  float* HWY_RESTRICT acc) {
-  const DF df;
-  const size_t N = hn::Lanes(df);
+  const size_t N = hn::Lanes(DF());
+  constexpr int J = AccumulateSpanVectors<HC>();
   size_t d = 0;
-  for (; d + 4 * N <= hdp; d += 4 * N) {
-    hn::Vec<DF> c[HC][4];
-    for (int h = 0; h < HC; ++h)
-      for (int j = 0; j < 4; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
-    for (size_t t = 0; t < n; ++t) {
-      const float* v = rows[t] + d;
-      const auto v0 = hn::LoadU(df, v), v1 = hn::LoadU(df, v + N);
-      const auto v2 = hn::LoadU(df, v + 2 * N), v3 = hn::LoadU(df, v + 3 * N);
-      for (int h = 0; h < HC; ++h) {
-        const auto w = hn::Set(df, p[h * tp + t]);
-        c[h][0] = hn::MulAdd(w, v0, c[h][0]);
-        c[h][1] = hn::MulAdd(w, v1, c[h][1]);
-        c[h][2] = hn::MulAdd(w, v2, c[h][2]);
-        c[h][3] = hn::MulAdd(w, v3, c[h][3]);
-      }
+  for (; d + J * N <= hdp; d += J * N) AccumulateSpan<HC, J>(p, tp, rows, n, d, hdp, acc);
+  if constexpr (J > 2) {
+    if (d + 2 * N <= hdp) {
+      AccumulateSpan<HC, 2>(p, tp, rows, n, d, hdp, acc);
+      d += 2 * N;
     }
-    for (int h = 0; h < HC; ++h)
-      for (int j = 0; j < 4; ++j) hn::StoreU(c[h][j], df, acc + h * hdp + d + j * N);
   }
-  for (; d < hdp; d += N) {
-    hn::Vec<DF> c[HC];
-    for (int h = 0; h < HC; ++h) c[h] = hn::LoadU(df, acc + h * hdp + d);
-    for (size_t t = 0; t < n; ++t) {
-      const auto v = hn::LoadU(df, rows[t] + d);
-      for (int h = 0; h < HC; ++h) c[h] = hn::MulAdd(hn::Set(df, p[h * tp + t]), v, c[h]);
-    }
-    for (int h = 0; h < HC; ++h) hn::StoreU(c[h], df, acc + h * hdp + d);
-  }
+  for (; d < hdp; d += N) AccumulateSpan<HC, 1>(p, tp, rows, n, d, hdp, acc);
 }
 
 HWY_INLINE void AccumulateHeads(const float* HWY_RESTRICT p, size_t tp, size_t heads,
