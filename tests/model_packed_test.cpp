@@ -103,5 +103,44 @@ void check_packed_forward(GgmlType type) {
   }
 }
 
+// A type no packed layout takes (Q5_K; its output matrix Q6_K): the matrices are copied as they
+// are onto huge pages and their file pages dropped. The same kernels read the same bytes, so the
+// logits are bit-identical to reading the file mapping; the copies count as packed bytes.
+TEST(ModelPacked, UnpackedTypesAreCopiedOntoHugePagesUnchanged) {
+  const GgmlType type = GgmlType::Q5_K;
+  const auto path = std::filesystem::path(::testing::TempDir()) / "hinge_copied_q5_k.gguf";
+  ThreadPool pool(2);
+  ASSERT_TRUE(write_synth_model(*find_synth_preset("tiny"), type, 5, path.string(), pool).ok());
+  auto loaded = load_model(path.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const LoadedModel& m = **loaded;
+  ASSERT_FALSE(m.file_mappings.empty());
+  ASSERT_EQ(m.weights.layers[0].wq.type, type);
+
+  ASSERT_EQ(setenv("HINGE_DISABLE_PACKING", "1", 1), 0);
+  const auto mapped = logits_of(m, pool, {});
+  ASSERT_EQ(unsetenv("HINGE_DISABLE_PACKING"), 0);
+  const auto copied = logits_of(m, pool, m.file_mappings);
+  const auto copied_again = logits_of(m, pool, m.file_mappings);  // file pages dropped before
+  EXPECT_EQ(mapped, copied);
+  EXPECT_EQ(copied, copied_again);
+
+  int64_t layer_bytes = 0;
+  for (const auto& l : m.weights.layers)
+    for (const kernels::MatrixView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      layer_bytes += w->rows * static_cast<int64_t>(w->row_bytes);
+  Transformer model(m.config, m.weights, pool, 16, m.file_mappings);
+  const bool tied = m.weights.output.data == m.weights.token_embd.data;
+  const int64_t output_bytes =
+      tied ? 0 : m.weights.output.rows * static_cast<int64_t>(m.weights.output.row_bytes);
+  EXPECT_EQ(model.packed_bytes(), layer_bytes + output_bytes);
+  EXPECT_GT(model.dropped_file_bytes(), 0);
+  // The transformer's views point at its copies, not at the file.
+  const auto* file = m.file_mappings[0].data();
+  const auto* q = static_cast<const uint8_t*>(model.weights().layers[0].wq.data);
+  EXPECT_TRUE(q < file || q >= file + m.file_mappings[0].size());
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace hinge

@@ -61,9 +61,10 @@ class Transformer {
   // Bytes of file-mapped weights whose pages were dropped because a packed copy replaced them
   // (never read again): the memory budget does not count them.
   int64_t dropped_file_bytes() const { return dropped_file_bytes_; }
-  // Bytes of the packed weight copies (anonymous memory, in RSS).
+  // Bytes of the packed weight copies and of the GGUF-layout copies on huge pages (anonymous
+  // memory, in RSS).
   int64_t packed_bytes() const {
-    int64_t n = 0;
+    int64_t n = copied_bytes_;
     for (const auto& p : packed_) n += static_cast<int64_t>(p->bytes());
     return n;
   }
@@ -96,6 +97,10 @@ class Transformer {
   // Packed copies of the matrices (kernels/matmul_packed.h) the views point to, when the CPU
   // has the packed kernel.
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  // Matrices no packed layout takes (Q6_K, Q5_K, ...; or where the GGUF layout measured
+  // fastest), copied as they are from the file mapping onto huge pages (the views point to them).
+  std::vector<std::unique_ptr<uint8_t[], kernels::PackedMatrix::Free>> copies_;
+  int64_t copied_bytes_ = 0;
   int64_t dropped_file_bytes_ = 0;  // file-mapped weight pages dropped after packing
   double pack_seconds_ = 0;
   // Per layer: the arena's K shift in the basis K is stored in (layer_view).
