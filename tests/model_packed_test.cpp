@@ -31,6 +31,12 @@ std::vector<float> logits_of(const LoadedModel& m, ThreadPool& pool,
   return out;
 }
 
+// Writes the "tiny" synth model of `type` to `path` and loads it from there (file-mapped).
+auto write_and_load(GgmlType type, const std::filesystem::path& path, ThreadPool& pool) {
+  EXPECT_TRUE(write_synth_model(*find_synth_preset("tiny"), type, 5, path.string(), pool).ok());
+  return load_model(path.string());
+}
+
 // Each packed layout that runs here: AMX tiles (Q8_0, Q4_0, Q4_K), then with AMX switched off
 // VNNI pairs (Q8_0, Q4_0).
 void check_packed_forward(GgmlType type);
@@ -54,8 +60,7 @@ void check_packed_forward(GgmlType type) {
     const auto path = std::filesystem::path(::testing::TempDir()) /
                       (std::string("hinge_packed_") + std::string(ggml_type_name(type)) + ".gguf");
     ThreadPool pool(2);
-    ASSERT_TRUE(write_synth_model(*find_synth_preset("tiny"), type, 5, path.string(), pool).ok());
-    auto loaded = load_model(path.string());
+    auto loaded = write_and_load(type, path, pool);
     ASSERT_TRUE(loaded.ok()) << loaded.status().message();
     const LoadedModel& m = **loaded;
     ASSERT_FALSE(m.file_mappings.empty());
@@ -110,8 +115,7 @@ TEST(ModelPacked, UnpackedTypesAreCopiedOntoHugePagesUnchanged) {
   const GgmlType type = GgmlType::Q5_K;
   const auto path = std::filesystem::path(::testing::TempDir()) / "hinge_copied_q5_k.gguf";
   ThreadPool pool(2);
-  ASSERT_TRUE(write_synth_model(*find_synth_preset("tiny"), type, 5, path.string(), pool).ok());
-  auto loaded = load_model(path.string());
+  auto loaded = write_and_load(type, path, pool);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   const LoadedModel& m = **loaded;
   ASSERT_FALSE(m.file_mappings.empty());
