@@ -5,10 +5,8 @@
 #include "kernels/kernel_choice.h"
 #include "kernels/cpu_features.h"
 
-
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <vector>
 
 #include "common/half.h"
