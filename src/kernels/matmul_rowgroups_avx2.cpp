@@ -52,11 +52,13 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //     20.0-24.9 (21.4; T1 8 KiB 22.1-28.1, T1 4 KiB 22.6-23.6); end to end llama-1b q4_0 decode
 //     36.1 / 30.0 / 36.7 / 38.8 -> 40.0 / 37.7 / 38.8 / 45.7 tok/s and smollm-135m q4_0 172 /
 //     179 / 167 -> 193 / 196 / 240 (alternating pairs, each faster with it).
-//   Q4_K none: every plan tried was slower (16.2-19.6 against 19.3-20.3; again 2026-12-07:
-//     T0 2 KiB 16.3-19.4, T1 8 KiB 17.6-19.7 against 18.4-21.2).
+//   Q4_K into L1 2 KiB ahead: in the kernel bench every plan was slower (16.2-19.6 against
+//     19.3-20.3; again 2026-12-07: T0 2 KiB 16.3-19.4, T1 8 KiB 17.6-19.7 against 18.4-21.2),
+//     but end to end, after NibbleDots and the huge pages, llama-1b q4_k decode was faster with
+//     T0 2 KiB in 12 of 14 alternating rounds (medians 39.9 / 36.4 against 36.1 / 34.0 tok/s).
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct RgPrefetchPlan {
-  Prefetch q8{0, 2048}, q4{0, 2048}, q4k;
+  Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048};
 };
 inline const RgPrefetchPlan& GetRgPrefetchPlan() {
   static const RgPrefetchPlan plan = [] {
