@@ -74,7 +74,7 @@ struct PackedMatrix {
   // kAmxTiles: bytes per group of 16 rows, nb * packed_tile_bytes(type) rounded up to 64.
   size_t qs_row_bytes = 0;
   // Releases a copy's memory: its own allocation, or its share of a huge-page chunk that
-  // smaller copies are carved from (packed_bytes.h).
+  // smaller copies are carved from (packed_memory.cpp).
   struct Free {
     std::shared_ptr<void> chunk;  // null: the pointer is the copy's own allocation
     void operator()(void* p);

@@ -49,19 +49,20 @@ void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_ma
   if (off && std::string_view(off) == "1") return;
   AddElapsed timed(&pack_seconds_);
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  // The file mapping holding [b, b + n), if any.
-  auto mapping_of = [&](const uint8_t* b, size_t n) -> const std::span<const uint8_t>* {
+  // Whether [b, b + n) lies in a file mapping.
+  auto in_mapping = [&](const uint8_t* b, size_t n) {
     for (const auto& f : file_mappings)
-      if (b >= f.data() && b + n <= f.data() + f.size()) return &f;
-    return nullptr;
+      if (b >= f.data() && b + n <= f.data() + f.size()) return true;
+    return false;
   };
   auto pack = [&](kernels::MatrixView& m, bool still_read) {
     const auto* b = static_cast<const uint8_t*>(m.data);
     const size_t n = static_cast<size_t>(m.rows) * m.row_bytes;
+    const bool in_file = b != nullptr && in_mapping(b, n);
     if (auto p = kernels::pack_matrix(m, pool_)) {
       m.packed = p.get();
       packed_.push_back(std::move(p));
-    } else if (!still_read && m.data != nullptr && mapping_of(b, n) != nullptr) {
+    } else if (!still_read && in_file) {
       // No packed layout for it: the GGUF layout, copied onto huge pages. Read from the file
       // mapping's 4 KiB pages, decode takes a TLB miss every 4 KiB (smollm-135m q8_0 in the
       // GGUF layout on Zen 3: 95.1 -> 98.7 tok/s with the copy, 8 of 10 interleaved rounds).
@@ -77,10 +78,9 @@ void Transformer::pack_weights(std::span<const std::span<const uint8_t>> file_ma
     } else {
       return;
     }
-    if (still_read) return;
     // The GGUF copy in the file is no longer read by the matmul: drop its whole pages (never
     // for heap buffers, whose pages would come back as zeros).
-    if (mapping_of(b, n) == nullptr) return;
+    if (still_read || !in_file) return;
     const uintptr_t lo = (reinterpret_cast<uintptr_t>(b) + page - 1) / page * page;
     const uintptr_t hi = (reinterpret_cast<uintptr_t>(b) + n) / page * page;
     if (hi > lo && madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) == 0)
