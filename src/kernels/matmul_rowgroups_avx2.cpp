@@ -87,8 +87,10 @@ HINGE_RG_INLINE void NibbleDots(const uint8_t* t, const int8_t* xq, const int32_
   for (int r = 0; r < 4; ++r) {
     const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64));
     const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(t + r * 64 + 32));
-    const __m256i w0l = _mm256_and_si256(v0, low), w0h = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
-    const __m256i w1l = _mm256_and_si256(v1, low), w1h = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
+    const __m256i w0l = _mm256_and_si256(v0, low);
+    const __m256i w0h = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low);
+    const __m256i w1l = _mm256_and_si256(v1, low);
+    const __m256i w1h = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low);
     for (int m = 0; m < MT; ++m) {
       int32_t xl, xh;  // tile rows r and r + 4
       std::memcpy(&xl, xq + m * 32 + r * 4, 4);
