@@ -47,8 +47,8 @@ namespace {
 #define HINGE_FG_INLINE inline __attribute__((always_inline)) HINGE_FG_ATTR
 
 constexpr int kTile = static_cast<int>(kFloatGroupTile);  // tokens per register tile
-constexpr int64_t kTokenBlock = 96;     // tokens per block (a multiple of kTile)
-constexpr int64_t kColBlock = 256;      // columns per block
+constexpr int64_t kTokenBlock = 96;                       // tokens per block (a multiple of kTile)
+constexpr int64_t kColBlock = 256;                        // columns per block
 
 // How a column's 16 weights are stored: as packed (F16, BF16) or converted once to f32 for
 // the token tiles of a column block (prefill).
@@ -64,7 +64,8 @@ HINGE_FG_INLINE void LoadColumn(const Elem<F>* p, __m256* lo, __m256* hi) {
     *hi = _mm256_load_ps(p + 8);
   } else if constexpr (F == Fmt::kBf16) {
     const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    *lo = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), 16));
+    *lo = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(v)), 16));
     *hi = _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(v, 1)), 16));
   } else {
@@ -96,8 +97,8 @@ HINGE_FG_INLINE void TileColumns(const Elem<F>* w, size_t group_stride, const fl
 
 // y[t][16g .. 16g + valid rows) = (or +=) the tile's rows for T tokens.
 template <int G, int T>
-HINGE_FG_INLINE void StoreTile(__m256 (&acc)[G][2][T], float* y, int64_t y_stride, int64_t rows_left,
-                               bool add) {
+HINGE_FG_INLINE void StoreTile(__m256 (&acc)[G][2][T], float* y, int64_t y_stride,
+                               int64_t rows_left, bool add) {
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) {
     const int64_t n_valid = rows_left - g * 16 < 16 ? rows_left - g * 16 : 16;
@@ -138,12 +139,21 @@ HINGE_FG_INLINE void Tile(const Elem<F>* w, size_t group_stride, const FloatGrou
   for (int i = 0; i < T; ++i)
     xs[i] = kDecode ? a.x + (at.t + i) * cols + at.k0
                     : a.x_tiles + (at.t / kTile * cols + at.k0) * kTile + (at.t % kTile + i);
+  float* const y = a.y + at.t * a.y_stride + at.g * 16;
+  if constexpr (!kDecode) {
+    // The output lines StoreTile reads and writes after the columns: rows of y lie y_stride
+    // floats apart (a token block's y outgrows L2 and L3 serves it), so fetch them while the
+    // FMAs run instead of stalling on them at the end.
+    for (int i = 0; i < T; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(y + i * a.y_stride), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(y + i * a.y_stride + G * 16 - 1), _MM_HINT_T0);
+    }
+  }
   __m256 acc[G][2][T];
   for (int i = 0; i < G; ++i)
     for (int j = 0; j < T; ++j) acc[i][0][j] = acc[i][1][j] = _mm256_setzero_ps();
   TileColumns<F, G, T, XS>(w, group_stride, xs, at.kc, acc);
-  StoreTile<G, T>(acc, a.y + at.t * a.y_stride + at.g * 16, a.y_stride, row_end - at.g * 16,
-                  at.k0 > 0);
+  StoreTile<G, T>(acc, y, a.y_stride, row_end - at.g * 16, at.k0 > 0);
 }
 
 // Decode: T tokens (1-6) over groups [g, g1), one column block, read from the packed copy.
@@ -157,7 +167,8 @@ HINGE_FG_INLINE void DecodeGroups(const FloatGroupArgs& a, int64_t g, int64_t g1
   const PackedMatrix& p = *a.w;
   const size_t stride = p.qs_row_bytes / 2;
   auto w = [&](int64_t grp) {
-    return reinterpret_cast<const uint16_t*>(p.qs.get() + static_cast<size_t>(grp) * p.qs_row_bytes) +
+    return reinterpret_cast<const uint16_t*>(p.qs.get() +
+                                             static_cast<size_t>(grp) * p.qs_row_bytes) +
            k0 * 16;
   };
   for (; g + G <= g1; g += G) Tile<F, G, T, true>(w(g), stride, a, {g, 0, k0, kc}, row_end);
@@ -168,28 +179,61 @@ template <Fmt F>
 HINGE_FG_INLINE void Decode(const FloatGroupArgs& a, int64_t g, int64_t g1, int64_t k0, int64_t kc,
                             int64_t row_end) {
   switch (a.num_tokens) {
-    case 1: DecodeGroups<F, 1>(a, g, g1, k0, kc, row_end); break;
-    case 2: DecodeGroups<F, 2>(a, g, g1, k0, kc, row_end); break;
-    case 3: DecodeGroups<F, 3>(a, g, g1, k0, kc, row_end); break;
-    case 4: DecodeGroups<F, 4>(a, g, g1, k0, kc, row_end); break;
-    case 5: DecodeGroups<F, 5>(a, g, g1, k0, kc, row_end); break;
-    default: DecodeGroups<F, 6>(a, g, g1, k0, kc, row_end); break;
+    case 1:
+      DecodeGroups<F, 1>(a, g, g1, k0, kc, row_end);
+      break;
+    case 2:
+      DecodeGroups<F, 2>(a, g, g1, k0, kc, row_end);
+      break;
+    case 3:
+      DecodeGroups<F, 3>(a, g, g1, k0, kc, row_end);
+      break;
+    case 4:
+      DecodeGroups<F, 4>(a, g, g1, k0, kc, row_end);
+      break;
+    case 5:
+      DecodeGroups<F, 5>(a, g, g1, k0, kc, row_end);
+      break;
+    default:
+      DecodeGroups<F, 6>(a, g, g1, k0, kc, row_end);
+      break;
   }
 }
 
 // Prefill: one group's column block, converted to f32 once (wf), times tokens [t0, t1) in tiles
-// of 6: the conversion leaves the inner loop, which then issues only loads and FMAs.
+// of 6: the conversion leaves the inner loop, which then issues only loads and FMAs. Each full
+// tile also prefetches its share of `next` (the next group's packed block, next_bytes, which
+// ConvertBlock reads next) into L2, so that the conversion does not wait on memory.
 HINGE_FG_INLINE void PrefillBlock(const float* wf, const FloatGroupArgs& a, int64_t g, int64_t t0,
-                                  int64_t t1, int64_t k0, int64_t kc, int64_t row_end) {
+                                  int64_t t1, int64_t k0, int64_t kc, int64_t row_end,
+                                  const char* next, int64_t next_bytes) {
+  const int64_t tiles = (t1 - t0) / kTile;
+  const int64_t lines_per_tile = tiles > 0 ? (next_bytes / 64 + tiles - 1) / tiles : 0;
+  int64_t line = 0;
   int64_t t = t0;
-  for (; t + kTile <= t1; t += kTile) Tile<Fmt::kF32, 1, kTile, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+  for (; t + kTile <= t1; t += kTile) {
+    for (int64_t i = 0; i < lines_per_tile && line * 64 < next_bytes; ++i, ++line)
+      _mm_prefetch(next + line * 64, _MM_HINT_T1);
+    Tile<Fmt::kF32, 1, kTile, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+  }
   switch (t1 - t) {
-    case 1: Tile<Fmt::kF32, 1, 1, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
-    case 2: Tile<Fmt::kF32, 1, 2, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
-    case 3: Tile<Fmt::kF32, 1, 3, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
-    case 4: Tile<Fmt::kF32, 1, 4, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
-    case 5: Tile<Fmt::kF32, 1, 5, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
-    default: break;
+    case 1:
+      Tile<Fmt::kF32, 1, 1, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+      break;
+    case 2:
+      Tile<Fmt::kF32, 1, 2, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+      break;
+    case 3:
+      Tile<Fmt::kF32, 1, 3, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+      break;
+    case 4:
+      Tile<Fmt::kF32, 1, 4, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+      break;
+    case 5:
+      Tile<Fmt::kF32, 1, 5, false>(wf, 0, a, {g, t, k0, kc}, row_end);
+      break;
+    default:
+      break;
   }
 }
 
@@ -228,11 +272,14 @@ HINGE_FG_ATTR void Rows(const FloatGroupArgs& a, int64_t row_begin, int64_t row_
     const int64_t t1 = t0 + kTokenBlock < nt ? t0 + kTokenBlock : nt;
     for (int64_t k0 = 0; k0 < cols; k0 += kColBlock) {
       const int64_t kc = cols - k0 < kColBlock ? cols - k0 : kColBlock;
+      auto block = [&](int64_t g) {
+        return reinterpret_cast<const char*>(p.qs.get()) + static_cast<size_t>(g) * p.qs_row_bytes +
+               k0 * 32;
+      };
       for (int64_t g = g0; g < g1; ++g) {
-        ConvertBlock<F>(reinterpret_cast<const uint16_t*>(p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes) +
-                            k0 * 16,
-                        kc, wf);
-        PrefillBlock(wf, a, g, t0, t1, k0, kc, row_end);
+        ConvertBlock<F>(reinterpret_cast<const uint16_t*>(block(g)), kc, wf);
+        PrefillBlock(wf, a, g, t0, t1, k0, kc, row_end, g + 1 < g1 ? block(g + 1) : nullptr,
+                     g + 1 < g1 ? kc * 32 : 0);
       }
     }
   }
@@ -254,7 +301,9 @@ void matmul_rows_float_groups_avx2(const FloatGroupArgs& a, int64_t row_begin, i
 
 #else
 
-bool float_groups_avx2_usable(GgmlType /*type*/) { return false; }
+bool float_groups_avx2_usable(GgmlType /*type*/) {
+  return false;
+}
 void matmul_rows_float_groups_avx2(const FloatGroupArgs& /*a*/, int64_t /*row_begin*/,
                                    int64_t /*row_end*/) {}
 
