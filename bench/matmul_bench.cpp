@@ -214,7 +214,10 @@ void BM_MatmulPrefill(benchmark::State& state) {
 
 void MatmulPrefillArgs(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "packed", "rows", "cols", "tokens", "threads"});
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1536, 576}, {2048, 8192}})
+  // A small model's projection (all in L2), a large one's down projection (x outgrows L2) and
+  // its gate / up projection (the outputs outgrow L2).
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{1536, 576}, {2048, 8192}, {8192, 2048}})
     for (int64_t type : {0, 1, 2, 3, 4})
       for (int64_t packed : {0, 1})
         for (int64_t tokens : {16, 512})
