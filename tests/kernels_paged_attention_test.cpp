@@ -18,8 +18,10 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "common/half.h"
 #include "common/thread_pool.h"
 #include "kernels/kv_quant.h"
 #include "kernels/paged_attention.h"
@@ -32,7 +34,9 @@ constexpr KvDtype kAllDtypes[] = {KvDtype::kF32,     KvDtype::kF16,     KvDtype:
                                   KvDtype::kFp8E4m3, KvDtype::kFp8E5m2, KvDtype::kInt8,
                                   KvDtype::kInt4};
 
-bool is_fp8(KvDtype t) { return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2; }
+bool is_fp8(KvDtype t) {
+  return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2;
+}
 
 struct ArenaLayout {
   int n_layers = 3;
@@ -83,7 +87,7 @@ struct SeqSpec {
 };
 // The last two are longer than a key partition (512, flash-decoding): a decode row with three
 // partitions, and prefill rows on both sides of the first partition boundary.
-constexpr SeqSpec kSeqs[] = {{1, 1},   {15, 15}, {16, 1},   {17, 5},
+constexpr SeqSpec kSeqs[] = {{1, 1},   {15, 15},  {16, 1},   {17, 5},
                              {100, 1}, {300, 37}, {1100, 1}, {530, 23}};
 
 struct Batch {
@@ -98,15 +102,13 @@ struct Batch {
   int32_t window = 0;
   float scale = 0.0f, softcap = 0.0f;
 
-  AttentionShape shape() const {
-    return {n_heads, n_kv_heads, head_dim, window, scale, softcap};
-  }
+  AttentionShape shape() const { return {n_heads, n_kv_heads, head_dim, window, scale, softcap}; }
   int64_t q_dim() const { return int64_t{n_heads} * head_dim; }
 };
 
 Batch make_batch(int n_heads, int n_kv_heads, int head_dim, int block_size, uint32_t seed) {
-  Batch b{n_heads, n_kv_heads, head_dim, {std::begin(kSeqs), std::end(kSeqs)}, {}, {}, {}, {}, {},
-          0, 0};
+  Batch b{n_heads, n_kv_heads, head_dim, {std::begin(kSeqs), std::end(kSeqs)}, {}, {}, {}, {},
+          {},      0,          0};
   int needed = 0;
   for (const SeqSpec& s : b.specs) needed += (s.len + block_size - 1) / block_size;
   b.num_blocks = needed + 5;  // spare blocks never referenced (still 0xFF)
@@ -151,8 +153,8 @@ Arena write_batch(const Batch& b, KvDtype kt, KvDtype vt, const ArenaLayout& al)
   for (size_t i = 0; i < b.specs.size(); ++i) {
     std::vector<int64_t> slots;
     for (int p = 0; p < b.specs[i].len; ++p) {
-      slots.push_back(int64_t{b.tables[i][static_cast<size_t>(p / al.block_size)]} *
-                          al.block_size + p % al.block_size);
+      slots.push_back(int64_t{b.tables[i][static_cast<size_t>(p / al.block_size)]} * al.block_size +
+                      p % al.block_size);
     }
     paged_kv_write(a.layer, b.k[i].data(), b.v[i].data(), slots);
   }
@@ -208,7 +210,8 @@ std::vector<float> naive_attention(const Batch& b) {
         for (double& x : w) sum += (x = std::exp(x - mx));
         for (int d = 0; d < hd; ++d) {
           double acc = 0.0;
-          for (int p = 0; p < len; ++p) acc += w[static_cast<size_t>(p)] * b.v[i][p * kv_dim + koff + d];
+          for (int p = 0; p < len; ++p)
+            acc += w[static_cast<size_t>(p)] * b.v[i][p * kv_dim + koff + d];
           out[static_cast<size_t>((s.query_begin + j) * b.q_dim() + h * hd + d)] =
               static_cast<float>(acc / sum);
         }
@@ -230,9 +233,8 @@ TEST(KernelsPagedAttention, SimdMatchesReferenceEveryDtype) {
       const Arena a = write_batch(b, t, t, ArenaLayout{});
       const auto simd = run_simd(a, b, 2);
       const auto ref = run_ref(a, b);
-      EXPECT_LE(rel_diff(simd, ref), 1e-4)
-          << kv::kv_dtype_name(t) << " heads " << c.n_heads << "/" << c.n_kv_heads << " dim "
-          << c.head_dim;
+      EXPECT_LE(rel_diff(simd, ref), 1e-4) << kv::kv_dtype_name(t) << " heads " << c.n_heads << "/"
+                                           << c.n_kv_heads << " dim " << c.head_dim;
     }
   }
   // Head size extremes.
@@ -260,8 +262,8 @@ TEST(KernelsPagedAttention, EveryCpuTargetMatchesReference) {
     if (!(supported & target)) continue;
     ++tested;
     hwy::SetSupportedTargetsForTest(target);
-    for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8,
-                      KvDtype::kInt4, KvDtype::kFp8E4m3}) {
+    for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8, KvDtype::kInt4,
+                      KvDtype::kFp8E4m3}) {
       const Arena a = write_batch(b, t, t, ArenaLayout{});
       EXPECT_LE(rel_diff(run_simd(a, b, 2), run_ref(a, b)), 1e-4)
           << kv::kv_dtype_name(t) << " on " << hwy::TargetName(target);
@@ -269,6 +271,30 @@ TEST(KernelsPagedAttention, EveryCpuTargetMatchesReference) {
     hwy::SetSupportedTargetsForTest(0);
   }
   EXPECT_GT(tested, 0);
+}
+
+// f16 rows of a head_dim that is a multiple of the vector are read in place and converted in
+// registers; other head sizes go through the f32 tile. Either way the values are those of f32
+// rows holding the same f16-rounded numbers, through the same operations: equal bit for bit,
+// with K and V in f16 together or apart. Smollm's shape (9 query heads per 3 KV heads: 3 heads
+// per group, the register-tight case) included.
+TEST(KernelsPagedAttention, F16RowsEqualF32RowsOfTheSameValues) {
+  for (const Config& c : {kConfigs[0], kConfigs[1], Config{9, 3, 64}}) {
+    Batch b = make_batch(c.n_heads, c.n_kv_heads, c.head_dim, 16, 31);
+    for (auto* rows : {&b.k, &b.v})
+      for (auto& seq : *rows)
+        for (float& x : seq) x = f16_to_f32(f32_to_f16(x));
+    const auto want = run_simd(write_batch(b, KvDtype::kF32, KvDtype::kF32, ArenaLayout{}), b, 2);
+    for (auto [kt, vt] :
+         {std::pair{KvDtype::kF16, KvDtype::kF16}, std::pair{KvDtype::kF16, KvDtype::kF32},
+          std::pair{KvDtype::kF32, KvDtype::kF16}}) {
+      const auto got = run_simd(write_batch(b, kt, vt, ArenaLayout{}), b, 2);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << "dim " << c.head_dim << " K " << kv::kv_dtype_name(kt) << " V "
+          << kv::kv_dtype_name(vt);
+    }
+  }
 }
 
 TEST(KernelsPagedAttention, F32MatchesNaiveAttention) {
@@ -372,9 +398,9 @@ TEST(KernelsPagedAttention, SlidingWindowScaleAndSoftcapMatchReference) {
 // Rotated blocks (the shift context policy): a query rotated per block equals the reference
 // (with the K-shift correction), and equals plain attention over keys re-rotated by the offset.
 struct Rotations {
-  std::vector<std::vector<float>> tables;             // per distinct offset
+  std::vector<std::vector<float>> tables;            // per distinct offset
   std::vector<std::vector<const float*>> per_block;  // per sequence
-  std::vector<std::vector<int32_t>> offsets;          // per sequence, per logical block
+  std::vector<std::vector<int32_t>> offsets;         // per sequence, per logical block
 };
 
 Rotations rotate_some_blocks(Batch& b, const RopeTable& rope, uint32_t seed) {
@@ -453,7 +479,8 @@ TEST(KernelsPagedAttention, RotatedBlocksMatchReferenceAndReRotatedKeys) {
         Batch bw = b, bm = moved;
         if (hadamard) {
           for (Batch* x : {&bw, &bm}) {
-            for (auto& k : x->k) hadamard_inplace(k.data(), static_cast<int64_t>(k.size() / 64), 64);
+            for (auto& k : x->k)
+              hadamard_inplace(k.data(), static_cast<int64_t>(k.size() / 64), 64);
             hadamard_inplace(x->q.data(), static_cast<int64_t>(x->q.size() / 64), 64);
           }
         }

@@ -9,8 +9,8 @@
 #define HINGE_KERNELS_ATTENTION_MATH_INL_H_
 #endif
 
-#include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
 
 #include <cmath>
 #include <cstddef>
@@ -36,8 +36,8 @@ HWY_INLINE hn::Vec<hn::Full128<float>> SumBlocks(D d, hn::Vec<D> v) {
 }
 
 // [sum of the lanes of r0, .. of r3]: a transposing reduction, cheaper than four SumOfLanes.
-HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r1,
-                                            hn::Vec<DF> r2, hn::Vec<DF> r3) {
+HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r1, hn::Vec<DF> r2,
+                                            hn::Vec<DF> r3) {
   const hn::Repartition<uint64_t, DF> du;
   // Per block: [r0_0 + r0_2, r1_0 + r1_2, r0_1 + r0_3, r1_1 + r1_3], likewise r2 / r3.
   const auto t01 = hn::Add(hn::InterleaveLower(df, r0, r1), hn::InterleaveUpper(df, r0, r1));
@@ -49,20 +49,30 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r
 }
 #endif
 
+// One vector of a K or V row as f32: f32 rows (the arena's, or a dequantized tile) as they are,
+// f16 rows straight from the arena (exact: the same values DequantRow would write to the tile,
+// without its store and reload).
+HWY_INLINE hn::Vec<DF> LoadRow(DF df, const float* p) {
+  return hn::LoadU(df, p);
+}
+HWY_INLINE hn::Vec<DF> LoadRow(DF df, const hwy::float16_t* p) {
+  return LoadKv(df, p);
+}
+
 // Scores of HC query heads (q rows hdp apart) against keys k[t0 .. t0 + 4): each key vector
 // is loaded once for all the heads. One accumulator per (head, key) over the row's vectors,
 // then one transposing reduction per head: the same sequence for every (head, key).
-template <int HC>
-HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const float* const* k, size_t hdp,
-                          float sqrt_hd, float* s, size_t tp) {
+template <int HC, typename T>
+HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const T* const* k, size_t hdp, float sqrt_hd,
+                          float* s, size_t tp) {
   const DF df;
   const size_t N = hn::Lanes(df);
   hn::Vec<DF> acc[HC][4];
   for (int h = 0; h < HC; ++h)
     for (int r = 0; r < 4; ++r) acc[h][r] = hn::Zero(df);
   for (size_t i = 0; i < hdp; i += N) {
-    const auto k0 = hn::LoadU(df, k[0] + i), k1 = hn::LoadU(df, k[1] + i);
-    const auto k2 = hn::LoadU(df, k[2] + i), k3 = hn::LoadU(df, k[3] + i);
+    const auto k0 = LoadRow(df, k[0] + i), k1 = LoadRow(df, k[1] + i);
+    const auto k2 = LoadRow(df, k[2] + i), k3 = LoadRow(df, k[3] + i);
     for (int h = 0; h < HC; ++h) {
       const auto qv = hn::LoadU(df, q + h * hdp + i);
       acc[h][0] = hn::MulAdd(qv, k0, acc[h][0]);
@@ -86,7 +96,8 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const float* const* k, si
 // [begin, n): s[h * sp + t] (k[t] valid there). Groups of 4 keys may write up to 3 scores past n
 // (within sp): a later range or FinishScores overwrites them. Each key's score is its own dot
 // product: the same whatever the range is.
-HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
+template <typename T>
+HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const T* const* k,
                            size_t begin, size_t n, size_t hdp, size_t sp, float sqrt_hd,
                            float* HWY_RESTRICT s) {
   for (size_t h0 = 0; h0 < heads; h0 += 4) {
@@ -95,20 +106,20 @@ HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const floa
     float* sh = s + h0 * sp;
     for (size_t t = begin; t < n; t += 4) {
       // The last 1..3 keys: missing ones repeat key t; their scores land past n.
-      const float* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
-                            t + 3 < n ? k[t + 3] : k[t]};
+      const T* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
+                        t + 3 < n ? k[t + 3] : k[t]};
       switch (hc) {
         case 4:
-          DotHeads4<4>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<4, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
         case 3:
-          DotHeads4<3>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<3, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
         case 2:
-          DotHeads4<2>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<2, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
         default:
-          DotHeads4<1>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<1, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
           break;
       }
     }
@@ -129,7 +140,8 @@ HWY_INLINE void FinishScores(size_t heads, size_t begin, size_t n, size_t tp, si
 }
 
 // ScoreRange over [begin, n), then FinishScores: a whole tile's scores.
-HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const float* const* k,
+template <typename T>
+HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const T* const* k,
                                size_t begin, size_t n, size_t hdp, size_t tp, size_t sp,
                                float sqrt_hd, float softcap, float* HWY_RESTRICT s) {
   ScoreRange(q, heads, k, begin, n, hdp, sp, sqrt_hd, s);
@@ -156,8 +168,8 @@ constexpr int AccumulateSpanVectors() {
 
 // acc[h][d, d + J N) += sum_{t < n} p[h][t] * rows[t][d, d + J N) for HC heads: each value vector
 // is loaded once for all the heads; per element one FMA chain in t order.
-template <int HC, int J>
-HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const float* const* rows,
+template <int HC, int J, typename T>
+HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const T* const* rows,
                                size_t n, size_t d, size_t hdp, float* HWY_RESTRICT acc) {
   const DF df;
   const size_t N = hn::Lanes(df);
@@ -165,9 +177,9 @@ HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const flo
   for (int h = 0; h < HC; ++h)
     for (int j = 0; j < J; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
   for (size_t t = 0; t < n; ++t) {
-    const float* v = rows[t] + d;
+    const T* v = rows[t] + d;
     hn::Vec<DF> vj[J];
-    for (int j = 0; j < J; ++j) vj[j] = hn::LoadU(df, v + j * N);
+    for (int j = 0; j < J; ++j) vj[j] = LoadRow(df, v + j * N);
     for (int h = 0; h < HC; ++h) {
       const auto w = hn::Set(df, p[h * tp + t]);
       for (int j = 0; j < J; ++j) c[h][j] = hn::MulAdd(w, vj[j], c[h][j]);
@@ -180,41 +192,41 @@ HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const flo
 // acc[h][0, hdp) += sum_{t < n} p[h][t] * rows[t][.] for HC heads at once (weights p rows tp
 // (the scores' stride) apart, acc rows hdp apart), in spans of as many vectors as the registers
 // hold. Every element's sum is the same FMA chain whatever the span it falls in.
-template <int HC>
-HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp,
-                                 const float* const* rows, size_t n, size_t hdp,
-                                 float* HWY_RESTRICT acc) {
+template <int HC, typename T>
+HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp, const T* const* rows,
+                                 size_t n, size_t hdp, float* HWY_RESTRICT acc) {
   const size_t N = hn::Lanes(DF());
   constexpr int J = AccumulateSpanVectors<HC>();
   size_t d = 0;
-  for (; d + J * N <= hdp; d += J * N) AccumulateSpan<HC, J>(p, tp, rows, n, d, hdp, acc);
+  for (; d + J * N <= hdp; d += J * N) AccumulateSpan<HC, J, T>(p, tp, rows, n, d, hdp, acc);
   if constexpr (J > 2) {
     if (d + 2 * N <= hdp) {
-      AccumulateSpan<HC, 2>(p, tp, rows, n, d, hdp, acc);
+      AccumulateSpan<HC, 2, T>(p, tp, rows, n, d, hdp, acc);
       d += 2 * N;
     }
   }
-  for (; d < hdp; d += N) AccumulateSpan<HC, 1>(p, tp, rows, n, d, hdp, acc);
+  for (; d < hdp; d += N) AccumulateSpan<HC, 1, T>(p, tp, rows, n, d, hdp, acc);
 }
 
+template <typename T>
 HWY_INLINE void AccumulateHeads(const float* HWY_RESTRICT p, size_t tp, size_t heads,
-                                const float* const* rows, size_t n, size_t hdp,
+                                const T* const* rows, size_t n, size_t hdp,
                                 float* HWY_RESTRICT acc) {
   for (size_t h0 = 0; h0 < heads; h0 += 4) {
     const float* ph = p + h0 * tp;
     float* ah = acc + h0 * hdp;
     switch (std::min<size_t>(4, heads - h0)) {
       case 4:
-        AccumulateHeadsN<4>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<4, T>(ph, tp, rows, n, hdp, ah);
         break;
       case 3:
-        AccumulateHeadsN<3>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<3, T>(ph, tp, rows, n, hdp, ah);
         break;
       case 2:
-        AccumulateHeadsN<2>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<2, T>(ph, tp, rows, n, hdp, ah);
         break;
       default:
-        AccumulateHeadsN<1>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<1, T>(ph, tp, rows, n, hdp, ah);
         break;
     }
   }
@@ -233,7 +245,8 @@ HWY_INLINE void SoftmaxStep(float* HWY_RESTRICT s, size_t tp, size_t hdp, float&
     const float alpha = std::exp(m - m_new);
     l *= alpha;
     const auto va = hn::Set(df, alpha);
-    for (size_t i = 0; i < hdp; i += N) hn::StoreU(hn::Mul(va, hn::LoadU(df, acc + i)), df, acc + i);
+    for (size_t i = 0; i < hdp; i += N)
+      hn::StoreU(hn::Mul(va, hn::LoadU(df, acc + i)), df, acc + i);
   }
   m = m_new;
   const auto vm = hn::Set(df, m_new);

@@ -17,6 +17,8 @@
 // thread. Scratch: [fp8 decode tables][per-thread regions], grown only for a larger shape.
 //
 // The dequantization is bit-identical to kv_dequantize_row_ref on every target (tested).
+#include "kernels/paged_attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -26,7 +28,6 @@
 #include "common/half.h"
 #include "common/status.h"
 #include "kernels/kv_quant.h"
-#include "kernels/paged_attention.h"
 #include "kernels/paged_attention_check.h"
 
 #ifndef HINGE_KERNELS_PAGED_ATTENTION_JOB_
@@ -67,6 +68,8 @@ struct Job {
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/paged_attention.cpp"
+// The order matters: each -inl header uses the ones before it.
+// clang-format off
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
@@ -74,18 +77,21 @@ struct Job {
 #include "kernels/simd_util-inl.h"
 #include "kernels/kv_row_dequant-inl.h"
 #include "kernels/attention_math-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace hinge::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using paged_detail::Job;
+using paged_detail::kKeyPartition;
 using paged_detail::kKeyTile;
 using paged_detail::kUnitRows;
-using paged_detail::kKeyPartition;
 using DF = hn::ScalableTag<float>;
 
-HWY_INLINE size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+HWY_INLINE size_t RoundUp(size_t x, size_t m) {
+  return (x + m - 1) / m * m;
+}
 
 // Per-thread scratch, in floats, for units of up to `heads` query heads: their padded queries,
 // accumulators and softmax state, plus one head's scores and one K or V tile.
@@ -146,7 +152,6 @@ HWY_INLINE void PrefetchSpans(const uint8_t* const* tokens, size_t n, int64_t be
   }
 }
 
-
 // Points rows_f32[t] at the row (tokens[t] + head_off) as f32 with hdp floats: straight into
 // the arena for f32 rows when no padding is needed (head_dim a multiple of the vector) and the
 // row is 4-aligned, else at its dequantized copy in `tile`. Same values either way.
@@ -165,14 +170,22 @@ HWY_INLINE void LoadTile(KvDtype dtype, const uint8_t* const* tokens, int64_t he
   }
 }
 
+// Points rows[t] at the f16 row (tokens[t] + head_off), read in place by the score and value
+// loops (converted in registers: no tile store and reload).
+HWY_INLINE void PointF16Rows(const uint8_t* const* tokens, int64_t head_off, size_t n,
+                             const hwy::float16_t** rows) {
+  for (size_t t = 0; t < n; ++t)
+    rows[t] = reinterpret_cast<const hwy::float16_t*>(tokens[t] + head_off);
+}
+
 // Scores of one row's `group` query heads (of KV head kvh) against tile keys [nb, ne) (tile
 // starting at key t0) when the sequence has rotated blocks: one ScoreRange per run of keys
 // whose blocks share a rotation, rotated runs with their queries rotated (into qr) and the
 // K-shift correction added; then FinishScores.
-HWY_INLINE void ScoreRotated(const Job& job, const AttentionSeq& seq, const float* q,
-                             size_t group, int32_t kvh, const float* const* kf, int64_t t0,
-                             size_t nb, size_t ne, size_t hdp, size_t tp, size_t sp,
-                             float* HWY_RESTRICT qr, float* HWY_RESTRICT s) {
+HWY_INLINE void ScoreRotated(const Job& job, const AttentionSeq& seq, const float* q, size_t group,
+                             int32_t kvh, const float* const* kf, int64_t t0, size_t nb, size_t ne,
+                             size_t hdp, size_t tp, size_t sp, float* HWY_RESTRICT qr,
+                             float* HWY_RESTRICT s) {
   const PagedKvLayer& kv = *job.kv;
   const int64_t bs = kv.block_size;
   const size_t hd = static_cast<size_t>(job.head_dim);
@@ -212,9 +225,10 @@ HWY_INLINE void ScoreRotated(const Job& job, const AttentionSeq& seq, const floa
 // One unit: query rows [row, row + nrows) of `seq` (nrows <= kUnitRows), the query heads of KV
 // heads [kvh_begin, kvh_end), keys [key_begin, key_begin + kKeyPartition) (a partition; rows
 // with fewer keys end earlier, rows with none skip it). A row whose keys all fit one partition
-// gets its output; the others leave their partial state in job.partials. The rows share every K/V tile load (and its conversion to f32);
-// each row stops at its own causal length. A row's result is the same whatever the unit it is
-// computed in (same tiles, same operations). `scratch`: ThreadScratchFloats floats.
+// gets its output; the others leave their partial state in job.partials. The rows share every K/V
+// tile load (and its conversion to f32); each row stops at its own causal length. A row's result is
+// the same whatever the unit it is computed in (same tiles, same operations). `scratch`:
+// ThreadScratchFloats floats.
 void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nrows,
                 int32_t kvh_begin, int32_t kvh_end, int64_t key_begin,
                 float* HWY_RESTRICT scratch) {
@@ -266,6 +280,15 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
   TileTokens tok[2];
   const float* kf[kKeyTile];  // the tile's rows of one head as f32
   const float* vf[kKeyTile];
+  // A unit of one query row (decode) reads f16 rows of head_dim a multiple of the vector in
+  // place (kh, vh) instead: the same values, converted in registers by the loops that use them
+  // (measured on Zen 3, smollm-135m's shape, 1 x 2048 keys, 1 thread: the tile's conversion
+  // loop held a third of the samples). Rows of a prefill unit share the converted tile.
+  const bool in_place = rows == 1 && hd == hdp;
+  const bool k_f16 = in_place && kv.k_dtype == KvDtype::kF16 && seq.block_rotation == nullptr;
+  const bool v_f16 = in_place && kv.v_dtype == KvDtype::kF16;
+  const hwy::float16_t* kh[kKeyTile];
+  const hwy::float16_t* vh[kKeyTile];
   int cur = 0;
   const int64_t t_first = key_begin + (lo0 - key_begin) / kKeyTile * kKeyTile;
   for (int64_t t0 = t_first; t0 < len; t0 += kKeyTile, cur ^= 1) {
@@ -295,28 +318,41 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
     }
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const size_t i0 = static_cast<size_t>(kvh - kvh_begin) * group;  // first query head
-      LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n - s0, job.k_fp8_table, kv.k_scale,
-               hd, hdp, tile + s0 * hdp, kf + s0);
+      if (k_f16)
+        PointF16Rows(tok[cur].k, kvh * kv.k_row_bytes, n - s0, kh + s0);
+      else
+        LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n - s0, job.k_fp8_table, kv.k_scale,
+                 hd, hdp, tile + s0 * hdp, kf + s0);
       for (size_t r = 0; r < rows; ++r) {
         if (ne[r] == nb[r]) continue;
         const size_t v0 = r * heads + i0;  // the group's first virtual head
-        if (seq.block_rotation == nullptr)
+        if (k_f16)
+          ScoreTileHeads(qp + v0 * hdp, group, kh, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
+                         job.softcap, scores + r * group * lay.sp);
+        else if (seq.block_rotation == nullptr)
           ScoreTileHeads(qp + v0 * hdp, group, kf, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
                          job.softcap, scores + r * group * lay.sp);
         else
-          ScoreRotated(job, seq, qp + v0 * hdp, group, kvh, kf, t0, nb[r], ne[r], hdp, tp,
-                       lay.sp, scratch + lay.qr, scores + r * group * lay.sp);
+          ScoreRotated(job, seq, qp + v0 * hdp, group, kvh, kf, t0, nb[r], ne[r], hdp, tp, lay.sp,
+                       scratch + lay.qr, scores + r * group * lay.sp);
         for (size_t g = 0; g < group; ++g)
           SoftmaxStep(scores + (r * group + g) * lay.sp, tp, hdp, m[v0 + g], l[v0 + g],
                       acc + (v0 + g) * hdp);
       }
-      LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n - s0, job.v_fp8_table, kv.v_scale,
-               hd, hdp, tile + s0 * hdp, vf + s0);
+      if (v_f16)
+        PointF16Rows(tok[cur].v, kvh * kv.v_row_bytes, n - s0, vh + s0);
+      else
+        LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n - s0, job.v_fp8_table, kv.v_scale,
+                 hd, hdp, tile + s0 * hdp, vf + s0);
       for (size_t r = 0; r < rows; ++r) {
         if (ne[r] == nb[r]) continue;
         // Keys before nb[r] weigh exactly 0 (e^-inf): skipping them changes nothing.
-        AccumulateHeads(scores + r * group * lay.sp + nb[r], lay.sp, group, vf + nb[r],
-                        ne[r] - nb[r], hdp, acc + (r * heads + i0) * hdp);
+        float* const a = acc + (r * heads + i0) * hdp;
+        const float* const p = scores + r * group * lay.sp + nb[r];
+        if (v_f16)
+          AccumulateHeads(p, lay.sp, group, vh + nb[r], ne[r] - nb[r], hdp, a);
+        else
+          AccumulateHeads(p, lay.sp, group, vf + nb[r], ne[r] - nb[r], hdp, a);
       }
     }
   }
@@ -328,9 +364,9 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
     if (std::min(len_r, key_end) <= std::max(lo_r, key_begin)) continue;  // none here
     const int64_t first_p = lo_r / kKeyPartition;
     if ((len_r - 1) / kKeyPartition > first_p) {  // a partial state, merged after all units ran
-      float* part = job.partials + job.partial_offset[q_row] +
-                    static_cast<size_t>(key_begin / kKeyPartition - first_p) * job.n_heads *
-                        (hd + 2);
+      float* part =
+          job.partials + job.partial_offset[q_row] +
+          static_cast<size_t>(key_begin / kKeyPartition - first_p) * job.n_heads * (hd + 2);
       for (size_t i = 0; i < heads; ++i) {
         float* dst = part + (head0 + i) * (hd + 2);
         dst[0] = m[r * heads + i];
@@ -371,7 +407,9 @@ constexpr int64_t kRowsPerThread = 4;
 constexpr size_t kFp8TableFloats = 2 * 256;
 constexpr size_t kAlignFloats = 16;  // 64 bytes
 
-bool is_fp8(KvDtype t) { return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2; }
+bool is_fp8(KvDtype t) {
+  return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2;
+}
 
 void fill_fp8_table(KvDtype t, float scale, float* table) {
   for (int b = 0; b < 256; ++b) {
@@ -438,13 +476,13 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   // to keep the threads busy. A row's result is the same either way.
   int64_t total_rows = 0;
   for (const AttentionSeq& s : seqs) total_rows += s.num_queries;
-  const int32_t unit_heads =
-      serial || total_rows >= kRowsPerThread * pool.size() ? n_kv : 1;
+  const int32_t unit_heads = serial || total_rows >= kRowsPerThread * pool.size() ? n_kv : 1;
 
   // Partial-state storage for rows whose keys span partitions (indexed by batch row).
   const size_t rec = static_cast<size_t>(shape.head_dim) + 2;  // [m, l, acc[head_dim]]
   int64_t max_row = 0;
-  for (const AttentionSeq& s : seqs) max_row = std::max<int64_t>(max_row, s.query_begin + s.num_queries);
+  for (const AttentionSeq& s : seqs)
+    max_row = std::max<int64_t>(max_row, s.query_begin + s.num_queries);
   if (scratch.partial_offset.size() < static_cast<size_t>(max_row))
     scratch.partial_offset.resize(static_cast<size_t>(max_row));
   size_t partial_floats = 0;
@@ -478,8 +516,8 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   job.n_heads = shape.n_heads;
   job.group = group;
   job.head_dim = shape.head_dim;
-  job.score_div = shape.scale > 0.0f ? 1.0f / shape.scale
-                                     : std::sqrt(static_cast<float>(shape.head_dim));
+  job.score_div =
+      shape.scale > 0.0f ? 1.0f / shape.scale : std::sqrt(static_cast<float>(shape.head_dim));
   job.softcap = shape.softcap;
   job.window = window;
   job.rope_style = shape.rope_style;
@@ -524,8 +562,8 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
           if (keys == 0) continue;
           for (int32_t h = 0; h < n_kv; h += unit_heads, c += keys * unit_heads) {
             if (c >= begin && c < end) {
-              HWY_DYNAMIC_DISPATCH(AttendUnit)(job, s, j, rows, h, h + unit_heads,
-                                               p * kKeyPartition, ts);
+              HWY_DYNAMIC_DISPATCH(AttendUnit)
+              (job, s, j, rows, h, h + unit_heads, p * kKeyPartition, ts);
             }
           }
         }
@@ -545,7 +583,8 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   const int64_t hd = shape.head_dim;
   auto merge = [&](const AttentionSeq& s, int32_t j) {
     const int64_t pos = int64_t{s.first_position} + j;
-    const int64_t parts = pos / kKeyPartition - attention_first_key(pos, window) / kKeyPartition + 1;
+    const int64_t parts =
+        pos / kKeyPartition - attention_first_key(pos, window) / kKeyPartition + 1;
     if (parts == 1) return;
     const int64_t q_row = int64_t{s.query_begin} + j;
     const float* part = job.partials + job.partial_offset[q_row];
