@@ -1,6 +1,6 @@
 // Paged attention decode throughput: 16 or 1 sequences x 192 tokens of context, and 1 or 4 sequences
 // x 2048 (long context, few sequences), one query each, smollm-135m's attention shape (9 query
-// heads, 3 KV heads, head_dim 64), KV in f32 / f16 / int8, 1 and 2 threads. bytes_per_second = K + V bytes read per call (the number to watch: decode
+// heads, 3 KV heads, head_dim 64; HINGE_BENCH_ATTN_HEADS=32:8 for llama-1b's), KV in f32 / f16 / int8, 1 and 2 threads. bytes_per_second = K + V bytes read per call (the number to watch: decode
 // attention is memory-bound).
 //
 // The arena holds as many layers as make >= 128 MiB of KV (one per iteration, round robin), so
@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -29,7 +30,30 @@ namespace hinge::kernels {
 namespace {
 
 constexpr KvDtype kDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kInt8};
-constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64;
+constexpr int kHeadDim = 64;
+
+// Query and KV heads: smollm-135m's 9 / 3, or HINGE_BENCH_ATTN_HEADS=Q:KV (e.g. 32:8, llama-1b
+// and most GQA models: 4 query heads per KV head).
+struct Heads {
+  int q = 9, kv = 3;
+};
+const Heads& heads() {
+  static const Heads h = [] {
+    Heads r;
+    if (const char* env = std::getenv("HINGE_BENCH_ATTN_HEADS")) {
+      int q = 0, kv = 0;
+      if (std::sscanf(env, "%d:%d", &q, &kv) == 2 && q > 0 && kv > 0 && q % kv == 0) {
+        r.q = q;
+        r.kv = kv;
+      } else {
+        std::fprintf(stderr, "HINGE_BENCH_ATTN_HEADS=%s: expected Q:KV with KV dividing Q\n", env);
+        std::exit(2);
+      }
+    }
+    return r;
+  }();
+  return h;
+}
 constexpr int kBlockSize = 16;
 constexpr size_t kDefaultStreamMiB = 128;  // override with HINGE_BENCH_STREAM_MIB (0: in-cache)
 
@@ -53,7 +77,7 @@ const KvSetup& setup(KvDtype dtype, int num_seqs, int context) {
   slot = std::make_unique<KvSetup>();
   KvSetup& s = *slot;
   const int64_t row = static_cast<int64_t>(kv_row_bytes(dtype, kHeadDim));
-  const int64_t token = kKvHeads * row;                 // K (or V) of one token
+  const int64_t token = heads().kv * row;                 // K (or V) of one token
   const int64_t layer_bytes = 2 * kBlockSize * token;  // K then V region of one block
   const int num_blocks = num_seqs * blocks_per_seq;
   s.bytes_per_call = int64_t{num_seqs} * context * 2 * token;
@@ -68,14 +92,14 @@ const KvSetup& setup(KvDtype dtype, int num_seqs, int context) {
   std::shuffle(s.tables.begin(), s.tables.end(), rng);
 
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(context * kKvHeads * kHeadDim)), v(k.size());
+  std::vector<float> k(static_cast<size_t>(context * heads().kv * kHeadDim)), v(k.size());
   std::vector<int64_t> slots(context);
   for (int l = 0; l < n_layers; ++l) {
     PagedKvLayer layer;
     layer.base = s.arena.data();
     layer.block_stride = block_stride;
     layer.block_size = kBlockSize;
-    layer.n_kv_heads = kKvHeads;
+    layer.n_kv_heads = heads().kv;
     layer.head_dim = kHeadDim;
     layer.k_dtype = layer.v_dtype = dtype;
     layer.k_offset = l * layer_bytes;
@@ -111,8 +135,8 @@ void BM_PagedAttentionDecode(benchmark::State& state) {
     seqs[static_cast<size_t>(i)].block_table = &s.tables[static_cast<size_t>(i * blocks_per_seq)];
     seqs[static_cast<size_t>(i)].num_blocks = blocks_per_seq;
   }
-  const AttentionShape shape{kHeads, kKvHeads, kHeadDim};
-  std::vector<float> q(static_cast<size_t>(num_seqs * kHeads * kHeadDim)), out(q.size());
+  const AttentionShape shape{heads().q, heads().kv, kHeadDim};
+  std::vector<float> q(static_cast<size_t>(num_seqs * heads().q * kHeadDim)), out(q.size());
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& x : q) x = dist(rng);
