@@ -21,7 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/half.h"
 #include "common/thread_pool.h"
 #include "kernels/kv_quant.h"
 #include "kernels/paged_attention.h"
@@ -273,22 +272,44 @@ TEST(KernelsPagedAttention, EveryCpuTargetMatchesReference) {
   EXPECT_GT(tested, 0);
 }
 
-// f16 rows of a head_dim that is a multiple of the vector are read in place and converted in
-// registers; other head sizes go through the f32 tile. Either way the values are those of f32
-// rows holding the same f16-rounded numbers, through the same operations: equal bit for bit,
-// with K and V in f16 together or apart. Smollm's shape (9 query heads per 3 KV heads: 3 heads
-// per group, the register-tight case) included.
-TEST(KernelsPagedAttention, F16RowsEqualF32RowsOfTheSameValues) {
+// The batch with K (and / or V) replaced by what the arena holds, dequantized by the reference.
+Batch stored_values(Batch b, const Arena& a, bool keys, bool values) {
+  const PagedKvLayer& l = a.layer;
+  for (size_t i = 0; i < b.specs.size(); ++i)
+    for (int p = 0; p < b.specs[i].len; ++p)
+      for (int h = 0; h < b.n_kv_heads; ++h) {
+        const uint8_t* block =
+            l.base + int64_t{b.tables[i][static_cast<size_t>(p / l.block_size)]} * l.block_stride;
+        const size_t at = (static_cast<size_t>(p) * b.n_kv_heads + h) * b.head_dim;
+        const int64_t o = p % l.block_size;
+        if (keys)
+          kv_dequantize_row_ref(l.k_dtype,
+                                block + l.k_offset + o * l.k_token_stride + h * l.k_row_bytes,
+                                b.k[i].data() + at, b.head_dim, l.k_scale);
+        if (values)
+          kv_dequantize_row_ref(l.v_dtype,
+                                block + l.v_offset + o * l.v_token_stride + h * l.v_row_bytes,
+                                b.v[i].data() + at, b.head_dim, l.v_scale);
+      }
+  return b;
+}
+
+// Decode rows read f16, bf16 and int8 rows in place (head_dim a multiple of the vector) and
+// convert them in registers; prefill rows and other head sizes go through the f32 tile. Either
+// way the values are those of f32 rows holding the stored values (dequantized by the
+// reference), through the same operations: equal bit for bit, with K and V stored alike or
+// apart. Smollm's shape (3 query heads per KV head, the register-tight case) included.
+TEST(KernelsPagedAttention, StoredRowsEqualF32RowsOfTheirValues) {
   for (const Config& c : {kConfigs[0], kConfigs[1], Config{9, 3, 64}}) {
-    Batch b = make_batch(c.n_heads, c.n_kv_heads, c.head_dim, 16, 31);
-    for (auto* rows : {&b.k, &b.v})
-      for (auto& seq : *rows)
-        for (float& x : seq) x = f16_to_f32(f32_to_f16(x));
-    const auto want = run_simd(write_batch(b, KvDtype::kF32, KvDtype::kF32, ArenaLayout{}), b, 2);
+    const Batch b = make_batch(c.n_heads, c.n_kv_heads, c.head_dim, 16, 31);
     for (auto [kt, vt] :
-         {std::pair{KvDtype::kF16, KvDtype::kF16}, std::pair{KvDtype::kF16, KvDtype::kF32},
-          std::pair{KvDtype::kF32, KvDtype::kF16}}) {
-      const auto got = run_simd(write_batch(b, kt, vt, ArenaLayout{}), b, 2);
+         {std::pair{KvDtype::kF16, KvDtype::kF16}, std::pair{KvDtype::kBf16, KvDtype::kBf16},
+          std::pair{KvDtype::kInt8, KvDtype::kInt8}, std::pair{KvDtype::kF16, KvDtype::kF32},
+          std::pair{KvDtype::kF32, KvDtype::kInt8}}) {
+      const Arena stored = write_batch(b, kt, vt, ArenaLayout{});
+      const Batch f = stored_values(b, stored, kt != KvDtype::kF32, vt != KvDtype::kF32);
+      const auto want = run_simd(write_batch(f, KvDtype::kF32, KvDtype::kF32, ArenaLayout{}), f, 2);
+      const auto got = run_simd(stored, b, 2);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
           << "dim " << c.head_dim << " K " << kv::kv_dtype_name(kt) << " V "

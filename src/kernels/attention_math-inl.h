@@ -49,30 +49,37 @@ HWY_INLINE hn::Vec<hn::Full128<float>> Sum4(DF df, hn::Vec<DF> r0, hn::Vec<DF> r
 }
 #endif
 
-// One vector of a K or V row as f32: f32 rows (the arena's, or a dequantized tile) as they are,
-// f16 rows straight from the arena (exact: the same values DequantRow would write to the tile,
-// without its store and reload).
-HWY_INLINE hn::Vec<DF> LoadRow(DF df, const float* p) {
+// One vector of a K or V row as f32: f32 rows (the arena's, or a dequantized tile) as they are;
+// f16, bf16 and int8 rows straight from the arena, int8 times its row's scale `sc`. Exact: the
+// values DequantRow would write to the tile (the same conversion, the same one rounding of the
+// scale's product), without its store and reload.
+HWY_INLINE hn::Vec<DF> LoadRow(DF df, const float* p, float /*sc*/) {
   return hn::LoadU(df, p);
 }
-HWY_INLINE hn::Vec<DF> LoadRow(DF df, const hwy::float16_t* p) {
+HWY_INLINE hn::Vec<DF> LoadRow(DF df, const hwy::float16_t* p, float /*sc*/) {
   return LoadKv(df, p);
+}
+HWY_INLINE hn::Vec<DF> LoadRow(DF df, const hwy::bfloat16_t* p, float /*sc*/) {
+  return LoadKv(df, p);
+}
+HWY_INLINE hn::Vec<DF> LoadRow(DF df, const int8_t* p, float sc) {
+  return hn::Mul(hn::Set(df, sc), LoadKv(df, p));
 }
 
 // Scores of HC query heads (q rows hdp apart) against keys k[t0 .. t0 + 4): each key vector
 // is loaded once for all the heads. One accumulator per (head, key) over the row's vectors,
 // then one transposing reduction per head: the same sequence for every (head, key).
 template <int HC, typename T>
-HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const T* const* k, size_t hdp, float sqrt_hd,
-                          float* s, size_t tp) {
+HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const T* const* k, const float* sc,
+                          size_t hdp, float sqrt_hd, float* s, size_t tp) {
   const DF df;
   const size_t N = hn::Lanes(df);
   hn::Vec<DF> acc[HC][4];
   for (int h = 0; h < HC; ++h)
     for (int r = 0; r < 4; ++r) acc[h][r] = hn::Zero(df);
   for (size_t i = 0; i < hdp; i += N) {
-    const auto k0 = LoadRow(df, k[0] + i), k1 = LoadRow(df, k[1] + i);
-    const auto k2 = LoadRow(df, k[2] + i), k3 = LoadRow(df, k[3] + i);
+    const auto k0 = LoadRow(df, k[0] + i, sc[0]), k1 = LoadRow(df, k[1] + i, sc[1]);
+    const auto k2 = LoadRow(df, k[2] + i, sc[2]), k3 = LoadRow(df, k[3] + i, sc[3]);
     for (int h = 0; h < HC; ++h) {
       const auto qv = hn::LoadU(df, q + h * hdp + i);
       acc[h][0] = hn::MulAdd(qv, k0, acc[h][0]);
@@ -96,30 +103,34 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const T* const* k, size_t
 // [begin, n): s[h * sp + t] (k[t] valid there). Groups of 4 keys may write up to 3 scores past n
 // (within sp): a later range or FinishScores overwrites them. Each key's score is its own dot
 // product: the same whatever the range is.
+// sc: the keys' row scales (int8 rows read in place; unused otherwise, may be null).
 template <typename T>
 HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const T* const* k,
                            size_t begin, size_t n, size_t hdp, size_t sp, float sqrt_hd,
-                           float* HWY_RESTRICT s) {
+                           float* HWY_RESTRICT s, const float* sc = nullptr) {
   for (size_t h0 = 0; h0 < heads; h0 += 4) {
     const size_t hc = std::min<size_t>(4, heads - h0);
     const float* qh = q + h0 * hdp;
     float* sh = s + h0 * sp;
     for (size_t t = begin; t < n; t += 4) {
       // The last 1..3 keys: missing ones repeat key t; their scores land past n.
-      const T* k4[4] = {k[t], t + 1 < n ? k[t + 1] : k[t], t + 2 < n ? k[t + 2] : k[t],
-                        t + 3 < n ? k[t + 3] : k[t]};
+      const size_t i4[4] = {t, t + 1 < n ? t + 1 : t, t + 2 < n ? t + 2 : t, t + 3 < n ? t + 3 : t};
+      const T* k4[4] = {k[i4[0]], k[i4[1]], k[i4[2]], k[i4[3]]};
+      float sc4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (sc != nullptr)
+        for (int r = 0; r < 4; ++r) sc4[r] = sc[i4[r]];
       switch (hc) {
         case 4:
-          DotHeads4<4, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<4, T>(qh, k4, sc4, hdp, sqrt_hd, sh + t, sp);
           break;
         case 3:
-          DotHeads4<3, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<3, T>(qh, k4, sc4, hdp, sqrt_hd, sh + t, sp);
           break;
         case 2:
-          DotHeads4<2, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<2, T>(qh, k4, sc4, hdp, sqrt_hd, sh + t, sp);
           break;
         default:
-          DotHeads4<1, T>(qh, k4, hdp, sqrt_hd, sh + t, sp);
+          DotHeads4<1, T>(qh, k4, sc4, hdp, sqrt_hd, sh + t, sp);
           break;
       }
     }
@@ -143,8 +154,9 @@ HWY_INLINE void FinishScores(size_t heads, size_t begin, size_t n, size_t tp, si
 template <typename T>
 HWY_INLINE void ScoreTileHeads(const float* HWY_RESTRICT q, size_t heads, const T* const* k,
                                size_t begin, size_t n, size_t hdp, size_t tp, size_t sp,
-                               float sqrt_hd, float softcap, float* HWY_RESTRICT s) {
-  ScoreRange(q, heads, k, begin, n, hdp, sp, sqrt_hd, s);
+                               float sqrt_hd, float softcap, float* HWY_RESTRICT s,
+                               const float* sc = nullptr) {
+  ScoreRange(q, heads, k, begin, n, hdp, sp, sqrt_hd, s, sc);
   FinishScores(heads, begin, n, tp, sp, softcap, s);
 }
 
@@ -170,7 +182,8 @@ constexpr int AccumulateSpanVectors() {
 // is loaded once for all the heads; per element one FMA chain in t order.
 template <int HC, int J, typename T>
 HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const T* const* rows,
-                               size_t n, size_t d, size_t hdp, float* HWY_RESTRICT acc) {
+                               const float* sc, size_t n, size_t d, size_t hdp,
+                               float* HWY_RESTRICT acc) {
   const DF df;
   const size_t N = hn::Lanes(df);
   hn::Vec<DF> c[HC][J];
@@ -178,8 +191,9 @@ HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const T* 
     for (int j = 0; j < J; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
   for (size_t t = 0; t < n; ++t) {
     const T* v = rows[t] + d;
+    const float st = sc != nullptr ? sc[t] : 0.0f;
     hn::Vec<DF> vj[J];
-    for (int j = 0; j < J; ++j) vj[j] = LoadRow(df, v + j * N);
+    for (int j = 0; j < J; ++j) vj[j] = LoadRow(df, v + j * N, st);
     for (int h = 0; h < HC; ++h) {
       const auto w = hn::Set(df, p[h * tp + t]);
       for (int j = 0; j < J; ++j) c[h][j] = hn::MulAdd(w, vj[j], c[h][j]);
@@ -194,39 +208,40 @@ HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const T* 
 // hold. Every element's sum is the same FMA chain whatever the span it falls in.
 template <int HC, typename T>
 HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp, const T* const* rows,
-                                 size_t n, size_t hdp, float* HWY_RESTRICT acc) {
+                                 const float* sc, size_t n, size_t hdp, float* HWY_RESTRICT acc) {
   const size_t N = hn::Lanes(DF());
   constexpr int J = AccumulateSpanVectors<HC>();
   size_t d = 0;
-  for (; d + J * N <= hdp; d += J * N) AccumulateSpan<HC, J, T>(p, tp, rows, n, d, hdp, acc);
+  for (; d + J * N <= hdp; d += J * N) AccumulateSpan<HC, J, T>(p, tp, rows, sc, n, d, hdp, acc);
   if constexpr (J > 2) {
     if (d + 2 * N <= hdp) {
-      AccumulateSpan<HC, 2, T>(p, tp, rows, n, d, hdp, acc);
+      AccumulateSpan<HC, 2, T>(p, tp, rows, sc, n, d, hdp, acc);
       d += 2 * N;
     }
   }
-  for (; d < hdp; d += N) AccumulateSpan<HC, 1, T>(p, tp, rows, n, d, hdp, acc);
+  for (; d < hdp; d += N) AccumulateSpan<HC, 1, T>(p, tp, rows, sc, n, d, hdp, acc);
 }
 
+// sc: the rows' scales (int8 rows read in place; unused otherwise, may be null).
 template <typename T>
 HWY_INLINE void AccumulateHeads(const float* HWY_RESTRICT p, size_t tp, size_t heads,
-                                const T* const* rows, size_t n, size_t hdp,
-                                float* HWY_RESTRICT acc) {
+                                const T* const* rows, size_t n, size_t hdp, float* HWY_RESTRICT acc,
+                                const float* sc = nullptr) {
   for (size_t h0 = 0; h0 < heads; h0 += 4) {
     const float* ph = p + h0 * tp;
     float* ah = acc + h0 * hdp;
     switch (std::min<size_t>(4, heads - h0)) {
       case 4:
-        AccumulateHeadsN<4, T>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<4, T>(ph, tp, rows, sc, n, hdp, ah);
         break;
       case 3:
-        AccumulateHeadsN<3, T>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<3, T>(ph, tp, rows, sc, n, hdp, ah);
         break;
       case 2:
-        AccumulateHeadsN<2, T>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<2, T>(ph, tp, rows, sc, n, hdp, ah);
         break;
       default:
-        AccumulateHeadsN<1, T>(ph, tp, rows, n, hdp, ah);
+        AccumulateHeadsN<1, T>(ph, tp, rows, sc, n, hdp, ah);
         break;
     }
   }

@@ -170,13 +170,44 @@ HWY_INLINE void LoadTile(KvDtype dtype, const uint8_t* const* tokens, int64_t he
   }
 }
 
-// Points rows[t] at the f16 row (tokens[t] + head_off), read in place by the score and value
-// loops (converted in registers: no tile store and reload).
-HWY_INLINE void PointF16Rows(const uint8_t* const* tokens, int64_t head_off, size_t n,
-                             const hwy::float16_t** rows) {
-  for (size_t t = 0; t < n; ++t)
-    rows[t] = reinterpret_cast<const hwy::float16_t*>(tokens[t] + head_off);
-}
+// One K or V tile's rows read in place (decode units, see AttendUnit): f16, bf16 or int8 rows
+// of the arena, converted in registers by the score and value loops (int8 times its row scale)
+// to exactly the values LoadTile would write, without its store and reload.
+struct InPlaceRows {
+  KvDtype dtype = KvDtype::kF32;  // kF16, kBf16 or kInt8
+  const hwy::float16_t* h[kKeyTile];
+  const hwy::bfloat16_t* b[kKeyTile];
+  const int8_t* q[kKeyTile];
+  float sc[kKeyTile];
+
+  static bool Reads(KvDtype t) {
+    return t == KvDtype::kF16 || t == KvDtype::kBf16 || t == KvDtype::kInt8;
+  }
+  // Rows [0, n) at (tokens[t] + head_off), stored as t's first row onwards.
+  void Point(const uint8_t* const* tokens, int64_t head_off, size_t n, size_t first) {
+    for (size_t t = 0; t < n; ++t) {
+      const uint8_t* row = tokens[t] + head_off;
+      if (dtype == KvDtype::kF16) {
+        h[first + t] = reinterpret_cast<const hwy::float16_t*>(row);
+      } else if (dtype == KvDtype::kBf16) {
+        b[first + t] = reinterpret_cast<const hwy::bfloat16_t*>(row);
+      } else {
+        sc[first + t] = RowScale(row);
+        q[first + t] = reinterpret_cast<const int8_t*>(row + 2);
+      }
+    }
+  }
+  // f(rows from `from`, their scales or null) with the rows' element type.
+  template <class F>
+  void With(size_t from, F&& f) const {
+    if (dtype == KvDtype::kF16)
+      f(h + from, static_cast<const float*>(nullptr));
+    else if (dtype == KvDtype::kBf16)
+      f(b + from, static_cast<const float*>(nullptr));
+    else
+      f(q + from, sc + from);
+  }
+};
 
 // Scores of one row's `group` query heads (of KV head kvh) against tile keys [nb, ne) (tile
 // starting at key t0) when the sequence has rotated blocks: one ScoreRange per run of keys
@@ -280,15 +311,17 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
   TileTokens tok[2];
   const float* kf[kKeyTile];  // the tile's rows of one head as f32
   const float* vf[kKeyTile];
-  // A unit of one query row (decode) reads f16 rows of head_dim a multiple of the vector in
-  // place (kh, vh) instead: the same values, converted in registers by the loops that use them
-  // (measured on Zen 3, smollm-135m's shape, 1 x 2048 keys, 1 thread: the tile's conversion
-  // loop held a third of the samples). Rows of a prefill unit share the converted tile.
+  // A unit of one query row (decode) reads f16, bf16 and int8 rows of head_dim a multiple of
+  // the vector in place (kr, vr) instead: the same values, converted in registers by the loops
+  // that use them (measured on Zen 3, smollm-135m's shape, 1 x 2048 keys, 1 thread: the tile's
+  // conversion loop held a third of the samples). Rows of a prefill unit share the tile.
   const bool in_place = rows == 1 && hd == hdp;
-  const bool k_f16 = in_place && kv.k_dtype == KvDtype::kF16 && seq.block_rotation == nullptr;
-  const bool v_f16 = in_place && kv.v_dtype == KvDtype::kF16;
-  const hwy::float16_t* kh[kKeyTile];
-  const hwy::float16_t* vh[kKeyTile];
+  const bool k_in_place =
+      in_place && InPlaceRows::Reads(kv.k_dtype) && seq.block_rotation == nullptr;
+  const bool v_in_place = in_place && InPlaceRows::Reads(kv.v_dtype);
+  InPlaceRows kr, vr;
+  kr.dtype = kv.k_dtype;
+  vr.dtype = kv.v_dtype;
   int cur = 0;
   const int64_t t_first = key_begin + (lo0 - key_begin) / kKeyTile * kKeyTile;
   for (int64_t t0 = t_first; t0 < len; t0 += kKeyTile, cur ^= 1) {
@@ -318,17 +351,19 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
     }
     for (int32_t kvh = kvh_begin; kvh < kvh_end; ++kvh) {
       const size_t i0 = static_cast<size_t>(kvh - kvh_begin) * group;  // first query head
-      if (k_f16)
-        PointF16Rows(tok[cur].k, kvh * kv.k_row_bytes, n - s0, kh + s0);
+      if (k_in_place)
+        kr.Point(tok[cur].k, kvh * kv.k_row_bytes, n - s0, s0);
       else
         LoadTile(kv.k_dtype, tok[cur].k, kvh * kv.k_row_bytes, n - s0, job.k_fp8_table, kv.k_scale,
                  hd, hdp, tile + s0 * hdp, kf + s0);
       for (size_t r = 0; r < rows; ++r) {
         if (ne[r] == nb[r]) continue;
         const size_t v0 = r * heads + i0;  // the group's first virtual head
-        if (k_f16)
-          ScoreTileHeads(qp + v0 * hdp, group, kh, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
-                         job.softcap, scores + r * group * lay.sp);
+        if (k_in_place)
+          kr.With(0, [&](const auto* k_rows, const float* sc) {
+            ScoreTileHeads(qp + v0 * hdp, group, k_rows, nb[r], ne[r], hdp, tp, lay.sp,
+                           job.score_div, job.softcap, scores + r * group * lay.sp, sc);
+          });
         else if (seq.block_rotation == nullptr)
           ScoreTileHeads(qp + v0 * hdp, group, kf, nb[r], ne[r], hdp, tp, lay.sp, job.score_div,
                          job.softcap, scores + r * group * lay.sp);
@@ -339,8 +374,8 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
           SoftmaxStep(scores + (r * group + g) * lay.sp, tp, hdp, m[v0 + g], l[v0 + g],
                       acc + (v0 + g) * hdp);
       }
-      if (v_f16)
-        PointF16Rows(tok[cur].v, kvh * kv.v_row_bytes, n - s0, vh + s0);
+      if (v_in_place)
+        vr.Point(tok[cur].v, kvh * kv.v_row_bytes, n - s0, s0);
       else
         LoadTile(kv.v_dtype, tok[cur].v, kvh * kv.v_row_bytes, n - s0, job.v_fp8_table, kv.v_scale,
                  hd, hdp, tile + s0 * hdp, vf + s0);
@@ -349,8 +384,10 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
         // Keys before nb[r] weigh exactly 0 (e^-inf): skipping them changes nothing.
         float* const a = acc + (r * heads + i0) * hdp;
         const float* const p = scores + r * group * lay.sp + nb[r];
-        if (v_f16)
-          AccumulateHeads(p, lay.sp, group, vh + nb[r], ne[r] - nb[r], hdp, a);
+        if (v_in_place)
+          vr.With(nb[r], [&](const auto* v_rows, const float* sc) {
+            AccumulateHeads(p, lay.sp, group, v_rows, ne[r] - nb[r], hdp, a, sc);
+          });
         else
           AccumulateHeads(p, lay.sp, group, vf + nb[r], ne[r] - nb[r], hdp, a);
       }
