@@ -178,26 +178,16 @@ HINGE_FG_INLINE void DecodeGroups(const FloatGroupArgs& a, int64_t g, int64_t g1
 template <Fmt F>
 HINGE_FG_INLINE void Decode(const FloatGroupArgs& a, int64_t g, int64_t g1, int64_t k0, int64_t kc,
                             int64_t row_end) {
+  // clang-format off
   switch (a.num_tokens) {
-    case 1:
-      DecodeGroups<F, 1>(a, g, g1, k0, kc, row_end);
-      break;
-    case 2:
-      DecodeGroups<F, 2>(a, g, g1, k0, kc, row_end);
-      break;
-    case 3:
-      DecodeGroups<F, 3>(a, g, g1, k0, kc, row_end);
-      break;
-    case 4:
-      DecodeGroups<F, 4>(a, g, g1, k0, kc, row_end);
-      break;
-    case 5:
-      DecodeGroups<F, 5>(a, g, g1, k0, kc, row_end);
-      break;
-    default:
-      DecodeGroups<F, 6>(a, g, g1, k0, kc, row_end);
-      break;
+    case 1: DecodeGroups<F, 1>(a, g, g1, k0, kc, row_end); break;
+    case 2: DecodeGroups<F, 2>(a, g, g1, k0, kc, row_end); break;
+    case 3: DecodeGroups<F, 3>(a, g, g1, k0, kc, row_end); break;
+    case 4: DecodeGroups<F, 4>(a, g, g1, k0, kc, row_end); break;
+    case 5: DecodeGroups<F, 5>(a, g, g1, k0, kc, row_end); break;
+    default: DecodeGroups<F, 6>(a, g, g1, k0, kc, row_end); break;
   }
+  // clang-format on
 }
 
 // Prefill: one group's column block, converted to f32 once (wf), times tokens [t0, t1) in tiles
@@ -216,25 +206,16 @@ HINGE_FG_INLINE void PrefillBlock(const float* wf, const FloatGroupArgs& a, int6
       _mm_prefetch(next + line * 64, _MM_HINT_T1);
     Tile<Fmt::kF32, 1, kTile, false>(wf, 0, a, {g, t, k0, kc}, row_end);
   }
+  // clang-format off
   switch (t1 - t) {
-    case 1:
-      Tile<Fmt::kF32, 1, 1, false>(wf, 0, a, {g, t, k0, kc}, row_end);
-      break;
-    case 2:
-      Tile<Fmt::kF32, 1, 2, false>(wf, 0, a, {g, t, k0, kc}, row_end);
-      break;
-    case 3:
-      Tile<Fmt::kF32, 1, 3, false>(wf, 0, a, {g, t, k0, kc}, row_end);
-      break;
-    case 4:
-      Tile<Fmt::kF32, 1, 4, false>(wf, 0, a, {g, t, k0, kc}, row_end);
-      break;
-    case 5:
-      Tile<Fmt::kF32, 1, 5, false>(wf, 0, a, {g, t, k0, kc}, row_end);
-      break;
-    default:
-      break;
+    case 1: Tile<Fmt::kF32, 1, 1, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
+    case 2: Tile<Fmt::kF32, 1, 2, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
+    case 3: Tile<Fmt::kF32, 1, 3, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
+    case 4: Tile<Fmt::kF32, 1, 4, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
+    case 5: Tile<Fmt::kF32, 1, 5, false>(wf, 0, a, {g, t, k0, kc}, row_end); break;
+    default: break;
   }
+  // clang-format on
 }
 
 template <Fmt F>
