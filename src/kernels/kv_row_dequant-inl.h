@@ -49,7 +49,9 @@ HWY_INLINE float ElemToF32(const hwy::bfloat16_t* p) {
   std::memcpy(&b, p, 2);
   return bf16_to_f32(b);
 }
-HWY_INLINE float ElemToF32(const int8_t* p) { return static_cast<float>(*p); }
+HWY_INLINE float ElemToF32(const int8_t* p) {
+  return static_cast<float>(*p);
+}
 
 // dst[i] = scale * row[i]: one rounding, as kv_dequantize_row_ref, hence bit-identical to it.
 template <typename T>
@@ -85,8 +87,8 @@ HWY_INLINE void Fp8Row(const uint8_t* HWY_RESTRICT row, float scale, float* HWY_
     const auto b = hn::PromoteTo(d16, hn::LoadU(d8, row + i));
     if constexpr (kE4m3) {
       const auto mag = hn::And(b, hn::Set(d16, 0x7F));
-      const auto bits = hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))),
-                               hn::ShiftLeft<7>(mag));
+      const auto bits =
+          hn::Or(hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))), hn::ShiftLeft<7>(mag));
       auto v = hn::Mul(F16BitsToF32(df, bits), hn::Set(df, 256.0f));
       // Magnitude 0x7F (the NaN code) maps to 480, beyond the largest finite 448.
       v = hn::IfThenElse(hn::Eq(hn::Abs(v), hn::Set(df, 480.0f)), hn::Set(df, NAN), v);
@@ -145,6 +147,46 @@ HWY_INLINE void DequantRow(KvDtype dtype, const uint8_t* row, const float* fp8_t
   }
   for (size_t i = n; i < hdp; ++i) dst[i] = 0.0f;
 }
+
+// Up to kMaxRows K or V rows read in place (paged attention's decode units): f16, bf16 or int8
+// rows of the arena, for loops that convert them in registers (int8 times its row scale) to
+// exactly the values DequantRow would write, without its store and reload.
+template <size_t kMaxRows>
+struct KvRowsInPlace {
+  KvDtype dtype = KvDtype::kF32;  // kF16, kBf16 or kInt8
+  const hwy::float16_t* h[kMaxRows];
+  const hwy::bfloat16_t* b[kMaxRows];
+  const int8_t* q[kMaxRows];
+  float sc[kMaxRows];
+
+  static bool Reads(KvDtype t) {
+    return t == KvDtype::kF16 || t == KvDtype::kBf16 || t == KvDtype::kInt8;
+  }
+  // Rows [0, n) at (tokens[t] + head_off), stored as t's first row onwards.
+  void Point(const uint8_t* const* tokens, int64_t head_off, size_t n, size_t first) {
+    for (size_t t = 0; t < n; ++t) {
+      const uint8_t* row = tokens[t] + head_off;
+      if (dtype == KvDtype::kF16) {
+        h[first + t] = reinterpret_cast<const hwy::float16_t*>(row);
+      } else if (dtype == KvDtype::kBf16) {
+        b[first + t] = reinterpret_cast<const hwy::bfloat16_t*>(row);
+      } else {
+        sc[first + t] = RowScale(row);
+        q[first + t] = reinterpret_cast<const int8_t*>(row + 2);
+      }
+    }
+  }
+  // f(rows from `from`, their scales or null) with the rows' element type.
+  template <class F>
+  void With(size_t from, F&& f) const {
+    if (dtype == KvDtype::kF16)
+      f(h + from, static_cast<const float*>(nullptr));
+    else if (dtype == KvDtype::kBf16)
+      f(b + from, static_cast<const float*>(nullptr));
+    else
+      f(q + from, sc + from);
+  }
+};
 
 }  // namespace HWY_NAMESPACE
 }  // namespace hinge::kernels

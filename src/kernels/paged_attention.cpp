@@ -170,45 +170,6 @@ HWY_INLINE void LoadTile(KvDtype dtype, const uint8_t* const* tokens, int64_t he
   }
 }
 
-// One K or V tile's rows read in place (decode units, see AttendUnit): f16, bf16 or int8 rows
-// of the arena, converted in registers by the score and value loops (int8 times its row scale)
-// to exactly the values LoadTile would write, without its store and reload.
-struct InPlaceRows {
-  KvDtype dtype = KvDtype::kF32;  // kF16, kBf16 or kInt8
-  const hwy::float16_t* h[kKeyTile];
-  const hwy::bfloat16_t* b[kKeyTile];
-  const int8_t* q[kKeyTile];
-  float sc[kKeyTile];
-
-  static bool Reads(KvDtype t) {
-    return t == KvDtype::kF16 || t == KvDtype::kBf16 || t == KvDtype::kInt8;
-  }
-  // Rows [0, n) at (tokens[t] + head_off), stored as t's first row onwards.
-  void Point(const uint8_t* const* tokens, int64_t head_off, size_t n, size_t first) {
-    for (size_t t = 0; t < n; ++t) {
-      const uint8_t* row = tokens[t] + head_off;
-      if (dtype == KvDtype::kF16) {
-        h[first + t] = reinterpret_cast<const hwy::float16_t*>(row);
-      } else if (dtype == KvDtype::kBf16) {
-        b[first + t] = reinterpret_cast<const hwy::bfloat16_t*>(row);
-      } else {
-        sc[first + t] = RowScale(row);
-        q[first + t] = reinterpret_cast<const int8_t*>(row + 2);
-      }
-    }
-  }
-  // f(rows from `from`, their scales or null) with the rows' element type.
-  template <class F>
-  void With(size_t from, F&& f) const {
-    if (dtype == KvDtype::kF16)
-      f(h + from, static_cast<const float*>(nullptr));
-    else if (dtype == KvDtype::kBf16)
-      f(b + from, static_cast<const float*>(nullptr));
-    else
-      f(q + from, sc + from);
-  }
-};
-
 // Scores of one row's `group` query heads (of KV head kvh) against tile keys [nb, ne) (tile
 // starting at key t0) when the sequence has rotated blocks: one ScoreRange per run of keys
 // whose blocks share a rotation, rotated runs with their queries rotated (into qr) and the
@@ -317,9 +278,9 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
   // conversion loop held a third of the samples). Rows of a prefill unit share the tile.
   const bool in_place = rows == 1 && hd == hdp;
   const bool k_in_place =
-      in_place && InPlaceRows::Reads(kv.k_dtype) && seq.block_rotation == nullptr;
-  const bool v_in_place = in_place && InPlaceRows::Reads(kv.v_dtype);
-  InPlaceRows kr, vr;
+      in_place && KvRowsInPlace<kKeyTile>::Reads(kv.k_dtype) && seq.block_rotation == nullptr;
+  const bool v_in_place = in_place && KvRowsInPlace<kKeyTile>::Reads(kv.v_dtype);
+  KvRowsInPlace<kKeyTile> kr, vr;
   kr.dtype = kv.k_dtype;
   vr.dtype = kv.v_dtype;
   int cur = 0;
