@@ -298,24 +298,36 @@ Batch stored_values(Batch b, const Arena& a, bool keys, bool values) {
 // convert them in registers; prefill rows and other head sizes go through the f32 tile. Either
 // way the values are those of f32 rows holding the stored values (dequantized by the
 // reference), through the same operations: equal bit for bit, with K and V stored alike or
-// apart. Smollm's shape (3 query heads per KV head, the register-tight case) included.
+// apart, on every CPU target that runs here. Smollm's shape (3 query heads per KV head, the
+// register-tight case) included.
 TEST(KernelsPagedAttention, StoredRowsEqualF32RowsOfTheirValues) {
-  for (const Config& c : {kConfigs[0], kConfigs[1], Config{9, 3, 64}}) {
-    const Batch b = make_batch(c.n_heads, c.n_kv_heads, c.head_dim, 16, 31);
-    for (auto [kt, vt] :
-         {std::pair{KvDtype::kF16, KvDtype::kF16}, std::pair{KvDtype::kBf16, KvDtype::kBf16},
-          std::pair{KvDtype::kInt8, KvDtype::kInt8}, std::pair{KvDtype::kF16, KvDtype::kF32},
-          std::pair{KvDtype::kF32, KvDtype::kInt8}}) {
-      const Arena stored = write_batch(b, kt, vt, ArenaLayout{});
-      const Batch f = stored_values(b, stored, kt != KvDtype::kF32, vt != KvDtype::kF32);
-      const auto want = run_simd(write_batch(f, KvDtype::kF32, KvDtype::kF32, ArenaLayout{}), f, 2);
-      const auto got = run_simd(stored, b, 2);
-      ASSERT_EQ(got.size(), want.size());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-          << "dim " << c.head_dim << " K " << kv::kv_dtype_name(kt) << " V "
-          << kv::kv_dtype_name(vt);
+  const int64_t supported = hwy::SupportedTargets();
+  int tested = 0;
+  for (int64_t target : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2},
+                         int64_t{HWY_SSE4}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
+    if (!(supported & target)) continue;
+    ++tested;
+    hwy::SetSupportedTargetsForTest(target);
+    for (const Config& c : {kConfigs[0], kConfigs[1], Config{9, 3, 64}}) {
+      const Batch b = make_batch(c.n_heads, c.n_kv_heads, c.head_dim, 16, 31);
+      for (auto [kt, vt] :
+           {std::pair{KvDtype::kF16, KvDtype::kF16}, std::pair{KvDtype::kBf16, KvDtype::kBf16},
+            std::pair{KvDtype::kInt8, KvDtype::kInt8}, std::pair{KvDtype::kF16, KvDtype::kF32},
+            std::pair{KvDtype::kF32, KvDtype::kInt8}}) {
+        const Arena stored = write_batch(b, kt, vt, ArenaLayout{});
+        const Batch f = stored_values(b, stored, kt != KvDtype::kF32, vt != KvDtype::kF32);
+        const auto want =
+            run_simd(write_batch(f, KvDtype::kF32, KvDtype::kF32, ArenaLayout{}), f, 2);
+        const auto got = run_simd(stored, b, 2);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "dim " << c.head_dim << " K " << kv::kv_dtype_name(kt) << " V "
+            << kv::kv_dtype_name(vt) << " on " << hwy::TargetName(target);
+      }
     }
+    hwy::SetSupportedTargetsForTest(0);
   }
+  EXPECT_GT(tested, 0);
 }
 
 TEST(KernelsPagedAttention, F32MatchesNaiveAttention) {
