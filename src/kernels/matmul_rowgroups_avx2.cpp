@@ -242,6 +242,20 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 256 + h * 16)));
       const __m256 dmin = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 288 + h * 16)));
+      if constexpr (MT == 1) {
+        // Decode: the scale products go straight into the one token's chain (the same
+        // operations in the same order as below, without the dsc / dmv stores and reloads).
+        __m256 t = _mm256_setzero_ps();
+        for (int j = 0; j < 8; ++j) {
+          const __m256 cj = _mm256_cvtepi32_ps(
+              _mm256_load_si256(reinterpret_cast<const __m256i*>(c[j][0] + h * 8)));
+          t = _mm256_fmadd_ps(cj, _mm256_mul_ps(d, Bytes8(meta + j * 16 + h * 8)), t);
+          t = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, Bytes8(meta + 128 + j * 16 + h * 8)),
+                               _mm256_set1_ps(xbs[(sb * 8 + j) * 16]), t);
+        }
+        acc[0][h] = _mm256_fmadd_ps(t, _mm256_set1_ps(xs[sb * 16]), acc[0][h]);
+        continue;
+      }
       for (int j = 0; j < 8; ++j) {
         _mm256_store_ps(dsc[j], _mm256_mul_ps(d, Bytes8(meta + j * 16 + h * 8)));
         _mm256_store_ps(dmv[j], _mm256_mul_ps(dmin, Bytes8(meta + 128 + j * 16 + h * 8)));
