@@ -9,12 +9,15 @@
 #define HINGE_KERNELS_ATTENTION_MATH_INL_H_
 #endif
 
-#include <hwy/contrib/math/math-inl.h>
+// clang-format off
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+// clang-format on
 
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 
 HWY_BEFORE_NAMESPACE();
 namespace hinge::kernels {
@@ -103,7 +106,7 @@ HWY_INLINE void DotHeads4(const float* HWY_RESTRICT q, const T* const* k, const 
 // [begin, n): s[h * sp + t] (k[t] valid there). Groups of 4 keys may write up to 3 scores past n
 // (within sp): a later range or FinishScores overwrites them. Each key's score is its own dot
 // product: the same whatever the range is.
-// sc: the keys' row scales (int8 rows read in place; unused otherwise, may be null).
+// sc: the keys' row scales (int8 rows read in place; unused, may be null, for other types).
 template <typename T>
 HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const T* const* k,
                            size_t begin, size_t n, size_t hdp, size_t sp, float sqrt_hd,
@@ -117,7 +120,7 @@ HWY_INLINE void ScoreRange(const float* HWY_RESTRICT q, size_t heads, const T* c
       const size_t i4[4] = {t, t + 1 < n ? t + 1 : t, t + 2 < n ? t + 2 : t, t + 3 < n ? t + 3 : t};
       const T* k4[4] = {k[i4[0]], k[i4[1]], k[i4[2]], k[i4[3]]};
       float sc4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (sc != nullptr)
+      if constexpr (std::is_same_v<T, int8_t>)
         for (int r = 0; r < 4; ++r) sc4[r] = sc[i4[r]];
       switch (hc) {
         case 4:
@@ -191,7 +194,8 @@ HWY_INLINE void AccumulateSpan(const float* HWY_RESTRICT p, size_t tp, const T* 
     for (int j = 0; j < J; ++j) c[h][j] = hn::LoadU(df, acc + h * hdp + d + j * N);
   for (size_t t = 0; t < n; ++t) {
     const T* v = rows[t] + d;
-    const float st = sc != nullptr ? sc[t] : 0.0f;
+    float st = 0.0f;
+    if constexpr (std::is_same_v<T, int8_t>) st = sc[t];
     hn::Vec<DF> vj[J];
     for (int j = 0; j < J; ++j) vj[j] = LoadRow(df, v + j * N, st);
     for (int h = 0; h < HC; ++h) {
@@ -222,7 +226,7 @@ HWY_INLINE void AccumulateHeadsN(const float* HWY_RESTRICT p, size_t tp, const T
   for (; d < hdp; d += N) AccumulateSpan<HC, 1, T>(p, tp, rows, sc, n, d, hdp, acc);
 }
 
-// sc: the rows' scales (int8 rows read in place; unused otherwise, may be null).
+// sc: the rows' scales (int8 rows read in place; unused, may be null, for other types).
 template <typename T>
 HWY_INLINE void AccumulateHeads(const float* HWY_RESTRICT p, size_t tp, size_t heads,
                                 const T* const* rows, size_t n, size_t hdp, float* HWY_RESTRICT acc,
