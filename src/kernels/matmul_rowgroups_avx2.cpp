@@ -227,7 +227,6 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
   __m256 acc[MT][2];
   for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
   alignas(32) int32_t c[8][MT][16];
-  alignas(32) float dsc[8][8], dmv[8][8];
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
     prefetch_lines(base + pf.bytes + 8 * 256, kPackedQ4KSuperBytes - 8 * 256, pf.hint);
@@ -242,35 +241,23 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 256 + h * 16)));
       const __m256 dmin = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 288 + h * 16)));
-      if constexpr (MT == 1) {
-        // Decode: the scale products go straight into the one token's chain (the same
-        // operations in the same order as below, without the dsc / dmv stores and reloads).
-        __m256 t = _mm256_setzero_ps();
-        for (int j = 0; j < 8; ++j) {
-          const __m256 cj = _mm256_cvtepi32_ps(
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(c[j][0] + h * 8)));
-          t = _mm256_fmadd_ps(cj, _mm256_mul_ps(d, Bytes8(meta + j * 16 + h * 8)), t);
-          t = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, Bytes8(meta + 128 + j * 16 + h * 8)),
-                               _mm256_set1_ps(xbs[(sb * 8 + j) * 16]), t);
-        }
-        acc[0][h] = _mm256_fmadd_ps(t, _mm256_set1_ps(xs[sb * 16]), acc[0][h]);
-        continue;
-      }
+      // Each sub-block's scale products once, in registers, for every token's chain (they
+      // went through a small array when tokens were the outer loop: one-token decode 9-11%
+      // faster on Zen 3 without it). Per token the same operations in the same order.
+      __m256 t[MT];
+      for (int m = 0; m < MT; ++m) t[m] = _mm256_setzero_ps();
       for (int j = 0; j < 8; ++j) {
-        _mm256_store_ps(dsc[j], _mm256_mul_ps(d, Bytes8(meta + j * 16 + h * 8)));
-        _mm256_store_ps(dmv[j], _mm256_mul_ps(dmin, Bytes8(meta + 128 + j * 16 + h * 8)));
-      }
-      for (int m = 0; m < MT; ++m) {
-        __m256 t = _mm256_setzero_ps();
-        for (int j = 0; j < 8; ++j) {
+        const __m256 dsc = _mm256_mul_ps(d, Bytes8(meta + j * 16 + h * 8));
+        const __m256 dmv = _mm256_mul_ps(dmin, Bytes8(meta + 128 + j * 16 + h * 8));
+        for (int m = 0; m < MT; ++m) {
           const __m256 cj = _mm256_cvtepi32_ps(
               _mm256_load_si256(reinterpret_cast<const __m256i*>(c[j][m] + h * 8)));
-          t = _mm256_fmadd_ps(cj, _mm256_load_ps(dsc[j]), t);
-          t = _mm256_fnmadd_ps(_mm256_load_ps(dmv[j]), _mm256_set1_ps(xbs[(sb * 8 + j) * 16 + m]),
-                               t);
+          t[m] = _mm256_fmadd_ps(cj, dsc, t[m]);
+          t[m] = _mm256_fnmadd_ps(dmv, _mm256_set1_ps(xbs[(sb * 8 + j) * 16 + m]), t[m]);
         }
-        acc[m][h] = _mm256_fmadd_ps(t, _mm256_set1_ps(xs[sb * 16 + m]), acc[m][h]);
       }
+      for (int m = 0; m < MT; ++m)
+        acc[m][h] = _mm256_fmadd_ps(t[m], _mm256_set1_ps(xs[sb * 16 + m]), acc[m][h]);
     }
   }
   StoreAcc<MT>(acc, out);
