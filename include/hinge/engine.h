@@ -36,6 +36,7 @@
 
 namespace hinge {
 
+class StepProfile;
 class Tokenizer;
 struct LoadedModel;
 
@@ -94,6 +95,8 @@ struct EngineConfig {
   int32_t sink_tokens = 4;
   bool enable_prefix_cache = true;         // false: --no-prefix-cache
   bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
+  // Time each decode step's phases (Engine::step_profile; `hinge run --profile`).
+  bool profile_steps = false;
   // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a
   // sample) — the server detokenizes and matches stop strings on its own threads.
   bool detokenize = true;
@@ -329,6 +332,9 @@ class Engine {
   virtual bool has_unfinished() const = 0;
 
   virtual EngineStats stats() const = 0;
+  // Where the decode steps' time went, phase by phase (EngineConfig::profile_steps); null
+  // when off.
+  virtual const StepProfile* step_profile() const = 0;
   // The KV block map, one char per block (kv::BlockPool::render_map's legend), no newlines.
   virtual std::string kv_block_map() const = 0;
   virtual int32_t max_model_len() const = 0;

@@ -19,6 +19,7 @@
 #include "kernels/cpu_features.h"
 #include "model/kv_cache.h"
 #include "model/loaded_model.h"
+#include "model/step_profile.h"
 #include "pressure/reply_shedder.h"
 #include "roofline/machine_profile.h"
 #include "roofline/model_work.h"
@@ -67,6 +68,7 @@ int run_command(RunArgs args) {
   auto config = single_sequence_engine_config(args.engine, cfg);
   if (!config.ok()) return fail(config.status().message());
   EngineConfig ec = *config;
+  ec.profile_steps = args.profile;
   const int64_t ctx = ec.max_model_len;
   if (static_cast<int64_t>(prompt.size()) >= ctx)
     return fail(fmt::format("prompt is {} tokens but the context holds {}; {}", prompt.size(), ctx,
@@ -238,6 +240,7 @@ int run_command(RunArgs args) {
     j["memory_pressure_level"] = pressure::pressure_level_name(shedder.level());
     j["thermal_pressure_level"] = pressure::pressure_level_name(shedder.thermal());
     j["memory_pressure_transitions"] = shedder.transitions();
+    if (const StepProfile* p = engine.step_profile()) j["profile"] = p->to_json();
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -280,6 +283,8 @@ int run_command(RunArgs args) {
   }
   if (const std::string m = memory_budget_summary(es); !m.empty())
     std::fprintf(stderr, "hinge: memory budget %s\n", m.c_str());
+  if (const StepProfile* p = engine.step_profile(); p != nullptr && !args.json)
+    std::fputs(p->format(profile ? profile->membw_bytes_per_s : 0.0).c_str(), stderr);
   if (es.context_shifts > 0)
     std::fprintf(stderr,
                  "hinge: context shift: %lld shifts dropped %lld tokens (kept the first %d "

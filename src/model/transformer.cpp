@@ -16,6 +16,11 @@
 
 namespace hinge {
 namespace {
+// Bytes a matmul reads of `w` (its GGUF size; packed copies hold as many).
+int64_t matrix_bytes(const kernels::MatrixView& w) {
+  return w.rows * static_cast<int64_t>(w.row_bytes);
+}
+
 bool is_fp8(kv::KvDtype d) { return d == kv::KvDtype::kFp8E4m3 || d == kv::KvDtype::kFp8E5m2; }
 // Batches of at least this many tokens split their element-wise work over the pool.
 constexpr int64_t kParallelTokens = 16;
@@ -217,6 +222,9 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
     prev = r;
   }
 
+  // A decode step (one token per sequence) is profiled when a profile is attached.
+  prof_ = profile_ != nullptr && static_cast<size_t>(n) == num_seqs ? profile_ : nullptr;
+  if (prof_) prof_->begin_step(n);
   for (int64_t t = 0; t < n; ++t) {
     const auto& e = weights_.token_embd;
     float* x = &x_[t * c.dim];
@@ -225,6 +233,7 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
     if (c.embed_scale != 0.0f)
       for (int64_t i = 0; i < c.dim; ++i) x[i] *= c.embed_scale;
   }
+  if (prof_) prof_->lap(StepProfile::kEmbed);
   run_layers(b, arena);
 
   if (b.logit_rows.empty()) return Status::Ok();
@@ -245,6 +254,7 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
     }
   }
   if (c.final_softcap != 0.0f) kernels::softcap_inplace(logits, m * c.n_vocab, c.final_softcap);
+  if (prof_) prof_->lap(StepProfile::kOutput, matrix_bytes(weights_.output));
   return Status::Ok();
 }
 
@@ -290,6 +300,9 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     });
   };
 
+  auto lap = [&](StepProfile::Phase p, int64_t bytes = 0) {
+    if (prof_) prof_->lap(p, bytes);
+  };
   for (int32_t l = 0; l < static_cast<int32_t>(c.n_layers); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     const kernels::RopeTable& rope = c.is_local(l) ? rope_local_ : rope_global_;
@@ -306,6 +319,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     const kernels::MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
     kernels::matmul_shared_input(qkv, x_.data(), n, pool_, mm_scratch_,
                                  w.attn_norm ? &attn_norm : nullptr);
+    lap(StepProfile::kQkv, matrix_bytes(w.wq) + matrix_bytes(w.wk) + matrix_bytes(w.wv));
     for_tokens([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* q = &q_[t * q_dim];
@@ -357,6 +371,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       arena.set_k_scale(l, kernels::kv_fp8_scale_for(s.k_dtype, k_.data(), count) * kFp8Headroom);
     if (is_fp8(s.v_dtype) && arena.v_scale(l) == 0)
       arena.set_v_scale(l, kernels::kv_fp8_scale_for(s.v_dtype, v_.data(), count) * kFp8Headroom);
+    lap(StepProfile::kQkPrep);
     const kernels::PagedKvLayer view = layer_view(arena, l);
     // This layer's KV group: its slots and block tables.
     const size_t group = static_cast<size_t>(arena.group_of_layer(l));
@@ -368,13 +383,17 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       kernels::paged_kv_write(view, &k_[t0 * kv_dim], &v_[t0 * kv_dim],
                               slots.subspan(static_cast<size_t>(t0), static_cast<size_t>(t1 - t0)));
     });
+    lap(StepProfile::kKvWrite);
     kernels::paged_attention(view, seqs, shape, q_.data(), att_out_.data(), pool_, att_scratch_);
+    lap(StepProfile::kAttention);
     kernels::matmul(w.wo, att_out_.data(), n, proj_.data(), pool_, mm_scratch_);
     if (w.xo.any())
       for_tokens([&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) apply_extras(&proj_[t * dim], dim, w.xo);
       });
+    lap(StepProfile::kAttnOut, matrix_bytes(w.wo));
     residual_add(w.post_attn_norm);
+    lap(StepProfile::kResidual);
 
     // Feed-forward block (gated: SwiGLU or GEGLU); its RMSNorm (if any) runs inside the
     // gate/up matmul's activation pass.
@@ -382,6 +401,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     const kernels::MatmulOut gate_up[] = {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}};
     kernels::matmul_shared_input(gate_up, x_.data(), n, pool_, mm_scratch_,
                                  w.ffn_norm ? &ffn_norm : nullptr);
+    lap(StepProfile::kGateUp, matrix_bytes(w.w_gate) + matrix_bytes(w.w_up));
     const bool gu_extras = w.x_gate.any() || w.x_up.any();
     for_tokens([&](int64_t t0, int64_t t1) {
       if (gu_extras)
@@ -394,12 +414,15 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       else
         kernels::swiglu(&gate_[t0 * ffn], &up_[t0 * ffn], (t1 - t0) * ffn);
     });
+    lap(StepProfile::kActivation);
     kernels::matmul(w.w_down, gate_.data(), n, proj_.data(), pool_, mm_scratch_);
     if (w.x_down.any())
       for_tokens([&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) apply_extras(&proj_[t * dim], dim, w.x_down);
       });
+    lap(StepProfile::kDown, matrix_bytes(w.w_down));
     residual_add(w.post_ffn_norm);
+    lap(StepProfile::kResidual);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "model/step_profile.h"
 
 namespace hinge {
 
@@ -86,6 +87,10 @@ class Transformer {
   Status forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                  bool all_logits = false);
 
+  // Adds each decode step's phase times to `profile` from now on (null: none); it must outlive
+  // the transformer or be detached first.
+  void set_profile(StepProfile* profile) { profile_ = profile; }
+
  private:
   void run_layers(const ForwardBatch& batch, kv::KvArena& arena);
   void pack_weights(std::span<const std::span<const uint8_t>> file_mappings);
@@ -125,6 +130,8 @@ class Transformer {
   std::vector<int32_t> rows_;
   kernels::AttentionScratch att_scratch_;
   kernels::MatmulScratch mm_scratch_;
+  StepProfile* profile_ = nullptr;
+  StepProfile* prof_ = nullptr;  // profile_ during a decode step, else null
 };
 
 }  // namespace hinge
