@@ -95,7 +95,7 @@ struct EngineConfig {
   int32_t sink_tokens = 4;
   bool enable_prefix_cache = true;         // false: --no-prefix-cache
   bool kv_debug = false;                   // print the block map each step (HINGE_KV_DEBUG=1)
-  // Time each decode step's phases (Engine::step_profile; `hinge run --profile`).
+  // Time each step's phases (Engine::step_profile, prefill_profile; `hinge run --profile`).
   bool profile_steps = false;
   // False: deltas carry token ids only (no text, stop strings ignored; EOS still ends a
   // sample) — the server detokenizes and matches stop strings on its own threads.
@@ -335,6 +335,8 @@ class Engine {
   // Where the decode steps' time went, phase by phase (EngineConfig::profile_steps); null
   // when off.
   virtual const StepProfile* step_profile() const = 0;
+  // The same for the other steps: prefill, and prefill chunks batched with decodes.
+  virtual const StepProfile* prefill_profile() const = 0;
   // The KV block map, one char per block (kv::BlockPool::render_map's legend), no newlines.
   virtual std::string kv_block_map() const = 0;
   virtual int32_t max_model_len() const = 0;

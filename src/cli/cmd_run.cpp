@@ -240,7 +240,10 @@ int run_command(RunArgs args) {
     j["memory_pressure_level"] = pressure::pressure_level_name(shedder.level());
     j["thermal_pressure_level"] = pressure::pressure_level_name(shedder.thermal());
     j["memory_pressure_transitions"] = shedder.transitions();
-    if (const StepProfile* p = engine.step_profile()) j["profile"] = p->to_json();
+    if (const StepProfile* p = engine.step_profile()) {
+      j["profile"] = p->to_json();
+      j["prefill_profile"] = engine.prefill_profile()->to_json();
+    }
     // Invalid UTF-8 (possible with byte tokens) is replaced rather than failing the dump.
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
@@ -283,8 +286,11 @@ int run_command(RunArgs args) {
   }
   if (const std::string m = memory_budget_summary(es); !m.empty())
     std::fprintf(stderr, "hinge: memory budget %s\n", m.c_str());
-  if (const StepProfile* p = engine.step_profile(); p != nullptr && !args.json)
+  if (const StepProfile* p = engine.step_profile(); p != nullptr && !args.json) {
+    const roofline::ComputePeak* peak = profile ? profile->best_peak(integer_units) : nullptr;
+    std::fputs(engine.prefill_profile()->format(0.0, peak ? peak->ops_per_s : 0.0).c_str(), stderr);
     std::fputs(p->format(profile ? profile->membw_bytes_per_s : 0.0).c_str(), stderr);
+  }
   if (es.context_shifts > 0)
     std::fprintf(stderr,
                  "hinge: context shift: %lld shifts dropped %lld tokens (kept the first %d "

@@ -29,7 +29,7 @@ struct RunArgs {
   bool echo = false;          // --echo: print the prompt before the generated text
   bool parse_special = true;
   int64_t random_prompt = 0;  // > 0: a prompt of this many tokens, BOS then seeded random ids
-  bool profile = false;       // --profile: time each decode step's phases (StepProfile)
+  bool profile = false;       // --profile: time each step's phases (StepProfile)
   std::optional<uint64_t> seed;
   SamplingParams sampling;
   EngineOptionsArgs engine;  // -t, -c (0: min(model context, 4096)), --kv-dtype, ...

@@ -48,8 +48,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))->excludes("--prompt");
   run_cmd->add_flag("--json", run.json, "Print one JSON object with ids, text and statistics");
   run_cmd->add_flag("--profile", run.profile,
-                    "Time each decode step's phases (matmuls with the GB/s they read, attention, "
-                    "element-wise work) and print the table after the run (--json: \"profile\")");
+                    "Time each step's phases (matmuls with their GOP/s in prefill and the GB/s "
+                    "they read in decode, attention, element-wise work) and print prefill and "
+                    "decode tables after the run (--json: \"prefill_profile\", \"profile\")");
   run_cmd->add_flag("--echo", run.echo,
                     "Print the prompt before the generated text (as llama-cli does; with --json "
                     "\"text\" starts with it too)");

@@ -37,7 +37,7 @@ EngineImpl::EngineImpl(const LoadedModel& model, const Tokenizer* tokenizer,
       transfer_(&sched_.cache_for_kv_components(), &arena_),
       rotations_(transformer_.rope_global(), config.block_size),
       rotations_local_(transformer_.rope_local(), config.block_size) {
-  if (config.profile_steps) transformer_.set_profile(&profile_);
+  if (config.profile_steps) transformer_.set_profile(&profile_, &prefill_profile_);
   const size_t vocab = static_cast<size_t>(model.config.n_vocab);
   logits_.resize(static_cast<size_t>(config.max_num_seqs) * vocab);
   scratch_.resize(static_cast<size_t>(pool_.capacity()));

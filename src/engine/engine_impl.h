@@ -167,6 +167,9 @@ class EngineImpl final : public Engine {
   const StepProfile* step_profile() const override {
     return config_.profile_steps ? &profile_ : nullptr;
   }
+  const StepProfile* prefill_profile() const override {
+    return config_.profile_steps ? &prefill_profile_ : nullptr;
+  }
 
   StatusOr<int32_t> export_prefix_kv(std::span<const int32_t> tokens, const CacheScope& scope,
                                      std::vector<uint8_t>* out) override {
@@ -309,7 +312,8 @@ class EngineImpl final : public Engine {
   ThreadPool pool_;
   ThreadAdapter threads_;  // pool_'s active threads follow the free cores
   Transformer transformer_;
-  StepProfile profile_;  // decode steps' phase times (EngineConfig::profile_steps)
+  // Phase times (EngineConfig::profile_steps) of decode steps and of the others.
+  StepProfile profile_{false}, prefill_profile_{true};
   // Sizing of the arena (make_arena, in member order: after the model is packed, so the
   // memory budget sees what is resident).
   std::string memory_breakdown_;

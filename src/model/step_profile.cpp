@@ -42,32 +42,40 @@ int64_t StepProfile::total_ns() const {
   return t;
 }
 
-std::string StepProfile::format(double membw_bytes_per_s) const {
-  if (steps_ == 0) return "decode profile: no decode step ran\n";
+std::string StepProfile::format(double membw_bytes_per_s, double peak_ops_per_s) const {
+  const char* kind = prefill_ ? "prefill" : "decode";
+  if (steps_ == 0) return fmt::format("{} profile: no {} step ran\n", kind, kind);
   const double total = static_cast<double>(total_ns());
-  std::string s = fmt::format("decode profile: {} steps, {:.1f} us per step ({:.1f} tok/s)\n",
-                              steps_, total / 1e3 / static_cast<double>(steps_),
-                              total > 0 ? static_cast<double>(tokens_) * 1e9 / total : 0.0);
-  s += fmt::format("  {:<16} {:>10} {:>7} {:>9}{}\n", "phase", "us/step", "share", "GB/s",
-                   membw_bytes_per_s > 0 ? "  of read bw" : "");
+  const double limit = prefill_ ? peak_ops_per_s : membw_bytes_per_s;
+  std::string s =
+      fmt::format("{} profile: {} steps of {:.1f} tokens, {:.1f} us per step ({:.1f} tok/s)\n",
+                  kind, steps_, static_cast<double>(tokens_) / static_cast<double>(steps_),
+                  total / 1e3 / static_cast<double>(steps_),
+                  total > 0 ? static_cast<double>(tokens_) * 1e9 / total : 0.0);
+  s += fmt::format("  {:<16} {:>10} {:>7} {:>9}{}\n", "phase", "us/step", "share",
+                   prefill_ ? "GOP/s" : "GB/s",
+                   limit > 0 ? (prefill_ ? "  of peak" : "  of read bw") : "");
   for (int i = 0; i < kPhases; ++i) {
     const auto p = static_cast<Phase>(i);
     const double us = static_cast<double>(ns_[i]) / 1e3 / static_cast<double>(steps_);
-    std::string bw;
-    if (is_matmul(p) && ns_[i] > 0 && bytes_[i] > 0) {
-      const double gbs = static_cast<double>(bytes_[i]) / static_cast<double>(ns_[i]);
-      bw = fmt::format(" {:>9.1f}", gbs);
-      if (membw_bytes_per_s > 0)
-        bw += fmt::format("  {:>10.0f}%", 100.0 * gbs * 1e9 / membw_bytes_per_s);
+    std::string rate;
+    // GB/s of weights (decode) or GOP/s, 2 per multiply-add (prefill): per nanosecond.
+    const double per_ns = ns_[i] > 0 ? static_cast<double>(prefill_ ? 2 * macs_[i] : bytes_[i]) /
+                                           static_cast<double>(ns_[i])
+                                     : 0.0;
+    if (is_matmul(p) && per_ns > 0) {
+      rate = fmt::format(" {:>9.1f}", per_ns);
+      if (limit > 0) rate += fmt::format("  {:>7.0f}%", 100.0 * per_ns * 1e9 / limit);
     }
     s += fmt::format("  {:<16} {:>10.1f} {:>6.1f}%{}\n", phase_name(p), us,
-                     total > 0 ? 100.0 * static_cast<double>(ns_[i]) / total : 0.0, bw);
+                     total > 0 ? 100.0 * static_cast<double>(ns_[i]) / total : 0.0, rate);
   }
   return s;
 }
 
 nlohmann::json StepProfile::to_json() const {
   nlohmann::json j;
+  j["kind"] = prefill_ ? "prefill" : "decode";
   j["steps"] = steps_;
   j["tokens"] = tokens_;
   j["us_per_step"] =
@@ -83,6 +91,9 @@ nlohmann::json StepProfile::to_json() const {
       e["weight_bytes_per_step"] = steps_ > 0 ? bytes_[i] / steps_ : 0;
       e["gb_per_s"] =
           ns_[i] > 0 ? static_cast<double>(bytes_[i]) / static_cast<double>(ns_[i]) : 0.0;
+      e["macs_per_step"] = steps_ > 0 ? macs_[i] / steps_ : 0;
+      e["gop_per_s"] =
+          ns_[i] > 0 ? static_cast<double>(2 * macs_[i]) / static_cast<double>(ns_[i]) : 0.0;
     }
     phases.push_back(std::move(e));
   }

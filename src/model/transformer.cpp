@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string_view>
 
 #include <sys/mman.h>
@@ -16,9 +17,18 @@
 
 namespace hinge {
 namespace {
-// Bytes a matmul reads of `w` (its GGUF size; packed copies hold as many).
-int64_t matrix_bytes(const kernels::MatrixView& w) {
-  return w.rows * static_cast<int64_t>(w.row_bytes);
+// Adds the time since the last lap to phase p of `prof` (if any) with the weight bytes (their
+// GGUF size; packed copies hold as many) of the matrices its matmuls read and their
+// multiply-adds over `rows` activation rows.
+void lap_matmul(StepProfile* prof, StepProfile::Phase p, int64_t rows,
+                std::initializer_list<const kernels::MatrixView*> ws) {
+  if (prof == nullptr) return;
+  int64_t bytes = 0, elems = 0;
+  for (const kernels::MatrixView* w : ws) {
+    bytes += w->rows * static_cast<int64_t>(w->row_bytes);
+    elems += w->rows * w->cols;
+  }
+  prof->lap(p, bytes, elems * rows);
 }
 
 bool is_fp8(kv::KvDtype d) { return d == kv::KvDtype::kFp8E4m3 || d == kv::KvDtype::kFp8E5m2; }
@@ -222,8 +232,8 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
     prev = r;
   }
 
-  // A decode step (one token per sequence) is profiled when a profile is attached.
-  prof_ = profile_ != nullptr && static_cast<size_t>(n) == num_seqs ? profile_ : nullptr;
+  // Decode steps (one token per sequence) and the others go to their own profiles, if any.
+  prof_ = static_cast<size_t>(n) == num_seqs ? profile_ : prefill_profile_;
   if (prof_) prof_->begin_step(n);
   for (int64_t t = 0; t < n; ++t) {
     const auto& e = weights_.token_embd;
@@ -254,7 +264,7 @@ Status Transformer::forward_batch(const ForwardBatch& b, kv::KvArena& arena, flo
     }
   }
   if (c.final_softcap != 0.0f) kernels::softcap_inplace(logits, m * c.n_vocab, c.final_softcap);
-  if (prof_) prof_->lap(StepProfile::kOutput, matrix_bytes(weights_.output));
+  lap_matmul(prof_, StepProfile::kOutput, m, {&weights_.output});
   return Status::Ok();
 }
 
@@ -300,8 +310,8 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     });
   };
 
-  auto lap = [&](StepProfile::Phase p, int64_t bytes = 0) {
-    if (prof_) prof_->lap(p, bytes);
+  auto lap = [&](StepProfile::Phase p) {
+    if (prof_) prof_->lap(p);
   };
   for (int32_t l = 0; l < static_cast<int32_t>(c.n_layers); ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
@@ -319,7 +329,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     const kernels::MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
     kernels::matmul_shared_input(qkv, x_.data(), n, pool_, mm_scratch_,
                                  w.attn_norm ? &attn_norm : nullptr);
-    lap(StepProfile::kQkv, matrix_bytes(w.wq) + matrix_bytes(w.wk) + matrix_bytes(w.wv));
+    lap_matmul(prof_, StepProfile::kQkv, n, {&w.wq, &w.wk, &w.wv});
     for_tokens([&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         float* q = &q_[t * q_dim];
@@ -391,7 +401,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       for_tokens([&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) apply_extras(&proj_[t * dim], dim, w.xo);
       });
-    lap(StepProfile::kAttnOut, matrix_bytes(w.wo));
+    lap_matmul(prof_, StepProfile::kAttnOut, n, {&w.wo});
     residual_add(w.post_attn_norm);
     lap(StepProfile::kResidual);
 
@@ -401,7 +411,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     const kernels::MatmulOut gate_up[] = {{&w.w_gate, gate_.data()}, {&w.w_up, up_.data()}};
     kernels::matmul_shared_input(gate_up, x_.data(), n, pool_, mm_scratch_,
                                  w.ffn_norm ? &ffn_norm : nullptr);
-    lap(StepProfile::kGateUp, matrix_bytes(w.w_gate) + matrix_bytes(w.w_up));
+    lap_matmul(prof_, StepProfile::kGateUp, n, {&w.w_gate, &w.w_up});
     const bool gu_extras = w.x_gate.any() || w.x_up.any();
     for_tokens([&](int64_t t0, int64_t t1) {
       if (gu_extras)
@@ -420,7 +430,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
       for_tokens([&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) apply_extras(&proj_[t * dim], dim, w.x_down);
       });
-    lap(StepProfile::kDown, matrix_bytes(w.w_down));
+    lap_matmul(prof_, StepProfile::kDown, n, {&w.w_down});
     residual_add(w.post_ffn_norm);
     lap(StepProfile::kResidual);
   }

@@ -87,9 +87,12 @@ class Transformer {
   Status forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                  bool all_logits = false);
 
-  // Adds each decode step's phase times to `profile` from now on (null: none); it must outlive
-  // the transformer or be detached first.
-  void set_profile(StepProfile* profile) { profile_ = profile; }
+  // Adds each decode step's phase times to `decode` and each other step's (prefill, mixed) to
+  // `prefill` from now on (null: none); they must outlive the transformer or be detached first.
+  void set_profile(StepProfile* decode, StepProfile* prefill = nullptr) {
+    profile_ = decode;
+    prefill_profile_ = prefill;
+  }
 
  private:
   void run_layers(const ForwardBatch& batch, kv::KvArena& arena);
@@ -130,8 +133,9 @@ class Transformer {
   std::vector<int32_t> rows_;
   kernels::AttentionScratch att_scratch_;
   kernels::MatmulScratch mm_scratch_;
-  StepProfile* profile_ = nullptr;
-  StepProfile* prof_ = nullptr;  // profile_ during a decode step, else null
+  StepProfile* profile_ = nullptr;          // decode steps
+  StepProfile* prefill_profile_ = nullptr;  // the other steps
+  StepProfile* prof_ = nullptr;             // this step's (either, or null)
 };
 
 }  // namespace hinge
