@@ -452,6 +452,58 @@ TEST(KernelsKvQuant, EveryCpuTargetMatchesRef) {
   EXPECT_GT(tested, 0);
 }
 
+// The f16 write (the default KV dtype's quantize runs in SIMD) gives f32_to_f16's bits for
+// every input on every CPU target: each f16 value, the f32 values next to it and the midpoints
+// to its neighbour (ties to even), signed zeros, f32 subnormals, values past the f16 range,
+// infinities, NaNs with payloads, and random bit patterns; at every lane and in the scalar tail.
+TEST(KernelsKvQuant, F16WriteIsBitExactOnEveryCpuTarget) {
+  std::vector<float> x;
+  auto add = [&](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    x.push_back(f);
+  };
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float v = f16_to_f32(static_cast<uint16_t>(h));
+    uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    for (uint32_t d : {0u, 1u, 0xFFFFFFFFu, 0x1000u, 0xFFFFF000u, 0x0FFFu, 0x1001u}) add(b + d);
+  }
+  for (uint32_t b : {0x00000001u, 0x807FFFFFu, 0x477FF000u, 0x477FEFFFu, 0x47800000u, 0x7F7FFFFFu,
+                     0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0x7FBFFFFFu,
+                     0x33000000u, 0x33000001u, 0xB3000000u, 0x387FC000u, 0x38800000u})
+    add(b);
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 200000; ++i) add(rng());
+  x.resize((x.size() + 63) / 64 * 64 + 3);  // a 3-element tail after whole rows
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = f32_to_f16(x[i]);
+
+  const int64_t supported = hwy::SupportedTargets();
+  int tested = 0;
+  for (int64_t target :
+       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
+        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
+    if (!(supported & target)) continue;
+    ++tested;
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<uint16_t> got(x.size());
+    for (size_t r = 0; r + 64 <= x.size(); r += 64)
+      kv_quantize_row(KvDtype::kF16, x.data() + r, got.data() + r, 64, 1.0f);
+    const size_t tail = x.size() / 64 * 64;
+    kv_quantize_row(KvDtype::kF16, x.data() + tail, got.data() + tail,
+                    static_cast<int>(x.size() - tail), 1.0f);
+    size_t bad = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (got[i] != want[i] && bad++ < 5)
+        ADD_FAILURE() << "x=" << x[i] << " got " << got[i] << " want " << want[i] << " on "
+                      << hwy::TargetName(target);
+    EXPECT_EQ(bad, 0u) << hwy::TargetName(target);
+    hwy::SetSupportedTargetsForTest(0);
+  }
+  EXPECT_GE(tested, 2);
+}
+
 TEST(KernelsKvQuantDeathTest, Fp8RejectsBadTensorScale) {
   const std::vector<float> x(4, 1.0f);
   std::vector<uint8_t> row(4);

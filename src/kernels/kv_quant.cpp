@@ -1,7 +1,8 @@
 // SIMD paths of the KV-cache row kernels (dequantize, dot, axpy) for f32, f16, bf16 and int8:
-// elements are promoted to f32 in registers and combined with f32 FMAs. Highway runtime dispatch;
-// every target compiles the same portable code. fp8 and int4 (and every quantize) run the scalar
-// reference in kv_quant_ref.cpp. Layouts and policies: kv_quant.h.
+// elements are promoted to f32 in registers and combined with f32 FMAs; and the f16 quantize
+// (the KV write of the default dtype). Highway runtime dispatch; every target compiles the same
+// portable code. fp8 and int4 (and the other quantizes) run the scalar reference in
+// kv_quant_ref.cpp. Layouts and policies: kv_quant.h.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -114,6 +115,42 @@ HWY_INLINE void WithRow(KvDtype dtype, const void* row, Fn&& fn) {
   }
 }
 
+// f32 -> f16 bits, round to nearest even, NaN -> 0x7E00 with the sign: f32_to_f16's integer
+// and f32 operations (common/half.h) lane for lane, hence bit-exact on every target (not
+// hn::DemoteTo: F16C keeps NaN payloads, and Highway 1.0.3's emulation is not exact).
+void KvQuantF16Simd(const float* HWY_RESTRICT src, uint16_t* HWY_RESTRICT dst, int n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto to_inf = hn::Set(df, fp32_from_bits(0x77800000u));
+  const auto to_zero = hn::Set(df, fp32_from_bits(0x08800000u));
+  const auto sign_mask = hn::Set(du, 0x80000000u), exp_mask = hn::Set(du, 0xFF000000u);
+  const auto min_bias = hn::Set(du, 0x71000000u), bias_add = hn::Set(du, 0x07800000u);
+  const auto nan_f16 = hn::Set(du, 0x7E00u);
+  int i = 0;
+  for (; i + N <= n; i += N) {
+    const auto f = hn::LoadU(df, src + i);
+    auto base = hn::Mul(hn::Mul(hn::Abs(f), to_inf), to_zero);
+    const auto w = hn::BitCast(du, f);
+    const auto shl1 = hn::Add(w, w);
+    const auto sign = hn::And(w, sign_mask);
+    const auto bias = hn::Max(hn::And(shl1, exp_mask), min_bias);
+    base = hn::Add(hn::BitCast(df, hn::Add(hn::ShiftRight<1>(bias), bias_add)), base);
+    const auto bits = hn::BitCast(du, base);
+    const auto nonsign = hn::Add(hn::And(hn::ShiftRight<13>(bits), hn::Set(du, 0x7C00u)),
+                                 hn::And(bits, hn::Set(du, 0x0FFFu)));
+    const auto h = hn::Or(hn::ShiftRight<16>(sign),
+                          hn::IfThenElse(hn::Gt(shl1, exp_mask), nan_f16, nonsign));
+    hn::StoreU(hn::DemoteTo(d16, hn::BitCast(di, h)), d16, dst + i);  // h <= 0xFFFF
+  }
+  for (; i < n; ++i) {
+    const uint16_t h = f32_to_f16(src[i]);
+    std::memcpy(dst + i, &h, sizeof h);
+  }
+}
+
 void KvDequantSimd(KvDtype dtype, const void* src, float* dst, int n) {
   WithRow(dtype, src, [&](const auto* row, float scale) { DequantT(row, scale, dst, n); });
 }
@@ -135,6 +172,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace hinge::kernels {
 
+HWY_EXPORT(KvQuantF16Simd);
 HWY_EXPORT(KvDequantSimd);
 HWY_EXPORT(KvDotSimd);
 HWY_EXPORT(KvAxpySimd);
@@ -151,7 +189,9 @@ void check_head_dim(int head_dim) {
 
 void kv_quantize_row(KvDtype dtype, const float* src, void* dst, int head_dim,
                      float tensor_scale) {
-  kv_quantize_row_ref(dtype, src, dst, head_dim, tensor_scale);
+  if (dtype != KvDtype::kF16) return kv_quantize_row_ref(dtype, src, dst, head_dim, tensor_scale);
+  check_head_dim(head_dim);
+  HWY_DYNAMIC_DISPATCH(KvQuantF16Simd)(src, static_cast<uint16_t*>(dst), head_dim);
 }
 
 void kv_dequantize_row(KvDtype dtype, const void* src, float* dst, int head_dim,
