@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numbers>
 #include <vector>
@@ -97,6 +98,38 @@ TEST(KernelsOps, RopeLayoutsAgreeUpToPermutation) {
   }
   // Pair 0 at position 7 turns by 7 radians.
   EXPECT_NEAR(inter[0], 0.1f * std::cos(7.0f) + 0.6f * std::sin(7.0f), 1e-6);
+}
+
+// rope_ext_qk rotates Q and K as two rope_ext calls do, bit for bit: both layouts, partial
+// rotary, YaRN's magnitude scale.
+TEST(KernelsOps, RopeQkEqualsTwoRopeCalls) {
+  const int64_t hd = 24;
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (float factor : {1.0f, 4.0f}) {
+      RopeSpec spec{.style = style, .n_rot = 16, .theta = 10000.0f};
+      if (factor != 1.0f) {  // YaRN: a quarter of the frequencies, mscale > 1
+        spec.freq_scale = 1.0f / factor;
+        spec.ext_factor = 1.0f;
+        spec.attn_factor = 1.0f;
+        spec.n_ctx_orig = 2048;
+      }
+      const RopeTable t = make_rope_table(spec);
+      std::vector<float> q(5 * hd), k(2 * hd);
+      for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * static_cast<float>(i));
+      for (size_t i = 0; i < k.size(); ++i) k[i] = std::cos(0.53f * static_cast<float>(i));
+      for (int64_t pos : {0, 1, 77, 4095}) {
+        std::vector<float> q1 = q, k1 = k, q2 = q, k2 = k;
+        rope_ext(q1.data(), 5, hd, pos, t);
+        rope_ext(k1.data(), 2, hd, pos, t);
+        rope_ext_qk(q2.data(), 5, k2.data(), 2, hd, pos, t);
+        EXPECT_EQ(0, std::memcmp(q1.data(), q2.data(), q1.size() * sizeof(float))) << pos;
+        EXPECT_EQ(0, std::memcmp(k1.data(), k2.data(), k1.size() * sizeof(float))) << pos;
+        if (pos != 0) {
+          EXPECT_NE(q1, q);  // it rotated
+        }
+      }
+    }
+  }
 }
 
 // Llama 3 rope_scaling (factor 8, low 1, high 4, original context 8192, theta 500000): high

@@ -147,7 +147,21 @@ inline float rope_angle(const RopeTable& t, int64_t pos, int64_t i) {
 }  // namespace
 
 void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t) {
+  rope_ext_qk(x, num_heads, nullptr, 0, head_dim, pos, t);
+}
+
+void rope_ext_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t head_dim,
+                 int64_t pos, const RopeTable& t) {
   const int64_t half = t.n_rot / 2;
+  auto rotate = [&](float* x, int64_t heads, int64_t a, int64_t b, float fcr, float fci) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* head = x + h * head_dim;
+      const float v0 = head[a];
+      const float v1 = head[b];
+      head[a] = v0 * fcr - v1 * fci;
+      head[b] = v0 * fci + v1 * fcr;
+    }
+  };
   for (int64_t i = 0; i < half; ++i) {
     const float val = rope_angle(t, pos, i);
     float fcr = std::cos(val), fci = std::sin(val);
@@ -157,13 +171,8 @@ void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const 
     }
     const int64_t a = t.style == RopeStyle::kInterleaved ? 2 * i : i;
     const int64_t b = t.style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
-    for (int64_t h = 0; h < num_heads; ++h) {
-      float* head = x + h * head_dim;
-      const float v0 = head[a];
-      const float v1 = head[b];
-      head[a] = v0 * fcr - v1 * fci;
-      head[b] = v0 * fci + v1 * fcr;
-    }
+    rotate(q, q_heads, a, b, fcr, fci);
+    if (k != nullptr) rotate(k, k_heads, a, b, fcr, fci);
   }
 }
 

@@ -54,6 +54,10 @@ RopeTable make_rope_table(const RopeSpec& spec);
 // Rotates `num_heads` heads of `head_dim` values at position `pos`, in place. With no scaling
 // the angle of pair i is pos * inv_freq[i] (llama2.c's expression, bit for bit).
 void rope_ext(float* x, int64_t num_heads, int64_t head_dim, int64_t pos, const RopeTable& t);
+// rope_ext of q (q_heads heads) and k (k_heads) at the same position, each angle's cos and sin
+// computed once for both (the same results as two rope_ext calls).
+void rope_ext_qk(float* q, int64_t q_heads, float* k, int64_t k_heads, int64_t head_dim,
+                 int64_t pos, const RopeTable& t);
 // The rotation rope_ext applies at position `delta`, at unit length (no mscale): cos_sin gets
 // [n_rot / 2] cosines then [n_rot / 2] sines. Rotations compose (angles are linear in the
 // position, YaRN's mix included), so rotating a vector already rotated at p by this table gives

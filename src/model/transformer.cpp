@@ -345,8 +345,7 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
           kernels::rmsnorm(k, k, w.k_norm, kv_dim, c.rms_eps);
         }
         const int64_t pos = positions_[static_cast<size_t>(t)];
-        kernels::rope_ext(q, c.n_heads, hd, pos, rope);
-        kernels::rope_ext(k, c.n_kv_heads, hd, pos, rope);
+        kernels::rope_ext_qk(q, c.n_heads, k, c.n_kv_heads, hd, pos, rope);
         if (c.attn_temp_scale != 0.0f) {
           const float f = std::log(std::floor(static_cast<float>(pos) /
                                               static_cast<float>(c.attn_temp_floor)) + 1.0f) *
