@@ -15,6 +15,7 @@
 #include "common/half.h"
 #include "kernels/kv_quant.h"
 #include "kv/kv_spec.h"
+#include "hwy_test_util.h"
 
 namespace hinge::kernels {
 namespace {
@@ -341,14 +342,7 @@ TEST(KernelsKvQuant, NonFiniteInputsAreDeterministic) {
 // the scalar tail of a 67-element row).
 TEST(KernelsKvQuant, F16SpecialsRoundTripOnEveryCpuTarget) {
   const uint16_t specials[] = {0x7C00, 0xFC00, 0x7E00, 0xFE01, 0x7BFF, 0x0001, 0x83FF, 0x8000};
-  const int64_t supported = hwy::SupportedTargets();
-  int tested = 0;
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    ++tested;
-    hwy::SetSupportedTargetsForTest(target);
+  const int tested = testing::for_each_cpu_target([&](int64_t target) {
     for (int n : {64, 67}) {
       for (int shift = 0; shift < 8; ++shift) {
         std::vector<uint16_t> bits(static_cast<size_t>(n));
@@ -388,22 +382,14 @@ TEST(KernelsKvQuant, F16SpecialsRoundTripOnEveryCpuTarget) {
         }
       }
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   EXPECT_GE(tested, 2);
 }
 
 // Fused dot/axpy agree with dequantize-then-compute, and every SIMD target agrees with the
 // reference: dequantize and quantize bit for bit, dot/axpy to accumulation-order rounding.
 TEST(KernelsKvQuant, EveryCpuTargetMatchesRef) {
-  const int64_t supported = hwy::SupportedTargets();
-  int tested = 0;
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    ++tested;
-    hwy::SetSupportedTargetsForTest(target);
+  const int tested = testing::for_each_cpu_target([&](int64_t target) {
     for (int n : kHeadDims) {
       const auto x = random_row(n, static_cast<uint32_t>(n) + 7);
       const auto q = random_row(n, static_cast<uint32_t>(n) + 8);
@@ -447,8 +433,7 @@ TEST(KernelsKvQuant, EveryCpuTargetMatchesRef) {
         }
       }
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   EXPECT_GT(tested, 0);
 }
 
@@ -479,14 +464,7 @@ TEST(KernelsKvQuant, F16WriteIsBitExactOnEveryCpuTarget) {
   std::vector<uint16_t> want(x.size());
   for (size_t i = 0; i < x.size(); ++i) want[i] = f32_to_f16(x[i]);
 
-  const int64_t supported = hwy::SupportedTargets();
-  int tested = 0;
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    ++tested;
-    hwy::SetSupportedTargetsForTest(target);
+  const int tested = testing::for_each_cpu_target([&](int64_t target) {
     std::vector<uint16_t> got(x.size());
     for (size_t r = 0; r + 64 <= x.size(); r += 64)
       kv_quantize_row(KvDtype::kF16, x.data() + r, got.data() + r, 64, 1.0f);
@@ -499,8 +477,7 @@ TEST(KernelsKvQuant, F16WriteIsBitExactOnEveryCpuTarget) {
         ADD_FAILURE() << "x=" << x[i] << " got " << got[i] << " want " << want[i] << " on "
                       << hwy::TargetName(target);
     EXPECT_EQ(bad, 0u) << hwy::TargetName(target);
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   EXPECT_GE(tested, 2);
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
+#include "hwy_test_util.h"
 #include "kernels_matmul_test_util.h"
 
 namespace hinge::kernels {
@@ -159,24 +160,15 @@ TEST(KernelsMatmul, ExactActivationsMatchF32Product) {
 // Every Highway target this CPU can run (AVX2 and the portable SSE4 / SSSE3 / scalar paths on
 // an AVX2 machine), forced one at a time through Highway's test hook.
 TEST(KernelsMatmul, ParityEveryCpuTarget) {
-  const int64_t supported = hwy::SupportedTargets();
-  int tested = 0;
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
+  const int tested = testing::for_each_cpu_target([&](int64_t target) {
     SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
-    ++tested;
     uint32_t seed = 1000;
     for (const Case& c : kCases) {
       check_matmul(c, 21, 5, 2, seed++);
       check_matmul(c, 3, 1, 1, seed++);
       if (HasFatalFailure()) break;
     }
-    hwy::SetSupportedTargetsForTest(0);
-    if (HasFatalFailure()) return;
-  }
+  });
   EXPECT_GE(tested, 2);
 }
 
@@ -276,7 +268,7 @@ TEST(KernelsMatmul, FusedNormEqualsNormThenMatmul) {
         v2.packed = keep.back().get();
       }
       for (int64_t tokens : {1, 7, 19}) {
-        SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " packed=" << packed
+        SCOPED_TRACE(::testing::Message() << ggml_type_name(t) << " packed=" << packed
                                         << " tokens=" << tokens);
         const auto x = make_activations(tokens, cols, 30 + static_cast<uint32_t>(tokens));
         std::vector<float> xn(x.size());

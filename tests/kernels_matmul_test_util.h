@@ -107,7 +107,7 @@ struct Case {
 // packed: run on a packed copy in `layout` (which must run on this CPU).
 inline void check_matmul(const Case& c, int64_t rows, int64_t num_tokens, int threads, uint32_t seed,
                   bool packed = false, PackedLayout layout = PackedLayout::kVnniPairs) {
-  SCOPED_TRACE(testing::Message() << ggml_type_name(c.type) << " rows=" << rows << " cols="
+  SCOPED_TRACE(::testing::Message() << ggml_type_name(c.type) << " rows=" << rows << " cols="
                                   << c.cols << " tokens=" << num_tokens << " threads=" << threads
                                   << (packed ? " packed" : "")
                                   << (packed && layout == PackedLayout::kAmxTiles ? " amx" : ""));

@@ -25,6 +25,7 @@
 #include "kernels/kv_quant.h"
 #include "kernels/paged_attention.h"
 #include "kv/kv_spec.h"
+#include "hwy_test_util.h"
 
 namespace hinge::kernels {
 namespace {
@@ -253,22 +254,14 @@ TEST(KernelsPagedAttention, SimdMatchesReferenceEveryDtype) {
 
 TEST(KernelsPagedAttention, EveryCpuTargetMatchesReference) {
   const Batch b = make_batch(8, 2, 36, 16, 13);
-  const int64_t supported = hwy::SupportedTargets();
-  int tested = 0;
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    ++tested;
-    hwy::SetSupportedTargetsForTest(target);
+  const int tested = testing::for_each_cpu_target([&](int64_t target) {
     for (KvDtype t : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBf16, KvDtype::kInt8, KvDtype::kInt4,
                       KvDtype::kFp8E4m3}) {
       const Arena a = write_batch(b, t, t, ArenaLayout{});
       EXPECT_LE(rel_diff(run_simd(a, b, 2), run_ref(a, b)), 1e-4)
           << kv::kv_dtype_name(t) << " on " << hwy::TargetName(target);
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   EXPECT_GT(tested, 0);
 }
 
@@ -301,13 +294,7 @@ Batch stored_values(Batch b, const Arena& a, bool keys, bool values) {
 // apart, on every CPU target that runs here. Smollm's shape (3 query heads per KV head, the
 // register-tight case) included.
 TEST(KernelsPagedAttention, StoredRowsEqualF32RowsOfTheirValues) {
-  const int64_t supported = hwy::SupportedTargets();
-  int tested = 0;
-  for (int64_t target : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2},
-                         int64_t{HWY_SSE4}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    ++tested;
-    hwy::SetSupportedTargetsForTest(target);
+  const int tested = testing::for_each_cpu_target([&](int64_t target) {
     for (const Config& c : {kConfigs[0], kConfigs[1], Config{9, 3, 64}}) {
       const Batch b = make_batch(c.n_heads, c.n_kv_heads, c.head_dim, 16, 31);
       for (auto [kt, vt] :
@@ -325,8 +312,7 @@ TEST(KernelsPagedAttention, StoredRowsEqualF32RowsOfTheirValues) {
             << kv::kv_dtype_name(vt) << " on " << hwy::TargetName(target);
       }
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   EXPECT_GT(tested, 0);
 }
 
@@ -554,12 +540,7 @@ TEST(KernelsPagedAttention, BlockSizeDoesNotChangeResults) {
 // every fp8 byte value (NaN and inf codes included) and every CPU target.
 TEST(KernelsPagedAttention, SingleKeyReturnsTheStoredValueRow) {
   constexpr int kDim = 256, kKvHeads = 2, kHeads = 4;
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    hwy::SetSupportedTargetsForTest(target);
+  testing::for_each_cpu_target([&](int64_t target) {
     for (KvDtype t : kAllDtypes) {
       Arena a = make_arena(3, kKvHeads, kDim, t, t, ArenaLayout{});
       if (is_fp8(t)) a.layer.k_scale = a.layer.v_scale = 0.37f;
@@ -609,8 +590,7 @@ TEST(KernelsPagedAttention, SingleKeyReturnsTheStoredValueRow) {
         }
       }
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
 }
 
 TEST(KernelsPagedAttention, KvWriteRoundTripTouchesOnlyItsRows) {

@@ -16,6 +16,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_block.h"
 #include "kernels/quant_ref.h"
+#include "hwy_test_util.h"
 
 namespace hinge::kernels {
 namespace {
@@ -241,12 +242,7 @@ TEST(KernelsQuant, DequantizeSimdMatchesRefBitExact) {
 TEST(KernelsQuant, DequantizeEveryCpuTargetMatchesRef) {
   const int64_t n = 256 * 3;
   const auto x = random_values(n, 12);
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
-    hwy::SetSupportedTargetsForTest(target);
+  testing::for_each_cpu_target([&](int64_t target) {
     for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
                        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K}) {
       std::vector<uint8_t> q(row_bytes(t, n));
@@ -257,8 +253,7 @@ TEST(KernelsQuant, DequantizeEveryCpuTargetMatchesRef) {
       EXPECT_EQ(0, std::memcmp(ref.data(), simd.data(), ref.size() * sizeof(float)))
           << ggml_type_name(t) << " on " << hwy::TargetName(target);
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
 }
 
 // Activation rows with exact rounding ties after scaling: Q8_0 block amax 127 -> id = 1, so x.5
@@ -279,13 +274,8 @@ std::vector<float> activations_with_ties(int64_t n, uint32_t seed) {
 TEST(KernelsQuant, ActivationQuantizerByteIdenticalToRefEveryTarget) {
   const int64_t n = 256 * 4;
   const auto x = activations_with_ties(n, 21);
-  const int64_t supported = hwy::SupportedTargets();
-  for (int64_t target :
-       {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SSE4},
-        int64_t{HWY_SSSE3}, int64_t{HWY_EMU128}, int64_t{HWY_SCALAR}}) {
-    if (!(supported & target)) continue;
+  testing::for_each_cpu_target([&](int64_t target) {
     SCOPED_TRACE(hwy::TargetName(target));
-    hwy::SetSupportedTargetsForTest(target);
     for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q8_K}) {
       std::vector<uint8_t> ref(row_bytes(t, n)), simd(ref.size(), 0xCD);
       ASSERT_TRUE(quantize_row_ref(t, x.data(), ref.data(), n));
@@ -304,8 +294,7 @@ TEST(KernelsQuant, ActivationQuantizerByteIdenticalToRefEveryTarget) {
         EXPECT_EQ(scales[b], f16_to_f32(blocks[b].d)) << b;
       }
     }
-    hwy::SetSupportedTargetsForTest(0);
-  }
+  });
   // The tie values really are ties: 2 * 4.5 rounds away from zero in Q8_0 ...
   std::vector<BlockQ8_0> q(n / 32);
   quantize_row_q8_0_ref(x.data(), q.data(), n);

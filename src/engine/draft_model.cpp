@@ -37,7 +37,6 @@ StatusOr<std::unique_ptr<DraftModel>> DraftModel::create(const LoadedModel& mode
 DraftModel::DraftModel(const LoadedModel& model, ThreadPool& pool, kv::KvArena arena,
                        int32_t block_size, int32_t max_batch_tokens, int32_t max_seqs)
     : model_(model),
-      pool_(pool),
       arena_(std::move(arena)),
       transformer_(model.config, model.weights, pool, max_batch_tokens, model.file_mappings),
       block_size_(block_size),

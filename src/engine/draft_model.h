@@ -115,7 +115,6 @@ class DraftModel {
   void draw(DraftJob& job, int32_t i, const float* logits);
 
   const LoadedModel& model_;
-  ThreadPool& pool_;
   kv::KvArena arena_;
   Transformer transformer_;
   int32_t block_size_;
