@@ -152,5 +152,25 @@ TEST(StepProfile, RunPrintsTheTable) {
   EXPECT_EQ(nlohmann::json::parse(plain.out)["token_ids"], j["token_ids"]);
 }
 
+// `hinge bench --profile`: batched decode steps get GOP/s beside GB/s; --json has both profiles.
+TEST(StepProfile, BenchPrintsTheTables) {
+  const std::string cmd = testing::hinge_binary() + " bench -m " +
+                          shared_path("models/stories260K.gguf") +
+                          " --requests 4 --prompt-tokens 8 --gen-tokens 5 --profile";
+  auto table = testing::run_command(cmd + " 2>/dev/null");
+  ASSERT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_NE(table.out.find("prefill profile:"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("decode profile:"), std::string::npos) << table.out;
+  const size_t decode = table.out.find("decode profile:");
+  ASSERT_NE(decode, std::string::npos);
+  EXPECT_NE(table.out.find("GOP/s", decode), std::string::npos) << table.out;  // 4 a step
+  auto json = testing::run_command(cmd + " --json 2>/dev/null");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_GT(j["profile"]["steps"].get<int64_t>(), 0);
+  EXPECT_GT(j["profile"]["tokens"].get<int64_t>(), j["profile"]["steps"].get<int64_t>());
+  EXPECT_EQ(j["prefill_profile"]["kind"], "prefill");
+}
+
 }  // namespace
 }  // namespace hinge

@@ -37,6 +37,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_choice.h"
 #include "model/loaded_model.h"
+#include "model/step_profile.h"
 #include "roofline/machine_profile.h"
 #include "roofline/model_work.h"
 #include "tokenizer/tokenizer.h"
@@ -95,6 +96,7 @@ int bench_command(const BenchArgs& args) {
   auto config_or = make_engine_config(args.engine);
   if (!config_or.ok()) return fail(config_or.status().message());
   EngineConfig config = *config_or;
+  config.profile_steps = args.profile;
 
   // The machine's limits, for the shares below: the cached profile, or measured now (about
   // 2 s, before the model takes memory and page cache) and saved.
@@ -387,6 +389,10 @@ int bench_command(const BenchArgs& args) {
       j["constrained_requests"] = args.constrained;
       split.to_json(&j, s.mask_seconds, s.masks, s.mask_cache_hits, decode_only_steps);
     }
+    if (const StepProfile* p = engine.step_profile()) {
+      j["profile"] = p->to_json();
+      j["prefill_profile"] = engine.prefill_profile()->to_json();
+    }
     nlohmann::json groups = nlohmann::json::array();
     for (const auto& g : kv_groups)
       groups.push_back({{"layers", g.layers}, {"window", g.window},
@@ -506,6 +512,12 @@ int bench_command(const BenchArgs& args) {
                               pct(ratio(s.sample_seconds, s.step_seconds)),
                               s.sample_seconds * 1e3, s.step_seconds * 1e3,
                               pct(ratio(decode_sample_s, decode_step_s))));
+  if (const StepProfile* p = engine.step_profile()) {
+    std::fputs(engine.prefill_profile()->format(0.0, peak ? peak->ops_per_s : 0.0).c_str(), stdout);
+    std::fputs(p->format(profile ? profile->membw_bytes_per_s : 0.0, peak ? peak->ops_per_s : 0.0)
+                   .c_str(),
+               stdout);
+  }
   return 0;
 }
 

@@ -83,6 +83,7 @@ struct BenchArgs {
   int64_t shared_prefix = 0;    // random ids every request starts with (after BOS)
   uint64_t seed = 1234;
   bool json = false;
+  bool profile = false;         // --profile: time each step's phases (StepProfile)
   bool mixed_lengths = false;   // own prompt uniform in [1, P], output uniform in [1, G]
   // Sampling of every request (default greedy); --temp 1 alone is OpenAI's default sampling.
   float temperature = 0.0f;

@@ -158,6 +158,10 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("-s,--seed", bench.seed, "Seed of the random prompts")
       ->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "Print one JSON object instead of the table");
+  bench_cmd->add_flag("--profile", bench.profile,
+                      "Time each step's phases (prefill or mixed steps, and decode steps of every "
+                      "running request) and print both tables after the run (--json: "
+                      "\"prefill_profile\", \"profile\")");
   bench_cmd->add_flag("--sweep", bench.sweep,
                       "Decode over batch x context x KV dtype (the roofline, measured): tok/s and "
                       "the bytes a step streams, weights against KV; contexts share one prefilled "

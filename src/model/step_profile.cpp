@@ -46,29 +46,39 @@ std::string StepProfile::format(double membw_bytes_per_s, double peak_ops_per_s)
   const char* kind = prefill_ ? "prefill" : "decode";
   if (steps_ == 0) return fmt::format("{} profile: no {} step ran\n", kind, kind);
   const double total = static_cast<double>(total_ns());
-  const double limit = prefill_ ? peak_ops_per_s : membw_bytes_per_s;
+  const double per_step = static_cast<double>(tokens_) / static_cast<double>(steps_);
+  // Matmuls are rated by what bounds them: the weights' bytes in single-sequence decode, the
+  // multiply-adds in prefill; batched decode (2+ tokens a step) gets both.
+  const bool bytes_col = !prefill_, ops_col = prefill_ || per_step >= 2.0;
   std::string s =
       fmt::format("{} profile: {} steps of {:.1f} tokens, {:.1f} us per step ({:.1f} tok/s)\n",
-                  kind, steps_, static_cast<double>(tokens_) / static_cast<double>(steps_),
-                  total / 1e3 / static_cast<double>(steps_),
+                  kind, steps_, per_step, total / 1e3 / static_cast<double>(steps_),
                   total > 0 ? static_cast<double>(tokens_) * 1e9 / total : 0.0);
-  s += fmt::format("  {:<16} {:>10} {:>7} {:>9}{}\n", "phase", "us/step", "share",
-                   prefill_ ? "GOP/s" : "GB/s",
-                   limit > 0 ? (prefill_ ? "  of peak" : "  of read bw") : "");
+  s += fmt::format("  {:<16} {:>10} {:>7}", "phase", "us/step", "share");
+  if (bytes_col) s += fmt::format(" {:>9}{}", "GB/s", membw_bytes_per_s > 0 ? "  of read bw" : "");
+  if (ops_col) s += fmt::format(" {:>9}{}", "GOP/s", peak_ops_per_s > 0 ? "  of peak" : "");
+  s += "\n";
   for (int i = 0; i < kPhases; ++i) {
     const auto p = static_cast<Phase>(i);
-    const double us = static_cast<double>(ns_[i]) / 1e3 / static_cast<double>(steps_);
-    std::string rate;
-    // GB/s of weights (decode) or GOP/s, 2 per multiply-add (prefill): per nanosecond.
-    const double per_ns = ns_[i] > 0 ? static_cast<double>(prefill_ ? 2 * macs_[i] : bytes_[i]) /
-                                           static_cast<double>(ns_[i])
-                                     : 0.0;
-    if (is_matmul(p) && per_ns > 0) {
-      rate = fmt::format(" {:>9.1f}", per_ns);
-      if (limit > 0) rate += fmt::format("  {:>7.0f}%", 100.0 * per_ns * 1e9 / limit);
+    const double ns = static_cast<double>(ns_[i]);
+    s += fmt::format("  {:<16} {:>10.1f} {:>6.1f}%", phase_name(p),
+                     ns / 1e3 / static_cast<double>(steps_), total > 0 ? 100.0 * ns / total : 0.0);
+    if (is_matmul(p) && ns > 0) {
+      // Bytes or operations (2 per multiply-add) per nanosecond: GB/s, GOP/s.
+      const double gbs = static_cast<double>(bytes_[i]) / ns;
+      const double gops = static_cast<double>(2 * macs_[i]) / ns;
+      if (bytes_col && gbs > 0) {
+        s += fmt::format(" {:>9.1f}", gbs);
+        if (membw_bytes_per_s > 0)
+          s += fmt::format("  {:>10.0f}%", 100.0 * gbs * 1e9 / membw_bytes_per_s);
+      }
+      if (ops_col && gops > 0) {
+        s += fmt::format(" {:>9.1f}", gops);
+        if (peak_ops_per_s > 0)
+          s += fmt::format("  {:>7.0f}%", 100.0 * gops * 1e9 / peak_ops_per_s);
+      }
     }
-    s += fmt::format("  {:<16} {:>10.1f} {:>6.1f}%{}\n", phase_name(p), us,
-                     total > 0 ? 100.0 * static_cast<double>(ns_[i]) / total : 0.0, rate);
+    s += "\n";
   }
   return s;
 }
