@@ -512,12 +512,12 @@ int bench_command(const BenchArgs& args) {
                               pct(ratio(s.sample_seconds, s.step_seconds)),
                               s.sample_seconds * 1e3, s.step_seconds * 1e3,
                               pct(ratio(decode_sample_s, decode_step_s))));
-  if (const StepProfile* p = engine.step_profile()) {
-    std::fputs(engine.prefill_profile()->format(0.0, peak ? peak->ops_per_s : 0.0).c_str(), stdout);
-    std::fputs(p->format(profile ? profile->membw_bytes_per_s : 0.0, peak ? peak->ops_per_s : 0.0)
+  if (const StepProfile* p = engine.step_profile())
+    std::fputs(StepProfile::format_both(*engine.prefill_profile(), *p,
+                                        profile ? profile->membw_bytes_per_s : 0.0,
+                                        peak ? peak->ops_per_s : 0.0)
                    .c_str(),
                stdout);
-  }
   return 0;
 }
 

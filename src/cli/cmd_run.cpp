@@ -288,8 +288,9 @@ int run_command(RunArgs args) {
     std::fprintf(stderr, "hinge: memory budget %s\n", m.c_str());
   if (const StepProfile* p = engine.step_profile(); p != nullptr && !args.json) {
     const roofline::ComputePeak* peak = profile ? profile->best_peak(integer_units) : nullptr;
-    std::fputs(engine.prefill_profile()->format(0.0, peak ? peak->ops_per_s : 0.0).c_str(), stderr);
-    std::fputs(p->format(profile ? profile->membw_bytes_per_s : 0.0, peak ? peak->ops_per_s : 0.0)
+    std::fputs(StepProfile::format_both(*engine.prefill_profile(), *p,
+                                        profile ? profile->membw_bytes_per_s : 0.0,
+                                        peak ? peak->ops_per_s : 0.0)
                    .c_str(),
                stderr);
   }

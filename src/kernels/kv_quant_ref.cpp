@@ -92,11 +92,10 @@ const float* fp8_table(KvDtype dtype) {
   return dtype == KvDtype::kFp8E4m3 ? fp8_tables().e4m3.data() : fp8_tables().e5m2.data();
 }
 
-bool is_fp8(KvDtype dtype) { return dtype == KvDtype::kFp8E4m3 || dtype == KvDtype::kFp8E5m2; }
 
 void check_args(KvDtype dtype, int head_dim, float tensor_scale) {
   HINGE_CHECK_MSG(head_dim > 0 && head_dim <= kKvMaxHeadDim, "head_dim {}", head_dim);
-  if (is_fp8(dtype)) {
+  if (kv::kv_dtype_is_fp8(dtype)) {
     HINGE_CHECK_MSG(std::isfinite(tensor_scale) && tensor_scale > 0.0f,
                     "fp8 KV needs a finite positive tensor_scale, got {}", tensor_scale);
   }
@@ -151,7 +150,7 @@ float kv_fp8_max_finite(KvDtype dtype) {
 }
 
 float kv_fp8_scale_for(KvDtype dtype, const float* data, size_t n, float prev) {
-  HINGE_CHECK_MSG(is_fp8(dtype), "kv_fp8_scale_for on {}", kv::kv_dtype_name(dtype));
+  HINGE_CHECK_MSG(kv::kv_dtype_is_fp8(dtype), "kv_fp8_scale_for on {}", kv::kv_dtype_name(dtype));
   float amax = 0.0f;
   for (size_t i = 0; i < n; ++i) {
     if (std::isfinite(data[i])) amax = std::max(amax, std::fabs(data[i]));
@@ -219,7 +218,7 @@ struct RowView {
     if (t == KvDtype::kInt8 || t == KvDtype::kInt4) {
       scale = load_f16_scale(row);
       p += kScaleBytes;
-    } else if (is_fp8(t)) {
+    } else if (kv::kv_dtype_is_fp8(t)) {
       scale = tensor_scale;
       table = fp8_table(t);
     }

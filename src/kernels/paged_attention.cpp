@@ -35,10 +35,8 @@
 namespace hinge::kernels::paged_detail {
 
 constexpr int kKeyTile = 32;  // keys per online-softmax step
-// Query rows of one sequence sharing the K/V tiles: each tile is converted once per unit, so
-// prefill converts every K/V row (number of rows) / kUnitRows times. 8 rather than 4: smollm-135m's
-// prefill attention of 512 tokens on Zen 3 took 122 ms a step instead of 157 (medians of 4
-// alternating runs, `hinge run --profile`); 16 took 119.
+// Query rows of one sequence sharing the K/V tiles (each converted once per unit): 8, not 4,
+// measured in docs/kernels.md ("Work units").
 constexpr int kUnitRows = 8;
 // Keys per partition (flash-decoding): a row with more keys is computed as independent
 // partitions of this many keys (partial softmax states), merged in order afterwards. A fixed
@@ -409,10 +407,6 @@ constexpr int64_t kRowsPerThread = paged_detail::kUnitRows;
 constexpr size_t kFp8TableFloats = 2 * 256;
 constexpr size_t kAlignFloats = 16;  // 64 bytes
 
-bool is_fp8(KvDtype t) {
-  return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2;
-}
-
 void fill_fp8_table(KvDtype t, float scale, float* table) {
   for (int b = 0; b < 256; ++b) {
     const auto byte = static_cast<uint8_t>(b);
@@ -509,11 +503,11 @@ void paged_attention(const PagedKvLayer& kv, std::span<const AttentionSeq> seqs,
   job.out = out;
   job.partials = scratch.partials.data();
   job.partial_offset = scratch.partial_offset.data();
-  if (is_fp8(kv.k_dtype)) {
+  if (kv::kv_dtype_is_fp8(kv.k_dtype)) {
     fill_fp8_table(kv.k_dtype, kv.k_scale, tables);
     job.k_fp8_table = tables;
   }
-  if (is_fp8(kv.v_dtype)) {
+  if (kv::kv_dtype_is_fp8(kv.v_dtype)) {
     fill_fp8_table(kv.v_dtype, kv.v_scale, tables + 256);
     job.v_fp8_table = tables + 256;
   }

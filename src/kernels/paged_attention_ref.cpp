@@ -15,10 +15,9 @@
 namespace hinge::kernels {
 namespace {
 
-bool is_fp8(KvDtype t) { return t == KvDtype::kFp8E4m3 || t == KvDtype::kFp8E5m2; }
 
 void check_scale(KvDtype t, float scale) {
-  if (is_fp8(t)) HINGE_CHECK_MSG(std::isfinite(scale) && scale > 0.0f, "fp8 scale {}", scale);
+  if (kv::kv_dtype_is_fp8(t)) HINGE_CHECK_MSG(std::isfinite(scale) && scale > 0.0f, "fp8 scale {}", scale);
 }
 
 }  // namespace

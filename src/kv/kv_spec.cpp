@@ -30,6 +30,10 @@ std::optional<KvDtype> parse_kv_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+bool kv_dtype_is_fp8(KvDtype dtype) {
+  return dtype == KvDtype::kFp8E4m3 || dtype == KvDtype::kFp8E5m2;
+}
+
 bool kv_dtype_is_quantized(KvDtype dtype) {
   return dtype == KvDtype::kFp8E4m3 || dtype == KvDtype::kFp8E5m2 || dtype == KvDtype::kInt8 ||
          dtype == KvDtype::kInt4;

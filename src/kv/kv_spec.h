@@ -42,6 +42,8 @@ std::optional<KvDtype> parse_kv_dtype(std::string_view name);
 
 // fp8 / int8 / int4: lossy formats with scales (f32/f16/bf16 are plain floats).
 bool kv_dtype_is_quantized(KvDtype dtype);
+// fp8 (E4M3 or E5M2): one scale per tensor, calibrated from the first K / V written.
+bool kv_dtype_is_fp8(KvDtype dtype);
 
 // Bytes of one (token, kv head) vector of K (or V), including its scale for int8/int4.
 int64_t kv_dtype_head_bytes(KvDtype dtype, int32_t head_dim);

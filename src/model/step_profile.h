@@ -73,6 +73,12 @@ class StepProfile {
   std::string format(double membw_bytes_per_s, double peak_ops_per_s = 0) const;
   nlohmann::json to_json() const;
 
+  // Both tables, prefill then decode (what `hinge run` and `hinge bench` print).
+  static std::string format_both(const StepProfile& prefill, const StepProfile& decode,
+                                 double membw_bytes_per_s, double peak_ops_per_s) {
+    return prefill.format(0.0, peak_ops_per_s) + decode.format(membw_bytes_per_s, peak_ops_per_s);
+  }
+
  private:
   std::array<int64_t, kPhases> ns_{};
   std::array<int64_t, kPhases> bytes_{};

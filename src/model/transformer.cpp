@@ -31,7 +31,6 @@ void lap_matmul(StepProfile* prof, StepProfile::Phase p, int64_t rows,
   prof->lap(p, bytes, elems * rows);
 }
 
-bool is_fp8(kv::KvDtype d) { return d == kv::KvDtype::kFp8E4m3 || d == kv::KvDtype::kFp8E5m2; }
 // Batches of at least this many tokens split their element-wise work over the pool.
 constexpr int64_t kParallelTokens = 16;
 }  // namespace
@@ -376,9 +375,9 @@ void Transformer::run_layers(const ForwardBatch& b, kv::KvArena& arena) {
     }
     // fp8: calibrate this layer's scales from the first K/V ever written.
     const size_t count = static_cast<size_t>(n * kv_dim);
-    if (is_fp8(s.k_dtype) && arena.k_scale(l) == 0)
+    if (kv::kv_dtype_is_fp8(s.k_dtype) && arena.k_scale(l) == 0)
       arena.set_k_scale(l, kernels::kv_fp8_scale_for(s.k_dtype, k_.data(), count) * kFp8Headroom);
-    if (is_fp8(s.v_dtype) && arena.v_scale(l) == 0)
+    if (kv::kv_dtype_is_fp8(s.v_dtype) && arena.v_scale(l) == 0)
       arena.set_v_scale(l, kernels::kv_fp8_scale_for(s.v_dtype, v_.data(), count) * kFp8Headroom);
     lap(StepProfile::kQkPrep);
     const kernels::PagedKvLayer view = layer_view(arena, l);
