@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/matmul_packed.h"
 #include "model/kv_cache.h"
 #include "model/transformer.h"
@@ -108,11 +109,20 @@ void check_packed_forward(GgmlType type) {
   }
 }
 
-// A type no packed layout takes (Q5_K; its output matrix Q6_K): the matrices are copied as they
-// are onto huge pages and their file pages dropped. The same kernels read the same bytes, so the
-// logits are bit-identical to reading the file mapping; the copies count as packed bytes.
+// A type no packed layout takes (Q5_K; its output matrix Q6_K, held in the GGUF layout here:
+// its row groups would run another kernel): the matrices are copied as they are onto huge
+// pages and their file pages dropped. The same kernels read the same bytes, so the logits are
+// bit-identical to reading the file mapping; the copies count as packed bytes.
 TEST(ModelPacked, UnpackedTypesAreCopiedOntoHugePagesUnchanged) {
   const GgmlType type = GgmlType::Q5_K;
+  ASSERT_EQ(setenv("HINGE_WEIGHT_LAYOUT", "gguf", 1), 0);
+  kernels::forget_weight_layout_choices();
+  struct Restore {
+    ~Restore() {
+      unsetenv("HINGE_WEIGHT_LAYOUT");
+      kernels::forget_weight_layout_choices();
+    }
+  } restore;
   const auto path = std::filesystem::path(::testing::TempDir()) / "hinge_copied_q5_k.gguf";
   ThreadPool pool(2);
   auto loaded = write_and_load(type, path, pool);

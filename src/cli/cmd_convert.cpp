@@ -15,8 +15,8 @@ int convert_command(const ConvertArgs& args) {
   ExportOptions opts;
   if (!args.type.empty()) {
     auto t = ggml_type_from_name(args.type);
-    if (!t || !ggml_type_traits(*t)->supported || *t == GgmlType::Q6_K)
-      return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k (got '" +
+    if (!t || !ggml_type_traits(*t)->supported)
+      return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k (got '" +
                   args.type + "')");
     opts.matrix_type = *t;
     if (*t == GgmlType::Q4_K || *t == GgmlType::Q5_K) opts.output_type = GgmlType::Q6_K;

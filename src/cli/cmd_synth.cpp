@@ -34,9 +34,10 @@ int synth_command(const SynthArgs& args) {
     if (args.transplant.empty()) return fail("--family needs --transplant FILE");
     auto type = ggml_type_from_name(args.type);
     if (!type || (*type != GgmlType::F32 && *type != GgmlType::F16 && *type != GgmlType::Q8_0 &&
-                  *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K && *type != GgmlType::Q5_K))
-      return fail("--type must be one of f32, f16, q8_0, q4_0, q4_k, q5_k (got '" + args.type +
-                  "')");
+                  *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K && *type != GgmlType::Q5_K &&
+                  *type != GgmlType::Q6_K))
+      return fail("--type must be one of f32, f16, q8_0, q4_0, q4_k, q5_k, q6_k (got '" +
+                  args.type + "')");
     if (args.output.empty()) return fail("-o/--output is required");
     return transplant_command(args, *type);
   }
@@ -50,8 +51,9 @@ int synth_command(const SynthArgs& args) {
   auto type = ggml_type_from_name(args.type);
   if (!type || (*type != GgmlType::F32 && *type != GgmlType::F16 && *type != GgmlType::BF16 &&
                 *type != GgmlType::Q8_0 && *type != GgmlType::Q4_0 && *type != GgmlType::Q4_K &&
-                *type != GgmlType::Q5_K))
-    return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k (got '" + args.type +
+                *type != GgmlType::Q5_K && *type != GgmlType::Q6_K))
+    return fail("--type must be one of f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k (got '" +
+                args.type +
                 "')");
   if (args.output.empty()) return fail("-o/--output is required");
   ThreadPool pool(hardware_threads());

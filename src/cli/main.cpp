@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   conv_cmd->add_option("-m,--model,input", conv.input, "llama2.c .bin, HF directory, or GGUF")->required();
   conv_cmd->add_option("--tokenizer", conv.tokenizer, "Tokenizer .bin for llama2.c checkpoints");
   conv_cmd->add_option("-o,--output", conv.output, "Output .gguf path")->required();
-  conv_cmd->add_option("--type", conv.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k (default: keep; q4_k and q5_k keep the output matrix in q6_k, as *_K_M files do)");
+  conv_cmd->add_option("--type", conv.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k (default: keep; q4_k and q5_k keep the output matrix in q6_k, as *_K_M files do)");
 
   hinge::cli::SynthArgs synth;
   auto* synth_cmd = app.add_subcommand("synth", "Write a random-weight GGUF of a real model shape");
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
                         "Write this trained context instead of the preset's (random weights: for "
                         "speed at long contexts)")
       ->check(CLI::Range(int64_t{16}, int64_t{1} << 20));
-  synth_cmd->add_option("--type", synth.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k")->capture_default_str();
+  synth_cmd->add_option("--type", synth.type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k")->capture_default_str();
   synth_cmd->add_option("-o,--output", synth.output, "Output .gguf path");
   synth_cmd->add_option("--seed", synth.seed, "Random seed")->capture_default_str();
   synth_cmd->add_flag("--list", synth.list, "List presets");

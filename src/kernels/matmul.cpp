@@ -185,20 +185,22 @@ void matmul_packed(std::span<const MatmulOut> outs, const InputRows& x, int64_t 
 void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
                 ThreadPool& pool, MatmulScratch& scratch) {
   const PackedMatrix& p0 = *outs[0].w->packed;
-  const bool q4k = p0.type == GgmlType::Q4_K;
-  const GgmlType act = q4k ? GgmlType::Q8_K : GgmlType::Q8_0;
+  const bool q6k = p0.type == GgmlType::Q6_K;
+  const bool kq = p0.type == GgmlType::Q4_K || q6k;  // Q8_K activations
+  const GgmlType act = kq ? GgmlType::Q8_K : GgmlType::Q8_0;
   const int64_t cols = p0.cols;
   const int64_t nsub = cols / 32;                 // 32-element blocks (A tiles per token tile)
-  const int64_t nscale = q4k ? cols / kQK_K : nsub;  // activation scales per token
+  const int64_t nscale = kq ? cols / kQK_K : nsub;  // activation scales per token
   const int64_t tiles = (num_tokens + kAmxTokenTile - 1) / kAmxTokenTile;
   const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), static_cast<uint64_t>(cols));
   const size_t t = static_cast<size_t>(num_tokens);
   // scratch: | pad to 64 | A tiles [tiles, nsub, 16, 32] | tile scales [tiles, nscale, 16] |
-  //          | Q4_K: tile min sums [tiles, nsub, 16] | blocks [T, act_row_bytes] |
+  //          | Q4_K: tile min sums [tiles, nsub, 16] (Q6_K: bsums [tiles, nscale, 16, 16],
+  //          as many bytes) | blocks [T, act_row_bytes] |
   //          | Q8_0: scales [T, nsub] | sums [T, nsub] |
   const size_t xa_bytes = static_cast<size_t>(tiles * nsub) * 512;
   const size_t xs_bytes = round_up(static_cast<size_t>(tiles * nscale) * 16 * 4, 64);
-  const size_t xms_bytes = q4k ? round_up(static_cast<size_t>(tiles * nsub) * 16 * 4, 64) : 0;
+  const size_t xms_bytes = kq ? round_up(static_cast<size_t>(tiles * nsub) * 16 * 4, 64) : 0;
   const size_t blk_bytes = round_up(act_row_bytes * t, 64);
   const size_t arr_bytes = round_up(static_cast<size_t>(nsub) * t * 4, 64);
   uint8_t* base =
@@ -206,6 +208,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
   auto* xa = reinterpret_cast<int8_t*>(base);
   auto* xs = reinterpret_cast<float*>(base + xa_bytes);
   auto* xms = reinterpret_cast<float*>(base + xa_bytes + xs_bytes);
+  auto* xbs = reinterpret_cast<int16_t*>(base + xa_bytes + xs_bytes);  // Q6_K's use of it
   uint8_t* blocks = base + xa_bytes + xs_bytes + xms_bytes;
   auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
   auto* sums = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
@@ -217,15 +220,19 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
       auto at = [&](int64_t j, int64_t n) {
         return static_cast<size_t>((tt * n + j) * kAmxTokenTile + m);
       };
-      if (q4k) {
+      if (kq) {
         quantize_activation_row(act, x.row(tok), blk, cols, nullptr, nullptr);
         const auto* qb = reinterpret_cast<const BlockQ8_K*>(blk);
         for (int64_t sb = 0; sb < nscale; ++sb) {
           xs[at(sb, nscale)] = qb[sb].d;
-          for (int64_t j = 0; j < 8; ++j) {
+          for (int64_t j = 0; j < 8; ++j)
             std::memcpy(xa + at(sb * 8 + j, nsub) * 32, qb[sb].qs + j * 32, 32);
-            xms[at(sb * 8 + j, nsub)] =
-                static_cast<float>(qb[sb].bsums[2 * j] + qb[sb].bsums[2 * j + 1]);
+          if (q6k) {
+            std::memcpy(xbs + at(sb, nscale) * 16, qb[sb].bsums, sizeof qb[sb].bsums);
+          } else {
+            for (int64_t j = 0; j < 8; ++j)
+              xms[at(sb * 8 + j, nsub)] =
+                  static_cast<float>(qb[sb].bsums[2 * j] + qb[sb].bsums[2 * j + 1]);
           }
         }
       } else {
@@ -246,10 +253,13 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
       for (int64_t j = 0; j < nsub; ++j) {
         const size_t at = static_cast<size_t>((tt * nsub + j) * kAmxTokenTile + pad_from);
         std::memset(xa + at * 32, 0, pad * 32);
-        if (q4k) std::memset(xms + at, 0, pad * 4);
+        if (kq && !q6k) std::memset(xms + at, 0, pad * 4);
       }
-      for (int64_t j = 0; j < nscale; ++j)
-        std::memset(xs + (tt * nscale + j) * kAmxTokenTile + pad_from, 0, pad * 4);
+      for (int64_t j = 0; j < nscale; ++j) {
+        const size_t at = static_cast<size_t>((tt * nscale + j) * kAmxTokenTile + pad_from);
+        std::memset(xs + at, 0, pad * 4);
+        if (q6k) std::memset(xbs + at * 16, 0, pad * 32);
+      }
     }
   };
   AmxArgs args[8];
@@ -259,12 +269,15 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
     args[m].x_scales = xs;
     args[m].x_sums = sums;
     args[m].x_min_sums = xms;
+    args[m].x_bsums = xbs;
     args[m].num_tokens = num_tokens;
     args[m].y = outs[m].y;
     args[m].y_stride = outs[m].w->rows;
   }
-  // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel.
-  const auto rows = amx_kernel_usable() ? matmul_rows_amx : matmul_rows_rowgroups_avx2;
+  // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel; Q6_K
+  // always (no other kernel reads its row groups).
+  const auto rows =
+      amx_kernel_usable() && !q6k ? matmul_rows_amx : matmul_rows_rowgroups_avx2;
   run_row_chunks(outs, num_tokens, pool, quantize,
                  [&](size_t m, int64_t b, int64_t e) { rows(args[m], b, e); });
 }

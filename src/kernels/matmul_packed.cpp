@@ -120,6 +120,59 @@ void pack_group_q4k(const MatrixView& w, PackedMatrix& p, int64_t g) {
   }
 }
 
+// Row r's super-block sb of Q6_K as its 256 values 0..63, in element order (GGUF's ql / qh
+// split as dequantize_row_q6_k_ref reads it).
+void q6k_values(const BlockQ6_K& blk, uint8_t q[kQK_K]) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = blk.ql + 64 * h;
+    const uint8_t* qh = blk.qh + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      q[128 * h + l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+      q[128 * h + l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+      q[128 * h + l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+      q[128 * h + l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+    }
+  }
+}
+
+// Q6_K (kAmxTiles, matmul_packed.h): block b's low 4 bits as a Q4_K sub-block tile, its high
+// 2 bits in bit pairs (tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of byte (rp, h, n % 8, i)),
+// the scales pairwise per half, then d.
+void pack_group_q6k(const MatrixView& w, PackedMatrix& p, int64_t g) {
+  uint8_t q[kQK_K];
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    uint8_t* base = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes +
+                    static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
+    for (int n = 0; n < 16; ++n) {
+      const int64_t r = g * 16 + n;
+      if (r >= w.rows) break;  // padding rows stay zero (values, scales and d)
+      const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(
+          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes)[sb];
+      q6k_values(blk, q);
+      const int h = n / 8, n8 = n % 8;
+      for (int b = 0; b < 8; ++b) {
+        const uint8_t* v = q + 32 * b;
+        for (int tr = 0; tr < 4; ++tr)
+          for (int i = 0; i < 4; ++i)
+            base[b * 256 + tr * 64 + n * 4 + i] =
+                static_cast<uint8_t>((v[4 * tr + i] & 0x0F) | ((v[16 + 4 * tr + i] & 0x0F) << 4));
+        for (int rp = 0; rp < 2; ++rp)
+          for (int i = 0; i < 4; ++i) {
+            const int t0 = 2 * rp, t1 = 2 * rp + 1;  // tile rows t0, t0 + 4, t1, t1 + 4
+            base[kPackedQ6KHighBits + b * 128 + (rp * 2 + h) * 32 + n8 * 4 + i] =
+                static_cast<uint8_t>((v[4 * t0 + i] >> 4) | ((v[4 * (t0 + 4) + i] >> 4) << 2) |
+                                     ((v[4 * t1 + i] >> 4) << 4) |
+                                     ((v[4 * (t1 + 4) + i] >> 4) << 6));
+          }
+        uint8_t* sc = base + kPackedQ6KScales + b * 32 + h * 16 + n8 * 2;
+        sc[0] = static_cast<uint8_t>(blk.scales[2 * b]);
+        sc[1] = static_cast<uint8_t>(blk.scales[2 * b + 1]);
+      }
+      std::memcpy(base + kPackedQ6KD + n * 2, &blk.d, 2);
+    }
+  }
+}
+
 std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout layout) {
   auto p = std::make_unique<PackedMatrix>();
   p->type = w.type;
@@ -140,10 +193,11 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
     p->qs_row_bytes = static_cast<size_t>(p->nb) * 1024;
     qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
     fill = 0;  // padding rows: +0.0
-  } else if (w.type == GgmlType::Q4_K) {
+  } else if (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) {
     p->rows_padded = (w.rows + 15) / 16 * 16;
     p->nb = w.cols / kQK_K;
-    p->qs_row_bytes = static_cast<size_t>(p->nb) * kPackedQ4KSuperBytes;
+    p->qs_row_bytes = static_cast<size_t>(p->nb) *
+                      (w.type == GgmlType::Q4_K ? kPackedQ4KSuperBytes : kPackedQ6KSuperBytes);
     qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
     fill = 0;  // padding rows: zero nibbles, scales, mins and d
   } else if (layout == PackedLayout::kAmxTiles) {
@@ -165,8 +219,8 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
   }
   p->qs = allocate_packed_bytes(qs_bytes);
   p->fill = fill;
-  // Q4_K keeps its scales inline, bf16 tiles have none; padding blocks' scales are zero
-  if (w.type != GgmlType::Q4_K && layout != PackedLayout::kBf16Tiles &&
+  // Q4_K and Q6_K keep their scales inline, bf16 tiles have none; padding blocks' scales are zero
+  if (w.type != GgmlType::Q4_K && w.type != GgmlType::Q6_K && layout != PackedLayout::kBf16Tiles &&
       layout != PackedLayout::kFloatGroups) {
     const size_t d_bytes = static_cast<size_t>(p->rows_padded * p->nb) * 2;
     auto d = allocate_packed_bytes(d_bytes);
@@ -252,10 +306,16 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
       for (int64_t g = b; g < e; ++g) pack_group_bf16(w, pm, g, row.data());
     });
   } else if (layout == PackedLayout::kAmxTiles) {
-    const bool q4k = w.type == GgmlType::Q4_K;
     pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
       fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
-      for (int64_t g = b; g < e; ++g) q4k ? pack_group_q4k(w, pm, g) : pack_group_amx(w, pm, g);
+      for (int64_t g = b; g < e; ++g) {
+        if (w.type == GgmlType::Q4_K)
+          pack_group_q4k(w, pm, g);
+        else if (w.type == GgmlType::Q6_K)
+          pack_group_q6k(w, pm, g);
+        else
+          pack_group_amx(w, pm, g);
+      }
     });
   } else {
     fill_qs(pm, static_cast<size_t>(w.rows) * unit, static_cast<size_t>(pm.rows_padded) * unit);
@@ -281,6 +341,20 @@ uint16_t packed_float_bits(const PackedMatrix& p, int64_t r, int64_t c) {
 
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {
   const int64_t b = c / kQK8_0;
+  if (p.type == GgmlType::Q6_K) {
+    const uint8_t* base = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                          static_cast<size_t>(c / kQK_K) * kPackedQ6KSuperBytes;
+    const int blk = static_cast<int>(b % 8), e = static_cast<int>(c % kQK8_0);
+    const int n = static_cast<int>(r % 16), tr = e / 4, i = e % 4;
+    const int pos = tile_pos(n, e);
+    const uint8_t byte = base[blk * 256 + pos % 256];
+    const int low = pos < 256 ? byte & 0x0F : byte >> 4;
+    const int rp = (tr % 4) / 2;  // tile rows 2rp, 2rp + 1 and those + 4
+    const int shift = 2 * ((tr % 2) * 2 + tr / 4);
+    const uint8_t hb =
+        base[kPackedQ6KHighBits + blk * 128 + (rp * 2 + n / 8) * 32 + (n % 8) * 4 + i];
+    return low | (((hb >> shift) & 3) << 4);
+  }
   if (p.type == GgmlType::Q4_K) {
     const uint8_t* tile = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
                           static_cast<size_t>(c / kQK_K) * kPackedQ4KSuperBytes +
@@ -324,6 +398,22 @@ PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t sb) {
   std::memcpy(&out.d, meta + 256 + n * 2, 2);
   std::memcpy(&out.dmin, meta + 288 + n * 2, 2);
   return out;
+}
+
+int packed_q6k_scale(const PackedMatrix& p, int64_t r, int64_t sb, int j) {
+  const uint8_t* base = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                        static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
+  const int n = static_cast<int>(r % 16);
+  return static_cast<int8_t>(
+      base[kPackedQ6KScales + (j / 2) * 32 + (n / 8) * 16 + (n % 8) * 2 + j % 2]);
+}
+
+uint16_t packed_q6k_d(const PackedMatrix& p, int64_t r, int64_t sb) {
+  uint16_t d;
+  std::memcpy(&d, p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                      static_cast<size_t>(sb) * kPackedQ6KSuperBytes + kPackedQ6KD + (r % 16) * 2,
+              2);
+  return d;
 }
 
 }  // namespace hinge::kernels

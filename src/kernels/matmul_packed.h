@@ -34,6 +34,14 @@
 // d[16] and dmin[16] (f16). Super-blocks of a group follow each other; nb is the super-block
 // count and d is unused.
 //
+// Q6_K likewise has only the kAmxTiles form, and only the AVX2 kernel reads it
+// (matmul_rowgroups_avx2.cpp): per (16-row group, super-block) 3360 bytes, as many as GGUF's 16
+// rows: the low 4 bits of the 8 blocks' values (0..63) as Q4_K's nibble tiles (2048 bytes),
+// then each block's high 2 bits (128 bytes: per tile-row pair rp and 8-row half h, 32 bytes
+// whose byte n * 4 + i holds the bits of tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 in its bit
+// pairs 0-1, 2-3, 4-5, 6-7), then the scales (256 bytes: per block b and half h, 16 bytes
+// holding sc[2b] and sc[2b + 1] of each of the half's 8 rows in turn, i8), then d[16] (f16).
+//
 // PackedLayout::kBf16Tiles (AMX-BF16; F16 and BF16 weights): rows in groups of 16; per (group,
 // block of 32 columns) one 1 KiB AMX "B" tile in the order tdpbf16ps reads: bf16 element
 // r * 32 + n * 2 + i is weight (row 16g + n, column 32j + 2r + i). BF16 weights are copied as
@@ -65,7 +73,8 @@ struct MatrixView;
 enum class PackedLayout { kVnniPairs, kAmxTiles, kBf16Tiles, kFloatGroups };
 
 struct PackedMatrix {
-  GgmlType type = GgmlType::Q8_0;  // Q8_0, Q4_0, (kAmxTiles only) Q4_K, (kBf16Tiles) F16, BF16
+  // Q8_0, Q4_0, (kAmxTiles only) Q4_K, Q6_K, (kBf16Tiles, kFloatGroups) F16, BF16
+  GgmlType type = GgmlType::Q8_0;
   PackedLayout layout = PackedLayout::kVnniPairs;
   int64_t rows = 0, cols = 0;
   int64_t rows_padded = 0;  // multiple of 8 (kVnniPairs) or 16 (kAmxTiles)
@@ -105,6 +114,10 @@ constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_
 constexpr size_t packed_tile_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 256 : 512; }
 // Bytes of one (16-row group, super-block) of packed Q4_K.
 constexpr size_t kPackedQ4KSuperBytes = 8 * 256 + 2 * 128 + 2 * 32;
+// Bytes of one (16-row group, super-block) of packed Q6_K, and where its parts start.
+constexpr size_t kPackedQ6KHighBits = 8 * 256, kPackedQ6KScales = kPackedQ6KHighBits + 8 * 128,
+                 kPackedQ6KD = kPackedQ6KScales + 256, kPackedQ6KSuperBytes = kPackedQ6KD + 32;
+static_assert(kPackedQ6KSuperBytes == 16 * 210);
 
 // True when matmul can run matrices of `type` packed in `layout` on this CPU now (kVnniPairs:
 // the dispatched target is AVX3 with AVX-512 VNNI allowed; kAmxTiles: cpu_has_amx_int8()).
@@ -112,16 +125,16 @@ constexpr size_t kPackedQ4KSuperBytes = 8 * 256 + 2 * 128 + 2 * 32;
 bool packed_layout_supported(GgmlType type, PackedLayout layout);
 // True when some packed layout of `type` runs on this CPU now.
 bool packed_matmul_supported(GgmlType type);
-// Packs a Q8_0 / Q4_0 / Q4_K view (multithreaded over rows) in the layout chosen for its type
-// on this CPU (kernels/kernel_choice.h), or in `layout`. Returns null when the choice is the
+// Packs a Q8_0 / Q4_0 / Q4_K / Q6_K view (multithreaded over rows) in the layout chosen for
+// its type on this CPU (kernels/kernel_choice.h), or in `layout`. Returns null when the choice is the
 // GGUF layout, the type has no packed form, or the layout does not run on this CPU.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool);
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
                                           PackedLayout layout);
 
 // Reads back weight (r, c) of a packed matrix as its quantized integer (Q8_0: -128..127, Q4_0:
-// -8..7, Q4_K: 0..15) and the block scale bits (Q8_0, Q4_0), or a Q4_K super-block's scales:
-// for tests of the layout.
+// -8..7, Q4_K: 0..15, Q6_K: 0..63) and the block scale bits (Q8_0, Q4_0), or a Q4_K
+// super-block's scales: for tests of the layout.
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c);
 uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block);
 struct PackedQ4KMeta {
@@ -129,6 +142,9 @@ struct PackedQ4KMeta {
   uint8_t sc[8] = {}, m[8] = {};
 };
 PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t super_block);
+// Q6_K: row r's sub-block scale (super-block sb, sub-block j of 16) and super-block d bits.
+int packed_q6k_scale(const PackedMatrix& p, int64_t r, int64_t sb, int j);
+uint16_t packed_q6k_d(const PackedMatrix& p, int64_t r, int64_t sb);
 // kBf16Tiles: the bf16 bits of weight (r, c).
 uint16_t packed_bf16(const PackedMatrix& p, int64_t r, int64_t c);
 // kFloatGroups: the stored bits (F16 or BF16) of weight (r, c).

@@ -58,12 +58,12 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //     T0 2 KiB in 12 of 14 alternating rounds (medians 39.9 / 36.4 against 36.1 / 34.0 tok/s).
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct RgPrefetchPlan {
-  Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048};
+  Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048}, q6k{0, 4096};
 };
 inline const RgPrefetchPlan& GetRgPrefetchPlan() {
   static const RgPrefetchPlan plan = [] {
     RgPrefetchPlan p;
-    if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH")) p.q8 = p.q4 = p.q4k = *all;
+    if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH")) p.q8 = p.q4 = p.q4k = p.q6k = *all;
     return p;
   }();
   return plan;
@@ -274,6 +274,110 @@ HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const
   }
 }
 
+// Q6_K: per super-block an exact integer sum per row, sum over sub-blocks j of
+// sc_j * <q_j - 32, x_j>, as vec_dot_q6_k_q8_k_ref: first -32 * sum_j sc_j * bsum_j (vpmaddwd of
+// the rows' scale pairs by the token's bsum pairs), then each block's values 0..63 (the
+// nibble tile or'ed with the high bits shifted to bits 4-5) against the activations with
+// vpmaddubsw; two tile rows' pair sums add up in i16 exactly (at most 2 * 2 * 63 * 127 =
+// 32004), and vpmaddwd by the sub-block's scale (duplicated per row) takes them to i32. Then
+// acc += (d * d_x) * f32(sum), the reference's operations. xq: block b of token m at
+// (b * 16 + m) * 32; xs: [nb, 16] super-block scales; xbs: [nb, 16 tokens, 16] bsums.
+template <int MT>
+HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
+                              const int16_t* xbs, const Prefetch& pf, float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const __m256i low = _mm256_set1_epi8(0x0F), high = _mm256_set1_epi8(0x30);
+  // Row n's scale pair (sc[2b], sc[2b + 1]) to (sc[2b], sc[2b]) and (sc[2b + 1], sc[2b + 1]).
+  const __m128i even = _mm_setr_epi8(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14);
+  const __m128i odd = _mm_setr_epi8(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15);
+  __m256 acc[MT][2];
+  for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
+    prefetch_lines(base + pf.bytes, kPackedQ6KSuperBytes, pf.hint);
+    const uint8_t* sc = base + kPackedQ6KScales;
+    const int16_t* bs = xbs + sb * 16 * 16;
+    // Each 8-row half on its own: MT sums in registers, not 2 * MT (the token loop's 4 weight
+    // vectors, 2 scale vectors and masks stay in AVX2's 16 registers at MT = 4). Nothing is
+    // read twice: every weight vector and activation broadcast belongs to one half.
+    for (int h = 0; h < 2; ++h) {
+      __m256i isum[MT];
+      for (int m = 0; m < MT; ++m) isum[m] = _mm256_setzero_si256();
+      for (int b = 0; b < 8; ++b) {
+        const __m256i pair = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + h * 16)));
+        for (int m = 0; m < MT; ++m) {
+          int32_t bsum2;
+          std::memcpy(&bsum2, bs + m * 16 + 2 * b, 4);
+          isum[m] = _mm256_add_epi32(isum[m], _mm256_madd_epi16(pair, _mm256_set1_epi32(bsum2)));
+        }
+      }
+      for (int m = 0; m < MT; ++m)
+        isum[m] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[m], 5));
+      for (int b = 0; b < 8; ++b) {
+        const uint8_t* t = base + b * 256 + h * 32;
+        const uint8_t* hb = base + kPackedQ6KHighBits + b * 128 + h * 32;
+        const int8_t* x = xq + (sb * 8 + b) * 16 * 32;
+        const __m128i pair =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + h * 16));
+        const __m256i s_lo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(pair, even));
+        const __m256i s_hi = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(pair, odd));
+        for (int rp = 0; rp < 2; ++rp) {
+          const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hb + rp * 64));
+          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + rp * 128));
+          const __m256i v1 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + rp * 128 + 64));
+          // Tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5.
+          const __m256i wa = _mm256_or_si256(_mm256_and_si256(v0, low),
+                                             _mm256_and_si256(_mm256_slli_epi16(hv, 4), high));
+          const __m256i wb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low),
+                                             _mm256_and_si256(_mm256_slli_epi16(hv, 2), high));
+          const __m256i wc =
+              _mm256_or_si256(_mm256_and_si256(v1, low), _mm256_and_si256(hv, high));
+          const __m256i wd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low),
+                                             _mm256_and_si256(_mm256_srli_epi16(hv, 2), high));
+          for (int m = 0; m < MT; ++m) {
+            int32_t xa, xb, xc, xd;
+            std::memcpy(&xa, x + m * 32 + (2 * rp) * 4, 4);
+            std::memcpy(&xb, x + m * 32 + (2 * rp + 4) * 4, 4);
+            std::memcpy(&xc, x + m * 32 + (2 * rp + 1) * 4, 4);
+            std::memcpy(&xd, x + m * 32 + (2 * rp + 5) * 4, 4);
+            const __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(wa, _mm256_set1_epi32(xa)),
+                                                _mm256_maddubs_epi16(wc, _mm256_set1_epi32(xc)));
+            const __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(wb, _mm256_set1_epi32(xb)),
+                                                _mm256_maddubs_epi16(wd, _mm256_set1_epi32(xd)));
+            const __m256i both =
+                _mm256_add_epi32(_mm256_madd_epi16(lo, s_lo), _mm256_madd_epi16(hi, s_hi));
+            isum[m] = _mm256_add_epi32(isum[m], both);
+          }
+        }
+      }
+      const __m256 d = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + kPackedQ6KD + h * 16)));
+      for (int m = 0; m < MT; ++m) {
+        const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(xs[sb * 16 + m]));
+        __m256 prod = _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[m]));
+        // The reference rounds the product before the sum: keep GCC (whose C++ default is
+        // -ffp-contract=fast) from fusing the two into an FMA.
+        __asm__("" : "+x"(prod));
+        acc[m][h] = _mm256_add_ps(acc[m][h], prod);
+      }
+    }
+  }
+  StoreAcc<MT>(acc, out);
+}
+
+HINGE_RG_ATTR void GroupTokensQ6K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
+                                  const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                  float* out) {
+  switch (n) {
+    case 4: GroupQ6K<4>(p, g, xq, xs, xbs, pf, out); break;
+    case 3: GroupQ6K<3>(p, g, xq, xs, xbs, pf, out); break;
+    case 2: GroupQ6K<2>(p, g, xq, xs, xbs, pf, out); break;
+    default: GroupQ6K<1>(p, g, xq, xs, xbs, pf, out); break;
+  }
+}
+
 template <bool kU8>
 HINGE_RG_ATTR void GroupTokensQ8(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
                                  const float* xs, const Prefetch& pf, float* out) {
@@ -308,13 +412,15 @@ HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const in
 
 bool rowgroups_avx2_usable(GgmlType type) {
   static const bool cpu = cpu_identity().avx2_fma && cpu_identity().f16c;
-  return (type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K) && cpu;
+  return (type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
+          type == GgmlType::Q6_K) &&
+         cpu;
 }
 
 void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
   const PackedMatrix& p = *a.w;
-  const bool q4k = p.type == GgmlType::Q4_K;
-  const int64_t nsub = q4k ? p.nb * 8 : p.nb;  // 32-element blocks per row
+  const bool q4k = p.type == GgmlType::Q4_K, q6k = p.type == GgmlType::Q6_K;
+  const int64_t nsub = q4k || q6k ? p.nb * 8 : p.nb;  // 32-element blocks per row
   const int64_t tiles = (a.num_tokens + 15) / 16;
   const size_t tile_bytes = static_cast<size_t>(nsub) * 512;  // one token tile's activations
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
@@ -323,7 +429,7 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   // Prefetch only where the weights stream once (decode, up to 4 tokens): prefill reads each
   // group's weights once per 4 tokens, from the caches after the first (llama-1b q8_0 prefill of
   // 128 tokens was 59-76 tok/s with the Q8_0 prefetch against 65-71 without).
-  static const RgPrefetchPlan kNone{{-1, 0}, {-1, 0}, {-1, 0}};
+  static const RgPrefetchPlan kNone{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}};
   const RgPrefetchPlan& plan = a.num_tokens <= kMaxTokens ? GetRgPrefetchPlan() : kNone;
   alignas(32) float out[16 * 16];
   for (int64_t t0 = 0; t0 < tiles; t0 += tb) {
@@ -338,7 +444,10 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
         const int mt = static_cast<int>(left < 16 ? left : 16);
         for (int m0 = 0; m0 < mt; m0 += kMaxTokens) {
           const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
-          if (q4k) {
+          if (q6k) {
+            GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, a.x_bsums + (tt * p.nb * 16 + m0) * 16,
+                           plan.q6k, out);
+          } else if (q4k) {
             GroupTokensQ4K(p, g, n, xq + m0 * 32, xs + m0, a.x_min_sums + tt * nsub * 16 + m0,
                            plan.q4k, out);
           } else {
