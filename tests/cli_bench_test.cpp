@@ -164,7 +164,8 @@ TEST(CliBench, LayoutsCalibratesAndCachesWithoutAModel) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
-  ASSERT_EQ(j["weight_layouts"].size(), 6u) << r.out;  // q8_0, q4_0, q4_K, q6_K, f16, bf16
+  // q8_0, q4_0, q4_K, q5_K, q6_K, f16, bf16
+  ASSERT_EQ(j["weight_layouts"].size(), 7u) << r.out;
   EXPECT_EQ(j["weight_layouts"][0]["type"], "q8_0");
   const std::string path = j["layout_cache"].get<std::string>();
   EXPECT_EQ(path.rfind(env.dir() + "/layouts-", 0), 0u) << path;

@@ -127,7 +127,7 @@ TEST(KernelsLayoutCache, ChooseReadsTheCacheAndRecalibrationRewritesIt) {
   // Recalibration ignores the entry (set to the last candidate again) and rewrites it.
   ASSERT_TRUE(save_cached_layout(fake, cands).ok());
   const std::vector<LayoutChoice> fresh = recalibrate_weight_layouts();
-  ASSERT_EQ(fresh.size(), 6u);  // q8_0, q4_0, q4_K, q6_K, f16, bf16
+  ASSERT_EQ(fresh.size(), 7u);  // q8_0, q4_0, q4_K, q5_K, q6_K, f16, bf16
   EXPECT_EQ(fresh[0].type, GgmlType::Q8_0);
   EXPECT_EQ(fresh[0].reason, "calibrated on this CPU");
   EXPECT_EQ(load_cached_layout(GgmlType::Q8_0, cands)->layout, fresh[0].layout);

@@ -109,9 +109,9 @@ void check_packed_forward(GgmlType type) {
   }
 }
 
-// A type no packed layout takes (Q5_K; its output matrix Q6_K, held in the GGUF layout here:
-// its row groups would run another kernel): the matrices are copied as they are onto huge
-// pages and their file pages dropped. The same kernels read the same bytes, so the logits are
+// Matrices held in the GGUF layout (Q5_K, its output matrix Q6_K, with HINGE_WEIGHT_LAYOUT=gguf:
+// their row groups would run other kernels) are copied as they are onto huge pages and their
+// file pages dropped. The same kernels read the same bytes, so the logits are
 // bit-identical to reading the file mapping; the copies count as packed bytes.
 TEST(ModelPacked, UnpackedTypesAreCopiedOntoHugePagesUnchanged) {
   const GgmlType type = GgmlType::Q5_K;

@@ -34,7 +34,7 @@ std::map<std::pair<GgmlType, unsigned>, LayoutChoice> g_choices;
 
 bool quantized_type_packs(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q4_K ||
-         t == GgmlType::Q6_K;
+         t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
 bool float_type(GgmlType t) { return t == GgmlType::F16 || t == GgmlType::BF16; }
 
@@ -71,6 +71,8 @@ std::vector<uint8_t> make_matrix(GgmlType type, MatrixView* view) {
       quantize_row_q4_0_ref(row.data(), reinterpret_cast<BlockQ4_0*>(dst), kCols);
     else if (type == GgmlType::Q4_K)
       quantize_row_q4_k_ref(row.data(), reinterpret_cast<BlockQ4_K*>(dst), kCols);
+    else if (type == GgmlType::Q5_K)
+      quantize_row_q5_k_ref(row.data(), reinterpret_cast<BlockQ5_K*>(dst), kCols);
     else
       quantize_row_q6_k_ref(row.data(), reinterpret_cast<BlockQ6_K*>(dst), kCols);
   }
@@ -185,7 +187,8 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands, bool 
     c.reason = not_here + "the only layout that runs here";
     return c;
   }
-  if (cpu_has_amx_int8() && cands.front() == WeightLayout::kRowGroups && type != GgmlType::Q6_K) {
+  if (cpu_has_amx_int8() && cands.front() == WeightLayout::kRowGroups &&
+      type != GgmlType::Q5_K && type != GgmlType::Q6_K) {
     c.layout = WeightLayout::kRowGroups;
     c.reason = not_here + "AMX-INT8 tiles for prefill";
     return c;
@@ -259,8 +262,8 @@ LayoutChoice choose_weight_layout(GgmlType type) {
 std::vector<LayoutChoice> recalibrate_weight_layouts() {
   std::vector<LayoutChoice> out;
   std::lock_guard<std::mutex> lock(g_mu);
-  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K,
-                        GgmlType::F16, GgmlType::BF16}) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                        GgmlType::Q6_K, GgmlType::F16, GgmlType::BF16}) {
     const std::vector<WeightLayout> cands = candidate_layouts(type);
     LayoutChoice c = choose(type, cands, /*fresh=*/true);
     g_choices[choice_key(type, cands)] = c;

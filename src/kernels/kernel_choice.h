@@ -8,7 +8,8 @@
 //
 //   row-groups  PackedLayout::kAmxTiles: 16-row groups, lane n of a vpdpbusd = row n, no
 //               horizontal sums; the AMX tile unit for 5+ tokens where it runs, else VNNI,
-//               else AVX2 (Q6_K: AVX2 on every CPU, the only kernel of its row groups).
+//               else AVX2 (Q5_K, Q6_K: AVX2 on every CPU, the only kernel of their row
+//               groups).
 //               F16 / BF16: PackedLayout::kFloatGroups, 16-row groups column by
 //               column (an outer-product FMA kernel on AVX2, exact).
 //   vnni-pairs  PackedLayout::kVnniPairs: pairs of blocks interleaved per row (Q8_0, Q4_0).
@@ -23,7 +24,8 @@
 //   2. AMX-INT8 usable: row-groups for the types the tile unit runs (its tile kernel leads
 //      prefill 2.6-4.3x; decode in the same layout on VNNI measured fastest there: 25.0 vs
 //      23.0 (vnni-pairs) vs 18.3 (gguf) tok/s, llama-1b q8_0, 2 threads, Sapphire Rapids
-//      class, 2026-12-06). Q6_K, which the tile unit does not run, is calibrated (rule 5).
+//      class, 2026-12-06). Q5_K and Q6_K, which the tile unit does not run, are calibrated
+//      (rule 5).
 //   3. F16 / BF16 with AMX-BF16: bf16-tiles (prefill at the tile unit's rate; numerics in
 //      docs/kernels.md). HINGE_WEIGHT_LAYOUT=gguf keeps the exact f32 FMA kernel.
 //   4. One candidate: it.
@@ -67,7 +69,8 @@ std::vector<WeightLayout> candidate_layouts(GgmlType type);
 LayoutChoice choose_weight_layout(GgmlType type);
 
 // Calibrates every type that has packed layouts again (where rule 5 applies), ignoring and
-// rewriting the cache file's entries; the choices, in Q8_0, Q4_0, Q4_K, Q6_K, F16, BF16 order.
+// rewriting the cache file's entries; the choices, in Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, BF16
+// order.
 // Matrices packed before keep their layout. For `hinge bench --layouts`.
 std::vector<LayoutChoice> recalibrate_weight_layouts();
 

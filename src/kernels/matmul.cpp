@@ -186,7 +186,8 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
                 ThreadPool& pool, MatmulScratch& scratch) {
   const PackedMatrix& p0 = *outs[0].w->packed;
   const bool q6k = p0.type == GgmlType::Q6_K;
-  const bool kq = p0.type == GgmlType::Q4_K || q6k;  // Q8_K activations
+  const bool bsums = q6k || p0.type == GgmlType::Q5_K;  // x_bsums in place of x_min_sums
+  const bool kq = p0.type == GgmlType::Q4_K || bsums;   // Q8_K activations
   const GgmlType act = kq ? GgmlType::Q8_K : GgmlType::Q8_0;
   const int64_t cols = p0.cols;
   const int64_t nsub = cols / 32;                 // 32-element blocks (A tiles per token tile)
@@ -195,7 +196,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
   const size_t act_row_bytes = ggml_row_bytes(*ggml_type_traits(act), static_cast<uint64_t>(cols));
   const size_t t = static_cast<size_t>(num_tokens);
   // scratch: | pad to 64 | A tiles [tiles, nsub, 16, 32] | tile scales [tiles, nscale, 16] |
-  //          | Q4_K: tile min sums [tiles, nsub, 16] (Q6_K: bsums [tiles, nscale, 16, 16],
+  //          | Q4_K: tile min sums [tiles, nsub, 16] (Q5_K, Q6_K: bsums [tiles, nscale, 16, 16],
   //          as many bytes) | blocks [T, act_row_bytes] |
   //          | Q8_0: scales [T, nsub] | sums [T, nsub] |
   const size_t xa_bytes = static_cast<size_t>(tiles * nsub) * 512;
@@ -208,7 +209,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
   auto* xa = reinterpret_cast<int8_t*>(base);
   auto* xs = reinterpret_cast<float*>(base + xa_bytes);
   auto* xms = reinterpret_cast<float*>(base + xa_bytes + xs_bytes);
-  auto* xbs = reinterpret_cast<int16_t*>(base + xa_bytes + xs_bytes);  // Q6_K's use of it
+  auto* xbs = reinterpret_cast<int16_t*>(base + xa_bytes + xs_bytes);  // Q5_K's, Q6_K's use
   uint8_t* blocks = base + xa_bytes + xs_bytes + xms_bytes;
   auto* scales = reinterpret_cast<float*>(blocks + blk_bytes);
   auto* sums = reinterpret_cast<int32_t*>(blocks + blk_bytes + arr_bytes);
@@ -227,7 +228,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
           xs[at(sb, nscale)] = qb[sb].d;
           for (int64_t j = 0; j < 8; ++j)
             std::memcpy(xa + at(sb * 8 + j, nsub) * 32, qb[sb].qs + j * 32, 32);
-          if (q6k) {
+          if (bsums) {
             std::memcpy(xbs + at(sb, nscale) * 16, qb[sb].bsums, sizeof qb[sb].bsums);
           } else {
             for (int64_t j = 0; j < 8; ++j)
@@ -253,12 +254,12 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
       for (int64_t j = 0; j < nsub; ++j) {
         const size_t at = static_cast<size_t>((tt * nsub + j) * kAmxTokenTile + pad_from);
         std::memset(xa + at * 32, 0, pad * 32);
-        if (kq && !q6k) std::memset(xms + at, 0, pad * 4);
+        if (kq && !bsums) std::memset(xms + at, 0, pad * 4);
       }
       for (int64_t j = 0; j < nscale; ++j) {
         const size_t at = static_cast<size_t>((tt * nscale + j) * kAmxTokenTile + pad_from);
         std::memset(xs + at, 0, pad * 4);
-        if (q6k) std::memset(xbs + at * 16, 0, pad * 32);
+        if (bsums) std::memset(xbs + at * 16, 0, pad * 32);
       }
     }
   };
@@ -274,10 +275,10 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
     args[m].y = outs[m].y;
     args[m].y_stride = outs[m].w->rows;
   }
-  // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel; Q6_K
-  // always (no other kernel reads its row groups).
+  // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel; Q5_K and
+  // Q6_K always (no other kernel reads their row groups).
   const auto rows =
-      amx_kernel_usable() && !q6k ? matmul_rows_amx : matmul_rows_rowgroups_avx2;
+      amx_kernel_usable() && !bsums ? matmul_rows_amx : matmul_rows_rowgroups_avx2;
   run_row_chunks(outs, num_tokens, pool, quantize,
                  [&](size_t m, int64_t b, int64_t e) { rows(args[m], b, e); });
 }

@@ -65,7 +65,7 @@ struct AmxArgs {
   const float* x_scales = nullptr;
   const int32_t* x_sums = nullptr;     // Q4_0: [num_tokens, nb], sum(qs) of each block
   const float* x_min_sums = nullptr;  // Q4_K: the sub-block sums
-  // Q6_K: Q8_K's bsums (16 per super-block, i16), [tiles, nb, 16 tokens, 16].
+  // Q5_K, Q6_K: Q8_K's bsums (16 per super-block, i16), [tiles, nb, 16 tokens, 16].
   const int16_t* x_bsums = nullptr;
   int64_t num_tokens = 0;
   float* y = nullptr;  // [num_tokens, y_stride]
@@ -80,8 +80,8 @@ bool amx_kernel_compiled();
 // True where matmul_rows_amx runs now: compiled, and AMX-INT8 or AVX-512 VNNI allowed.
 bool amx_kernel_usable();
 // The same kAmxTiles products on AVX2 (matmul_rowgroups_avx2.cpp), for CPUs without AVX-512
-// VNNI: Q4_0, Q8_0 and Q4_K, bit-identical to matmul_rows_amx's VNNI path; and Q6_K (which
-// only this kernel runs), bit-identical to vec_dot_q6_k_q8_k_ref. Valid where
+// VNNI: Q4_0, Q8_0 and Q4_K, bit-identical to matmul_rows_amx's VNNI path; and Q5_K and Q6_K
+// (which only this kernel runs), bit-identical to vec_dot_q{5,6}_k_q8_k_ref. Valid where
 // rowgroups_avx2_usable(type).
 void matmul_rows_rowgroups_avx2(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 bool rowgroups_avx2_usable(GgmlType type);

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common/half.h"
@@ -88,20 +89,23 @@ void pack_group_amx(const MatrixView& w, PackedMatrix& p, int64_t g) {
   }
 }
 
-// Q4_K (kAmxTiles): sub-block j's tile byte (r < 4, n, i) = element 4r + i (low nibble) and
-// 16 + 4r + i (high) of the sub-block, which GGUF keeps in nibble j % 2 of qs[(j / 2) * 32 + e].
-// Super-blocks outer, rows inner: each 2368-byte destination stays in L1 while its 16 rows fill
-// it.
-void pack_group_q4k(const MatrixView& w, PackedMatrix& p, int64_t g) {
+// Q4_K / Q5_K (kAmxTiles): sub-block j's tile byte (r < 4, n, i) = the low 4 bits of element
+// 4r + i (low nibble) and 16 + 4r + i (high) of the sub-block (Q4_K: GGUF keeps them in nibble
+// j % 2 of qs[(j / 2) * 32 + e]); Q5_K's fifth bits in the bit planes after the tiles.
+// Super-blocks outer, rows inner: each destination stays in L1 while its 16 rows fill it.
+template <typename WB>
+void pack_group_k(const MatrixView& w, PackedMatrix& p, int64_t g) {
+  constexpr bool q5 = std::is_same_v<WB, BlockQ5_K>;
+  const size_t super_bytes = q5 ? kPackedQ5KSuperBytes : kPackedQ4KSuperBytes;
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     for (int n = 0; n < 16; ++n) {
       const int64_t r = g * 16 + n;
       if (r >= w.rows) break;  // padding rows stay zero
-      const BlockQ4_K& blk = reinterpret_cast<const BlockQ4_K*>(
-          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes)[sb];
+      const WB& blk = reinterpret_cast<const WB*>(static_cast<const uint8_t*>(w.data) +
+                                                  static_cast<size_t>(r) * w.row_bytes)[sb];
       uint8_t* base = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes +
-                      static_cast<size_t>(sb) * kPackedQ4KSuperBytes;
-      uint8_t* meta = base + 8 * 256;
+                      static_cast<size_t>(sb) * super_bytes;
+      uint8_t* meta = base + (q5 ? kPackedQ5KMeta : 8 * 256);
       for (int j = 0; j < 8; ++j) {
         scale_min_k4(j, blk.scales, &meta[j * 16 + n], &meta[128 + j * 16 + n]);
         const uint8_t* q = blk.qs + (j / 2) * 32;
@@ -113,11 +117,31 @@ void pack_group_q4k(const MatrixView& w, PackedMatrix& p, int64_t g) {
           const uint32_t v = ((lo >> shift) & 0x0F0F0F0Fu) | (((hi >> shift) & 0x0F0F0F0Fu) << 4);
           std::memcpy(base + j * 256 + tr * 64 + n * 4, &v, 4);
         }
+        if constexpr (q5) {
+          // Element e's fifth bit: bit j of qh[e]. Tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5.
+          uint8_t* bits = base + kPackedQ5KFifthBits + j * 64 + (n / 8) * 32 + (n % 8) * 4;
+          for (int i = 0; i < 4; ++i) {
+            uint8_t byte = 0;
+            for (int rp = 0; rp < 2; ++rp) {
+              const int rows[4] = {2 * rp, 2 * rp + 4, 2 * rp + 1, 2 * rp + 5};
+              for (int k = 0; k < 4; ++k)
+                byte |= static_cast<uint8_t>(((blk.qh[4 * rows[k] + i] >> j) & 1) << (4 * rp + k));
+            }
+            bits[i] = byte;
+          }
+        }
       }
       std::memcpy(meta + 256 + n * 2, &blk.d, 2);
       std::memcpy(meta + 288 + n * 2, &blk.dmin, 2);
     }
   }
+}
+
+void pack_group_q45k(const MatrixView& w, PackedMatrix& p, int64_t g) {
+  if (w.type == GgmlType::Q5_K)
+    pack_group_k<BlockQ5_K>(w, p, g);
+  else
+    pack_group_k<BlockQ4_K>(w, p, g);
 }
 
 // Row r's super-block sb of Q6_K as its 256 values 0..63, in element order (GGUF's ql / qh
@@ -193,11 +217,10 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
     p->qs_row_bytes = static_cast<size_t>(p->nb) * 1024;
     qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
     fill = 0;  // padding rows: +0.0
-  } else if (w.type == GgmlType::Q4_K || w.type == GgmlType::Q6_K) {
+  } else if (w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K || w.type == GgmlType::Q6_K) {
     p->rows_padded = (w.rows + 15) / 16 * 16;
     p->nb = w.cols / kQK_K;
-    p->qs_row_bytes = static_cast<size_t>(p->nb) *
-                      (w.type == GgmlType::Q4_K ? kPackedQ4KSuperBytes : kPackedQ6KSuperBytes);
+    p->qs_row_bytes = static_cast<size_t>(p->nb) * packed_super_bytes(w.type);
     qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
     fill = 0;  // padding rows: zero nibbles, scales, mins and d
   } else if (layout == PackedLayout::kAmxTiles) {
@@ -219,8 +242,8 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
   }
   p->qs = allocate_packed_bytes(qs_bytes);
   p->fill = fill;
-  // Q4_K and Q6_K keep their scales inline, bf16 tiles have none; padding blocks' scales are zero
-  if (w.type != GgmlType::Q4_K && w.type != GgmlType::Q6_K && layout != PackedLayout::kBf16Tiles &&
+  // The k-quants keep their scales inline, bf16 tiles have none; padding blocks' scales are zero
+  if (packed_super_bytes(w.type) == 0 && layout != PackedLayout::kBf16Tiles &&
       layout != PackedLayout::kFloatGroups) {
     const size_t d_bytes = static_cast<size_t>(p->rows_padded * p->nb) * 2;
     auto d = allocate_packed_bytes(d_bytes);
@@ -309,8 +332,8 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
     pool.parallel_for(pm.rows_padded / 16, 1, [&](int64_t b, int64_t e) {
       fill_qs(pm, static_cast<size_t>(b) * unit, static_cast<size_t>(e) * unit);
       for (int64_t g = b; g < e; ++g) {
-        if (w.type == GgmlType::Q4_K)
-          pack_group_q4k(w, pm, g);
+        if (w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K)
+          pack_group_q45k(w, pm, g);
         else if (w.type == GgmlType::Q6_K)
           pack_group_q6k(w, pm, g);
         else
@@ -355,13 +378,19 @@ int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {
         base[kPackedQ6KHighBits + blk * 128 + (rp * 2 + n / 8) * 32 + (n % 8) * 4 + i];
     return low | (((hb >> shift) & 3) << 4);
   }
-  if (p.type == GgmlType::Q4_K) {
-    const uint8_t* tile = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
-                          static_cast<size_t>(c / kQK_K) * kPackedQ4KSuperBytes +
-                          static_cast<size_t>(b % 8) * 256;
-    const int pos = tile_pos(static_cast<int>(r % 16), static_cast<int>(c % kQK8_0));
+  if (p.type == GgmlType::Q4_K || p.type == GgmlType::Q5_K) {
+    const uint8_t* super = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                           static_cast<size_t>(c / kQK_K) * packed_super_bytes(p.type);
+    const uint8_t* tile = super + static_cast<size_t>(b % 8) * 256;
+    const int n = static_cast<int>(r % 16), e = static_cast<int>(c % kQK8_0);
+    const int pos = tile_pos(n, e);
     const uint8_t byte = tile[pos % 256];
-    return pos < 256 ? byte & 0x0F : byte >> 4;
+    const int low = pos < 256 ? byte & 0x0F : byte >> 4;
+    if (p.type == GgmlType::Q4_K) return low;
+    const int tr = e / 4, rp = (tr % 4) / 2, k = (tr % 2) * 2 + tr / 4;
+    const uint8_t bits =
+        super[kPackedQ5KFifthBits + (b % 8) * 64 + (n / 8) * 32 + (n % 8) * 4 + e % 4];
+    return low | (((bits >> (4 * rp + k)) & 1) << 4);
   }
   if (p.layout == PackedLayout::kAmxTiles) {
     const uint8_t* tile = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
@@ -388,7 +417,8 @@ uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block) {
 
 PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t sb) {
   const uint8_t* meta = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
-                        static_cast<size_t>(sb) * kPackedQ4KSuperBytes + 8 * 256;
+                        static_cast<size_t>(sb) * packed_super_bytes(p.type) +
+                        (p.type == GgmlType::Q5_K ? kPackedQ5KMeta : 8 * 256);
   const int n = static_cast<int>(r % 16);
   PackedQ4KMeta out;
   for (int j = 0; j < 8; ++j) {

@@ -34,6 +34,12 @@
 // d[16] and dmin[16] (f16). Super-blocks of a group follow each other; nb is the super-block
 // count and d is unused.
 //
+// Q5_K has only the kAmxTiles form too, read by the AVX2 kernel alone: Q4_K's per (group,
+// super-block) with each sub-block's fifth bits after the nibble tiles (2880 bytes): the 8
+// nibble tiles (low 4 bits), then per sub-block 64 bytes (per 8-row half h, 32 bytes whose
+// byte n * 4 + i holds in bit 4rp + k the fifth bit of tile row 2rp, 2rp + 4, 2rp + 1,
+// 2rp + 5 for k = 0, 1, 2, 3), then sc[8][16], m[8][16], d[16], dmin[16] as Q4_K's.
+//
 // Q6_K likewise has only the kAmxTiles form, and only the AVX2 kernel reads it
 // (matmul_rowgroups_avx2.cpp): per (16-row group, super-block) 3360 bytes, as many as GGUF's 16
 // rows: the low 4 bits of the 8 blocks' values (0..63) as Q4_K's nibble tiles (2048 bytes),
@@ -73,7 +79,7 @@ struct MatrixView;
 enum class PackedLayout { kVnniPairs, kAmxTiles, kBf16Tiles, kFloatGroups };
 
 struct PackedMatrix {
-  // Q8_0, Q4_0, (kAmxTiles only) Q4_K, Q6_K, (kBf16Tiles, kFloatGroups) F16, BF16
+  // Q8_0, Q4_0, (kAmxTiles only) Q4_K, Q5_K, Q6_K, (kBf16Tiles, kFloatGroups) F16, BF16
   GgmlType type = GgmlType::Q8_0;
   PackedLayout layout = PackedLayout::kVnniPairs;
   int64_t rows = 0, cols = 0;
@@ -114,10 +120,20 @@ constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_
 constexpr size_t packed_tile_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 256 : 512; }
 // Bytes of one (16-row group, super-block) of packed Q4_K.
 constexpr size_t kPackedQ4KSuperBytes = 8 * 256 + 2 * 128 + 2 * 32;
+// Bytes of one (16-row group, super-block) of packed Q5_K, and where its parts start.
+constexpr size_t kPackedQ5KFifthBits = 8 * 256, kPackedQ5KMeta = kPackedQ5KFifthBits + 8 * 64,
+                 kPackedQ5KSuperBytes = kPackedQ5KMeta + 2 * 128 + 2 * 32;
 // Bytes of one (16-row group, super-block) of packed Q6_K, and where its parts start.
 constexpr size_t kPackedQ6KHighBits = 8 * 256, kPackedQ6KScales = kPackedQ6KHighBits + 8 * 128,
                  kPackedQ6KD = kPackedQ6KScales + 256, kPackedQ6KSuperBytes = kPackedQ6KD + 32;
 static_assert(kPackedQ6KSuperBytes == 16 * 210);
+// Bytes of one (16-row group, super-block) of a packed k-quant; 0 for other types.
+constexpr size_t packed_super_bytes(GgmlType type) {
+  return type == GgmlType::Q4_K   ? kPackedQ4KSuperBytes
+         : type == GgmlType::Q5_K ? kPackedQ5KSuperBytes
+         : type == GgmlType::Q6_K ? kPackedQ6KSuperBytes
+                                  : 0;
+}
 
 // True when matmul can run matrices of `type` packed in `layout` on this CPU now (kVnniPairs:
 // the dispatched target is AVX3 with AVX-512 VNNI allowed; kAmxTiles: cpu_has_amx_int8()).
@@ -125,7 +141,7 @@ static_assert(kPackedQ6KSuperBytes == 16 * 210);
 bool packed_layout_supported(GgmlType type, PackedLayout layout);
 // True when some packed layout of `type` runs on this CPU now.
 bool packed_matmul_supported(GgmlType type);
-// Packs a Q8_0 / Q4_0 / Q4_K / Q6_K view (multithreaded over rows) in the layout chosen for
+// Packs a Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K view (multithreaded over rows) in the layout chosen for
 // its type on this CPU (kernels/kernel_choice.h), or in `layout`. Returns null when the choice is the
 // GGUF layout, the type has no packed form, or the layout does not run on this CPU.
 std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool);
@@ -133,8 +149,8 @@ std::unique_ptr<PackedMatrix> pack_matrix(const MatrixView& w, ThreadPool& pool,
                                           PackedLayout layout);
 
 // Reads back weight (r, c) of a packed matrix as its quantized integer (Q8_0: -128..127, Q4_0:
-// -8..7, Q4_K: 0..15, Q6_K: 0..63) and the block scale bits (Q8_0, Q4_0), or a Q4_K
-// super-block's scales: for tests of the layout.
+// -8..7, Q4_K: 0..15, Q5_K: 0..31, Q6_K: 0..63) and the block scale bits (Q8_0, Q4_0), or a
+// Q4_K / Q5_K super-block's scales: for tests of the layout.
 int packed_quant(const PackedMatrix& p, int64_t r, int64_t c);
 uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block);
 struct PackedQ4KMeta {

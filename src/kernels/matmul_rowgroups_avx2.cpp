@@ -58,12 +58,13 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //     T0 2 KiB in 12 of 14 alternating rounds (medians 39.9 / 36.4 against 36.1 / 34.0 tok/s).
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct RgPrefetchPlan {
-  Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048}, q6k{0, 4096};
+  Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048}, q5k{0, 4096}, q6k{0, 4096};
 };
 inline const RgPrefetchPlan& GetRgPrefetchPlan() {
   static const RgPrefetchPlan plan = [] {
     RgPrefetchPlan p;
-    if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH")) p.q8 = p.q4 = p.q4k = p.q6k = *all;
+    if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH"))
+      p.q8 = p.q4 = p.q4k = p.q5k = p.q6k = *all;
     return p;
   }();
   return plan;
@@ -274,6 +275,108 @@ HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const
   }
 }
 
+// Q5_K: per super-block and 8-row half the reference's two exact integer sums per row,
+// sumi = sum over sub-blocks j of sc_j * <q_j, x_j> and summs = sum of m_j * (the token's sum
+// over sub-block j), then (d * d_x) * f32(sumi) - (dmin * d_x) * f32(summs) as
+// vec_dot_q5_k_q8_k_ref rounds it. q: Q4_K's nibble tile or'ed with the fifth bit at bit 4
+// (0..31); four tile rows' pair sums add up in i16 exactly (at most 4 * 2 * 31 * 127 = 31496),
+// and vpmaddwd by the sub-block's scale (duplicated per row) takes them to i32; the mins' term
+// is vpmaddwd of the duplicated mins by the token's two bsums of the sub-block.
+template <int MT>
+HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
+                              const int16_t* xbs, const Prefetch& pf, float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  const __m256i low = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+  __m256 acc[MT][2];
+  for (int m = 0; m < MT; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ5KSuperBytes;
+    prefetch_lines(base + pf.bytes, kPackedQ5KSuperBytes, pf.hint);
+    const uint8_t* meta = base + kPackedQ5KMeta;  // sc[8][16], m[8][16], d[16], dmin[16]
+    const int16_t* bs = xbs + sb * 16 * 16;
+    for (int h = 0; h < 2; ++h) {
+      // Row n's byte to lanes 2n and 2n + 1 (this half's 8 rows).
+      const __m128i dup = h == 0 ? _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7)
+                                 : _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14,
+                                                 14, 15, 15);
+      __m256i sumi[MT], summs[MT];
+      for (int m = 0; m < MT; ++m) sumi[m] = summs[m] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t* t = base + j * 256 + h * 32;
+        const int8_t* x = xq + (sb * 8 + j) * 16 * 32;
+        const __m256i sc = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + j * 16)), dup));
+        const __m256i mn = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 128 + j * 16)), dup));
+        for (int m = 0; m < MT; ++m) {
+          int32_t bsum2;
+          std::memcpy(&bsum2, bs + m * 16 + 2 * j, 4);
+          summs[m] = _mm256_add_epi32(summs[m], _mm256_madd_epi16(mn, _mm256_set1_epi32(bsum2)));
+        }
+        const __m256i hv = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(base + kPackedQ5KFifthBits + j * 64 + h * 32));
+        for (int rp = 0; rp < 2; ++rp) {
+          const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + rp * 128));
+          const __m256i v1 =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + rp * 128 + 64));
+          // Fifth bits 4rp + k (tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5) to bit 4.
+          const __m256i f0 = rp == 0 ? _mm256_slli_epi16(hv, 4) : hv;
+          const __m256i f1 = rp == 0 ? _mm256_slli_epi16(hv, 3) : _mm256_srli_epi16(hv, 1);
+          const __m256i f2 = rp == 0 ? _mm256_slli_epi16(hv, 2) : _mm256_srli_epi16(hv, 2);
+          const __m256i f3 = rp == 0 ? _mm256_slli_epi16(hv, 1) : _mm256_srli_epi16(hv, 3);
+          const __m256i wa =
+              _mm256_or_si256(_mm256_and_si256(v0, low), _mm256_and_si256(f0, bit4));
+          const __m256i wb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v0, 4), low),
+                                             _mm256_and_si256(f1, bit4));
+          const __m256i wc =
+              _mm256_or_si256(_mm256_and_si256(v1, low), _mm256_and_si256(f2, bit4));
+          const __m256i wd = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v1, 4), low),
+                                             _mm256_and_si256(f3, bit4));
+          for (int m = 0; m < MT; ++m) {
+            int32_t xa, xb, xc, xd;
+            std::memcpy(&xa, x + m * 32 + (2 * rp) * 4, 4);
+            std::memcpy(&xb, x + m * 32 + (2 * rp + 4) * 4, 4);
+            std::memcpy(&xc, x + m * 32 + (2 * rp + 1) * 4, 4);
+            std::memcpy(&xd, x + m * 32 + (2 * rp + 5) * 4, 4);
+            const __m256i ab = _mm256_add_epi16(_mm256_maddubs_epi16(wa, _mm256_set1_epi32(xa)),
+                                                _mm256_maddubs_epi16(wb, _mm256_set1_epi32(xb)));
+            const __m256i cd = _mm256_add_epi16(_mm256_maddubs_epi16(wc, _mm256_set1_epi32(xc)),
+                                                _mm256_maddubs_epi16(wd, _mm256_set1_epi32(xd)));
+            sumi[m] = _mm256_add_epi32(sumi[m], _mm256_madd_epi16(_mm256_add_epi16(ab, cd), sc));
+          }
+        }
+      }
+      const __m256 d = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 256 + h * 16)));
+      const __m256 dmin = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 288 + h * 16)));
+      for (int m = 0; m < MT; ++m) {
+        const __m256 dx = _mm256_set1_ps(xs[sb * 16 + m]);
+        // Each product rounded before the difference and the sum, as the reference: no FMA
+        // (GCC's C++ default is -ffp-contract=fast).
+        __m256 a = _mm256_mul_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(sumi[m]));
+        __m256 b = _mm256_mul_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(summs[m]));
+        __asm__("" : "+x"(a), "+x"(b));
+        __m256 t = _mm256_sub_ps(a, b);
+        __asm__("" : "+x"(t));
+        acc[m][h] = _mm256_add_ps(acc[m][h], t);
+      }
+    }
+  }
+  StoreAcc<MT>(acc, out);
+}
+
+HINGE_RG_ATTR void GroupTokensQ5K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
+                                  const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                  float* out) {
+  switch (n) {
+    case 4: GroupQ5K<4>(p, g, xq, xs, xbs, pf, out); break;
+    case 3: GroupQ5K<3>(p, g, xq, xs, xbs, pf, out); break;
+    case 2: GroupQ5K<2>(p, g, xq, xs, xbs, pf, out); break;
+    default: GroupQ5K<1>(p, g, xq, xs, xbs, pf, out); break;
+  }
+}
+
 // Q6_K: per super-block an exact integer sum per row, sum over sub-blocks j of
 // sc_j * <q_j - 32, x_j>, as vec_dot_q6_k_q8_k_ref: first -32 * sum_j sc_j * bsum_j (vpmaddwd of
 // the rows' scale pairs by the token's bsum pairs), then each block's values 0..63 (the
@@ -413,14 +516,15 @@ HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const in
 bool rowgroups_avx2_usable(GgmlType type) {
   static const bool cpu = cpu_identity().avx2_fma && cpu_identity().f16c;
   return (type == GgmlType::Q4_0 || type == GgmlType::Q8_0 || type == GgmlType::Q4_K ||
-          type == GgmlType::Q6_K) &&
+          type == GgmlType::Q5_K || type == GgmlType::Q6_K) &&
          cpu;
 }
 
 void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
   const PackedMatrix& p = *a.w;
-  const bool q4k = p.type == GgmlType::Q4_K, q6k = p.type == GgmlType::Q6_K;
-  const int64_t nsub = q4k || q6k ? p.nb * 8 : p.nb;  // 32-element blocks per row
+  const bool q4k = p.type == GgmlType::Q4_K, q5k = p.type == GgmlType::Q5_K,
+             q6k = p.type == GgmlType::Q6_K;
+  const int64_t nsub = q4k || q5k || q6k ? p.nb * 8 : p.nb;  // 32-element blocks per row
   const int64_t tiles = (a.num_tokens + 15) / 16;
   const size_t tile_bytes = static_cast<size_t>(nsub) * 512;  // one token tile's activations
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
@@ -429,7 +533,7 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   // Prefetch only where the weights stream once (decode, up to 4 tokens): prefill reads each
   // group's weights once per 4 tokens, from the caches after the first (llama-1b q8_0 prefill of
   // 128 tokens was 59-76 tok/s with the Q8_0 prefetch against 65-71 without).
-  static const RgPrefetchPlan kNone{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}};
+  static const RgPrefetchPlan kNone{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}};
   const RgPrefetchPlan& plan = a.num_tokens <= kMaxTokens ? GetRgPrefetchPlan() : kNone;
   alignas(32) float out[16 * 16];
   for (int64_t t0 = 0; t0 < tiles; t0 += tb) {
@@ -444,9 +548,12 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
         const int mt = static_cast<int>(left < 16 ? left : 16);
         for (int m0 = 0; m0 < mt; m0 += kMaxTokens) {
           const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
-          if (q6k) {
-            GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, a.x_bsums + (tt * p.nb * 16 + m0) * 16,
-                           plan.q6k, out);
+          if (q6k || q5k) {
+            const int16_t* xbs = a.x_bsums + (tt * p.nb * 16 + m0) * 16;
+            if (q6k)
+              GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q6k, out);
+            else
+              GroupTokensQ5K(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q5k, out);
           } else if (q4k) {
             GroupTokensQ4K(p, g, n, xq + m0 * 32, xs + m0, a.x_min_sums + tt * nsub * 16 + m0,
                            plan.q4k, out);
