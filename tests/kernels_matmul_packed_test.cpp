@@ -65,39 +65,11 @@ TEST(KernelsMatmulPacked, LayoutReadsBack) {
   }
 }
 
-// Packed Q4_K (AMX tiles only) holds every nibble, sub-block scale and min, d and dmin.
+// Packed Q4_K (row groups only) holds every nibble, sub-block scale and min, d and dmin.
 TEST(KernelsMatmulPacked, Q4KLayoutReadsBack) {
   if (!packed_layout_supported(GgmlType::Q4_K, PackedLayout::kAmxTiles))
-    GTEST_SKIP() << "no AMX here";
-  ThreadPool pool(2);
-  const int64_t rows = 19, cols = 512;
-  const Weights w = make_weights(GgmlType::Q4_K, rows, cols, 5);
-  const auto p = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->nb, 2);
-  EXPECT_EQ(p->rows_padded, 32);
-  EXPECT_EQ(pack_matrix(w.view(), pool, PackedLayout::kVnniPairs), nullptr);
-  const size_t rb = w.view().row_bytes;
-  for (int64_t r = 0; r < p->rows_padded; ++r) {
-    for (int64_t sb = 0; sb < 2; ++sb) {
-      BlockQ4_K blk{};
-      if (r < rows) std::memcpy(&blk, w.bytes.data() + r * rb + sb * sizeof(BlockQ4_K), sizeof blk);
-      const PackedQ4KMeta meta = packed_q4k_meta(*p, r, sb);
-      EXPECT_EQ(meta.d, blk.d) << "r=" << r;
-      EXPECT_EQ(meta.dmin, blk.dmin) << "r=" << r;
-      for (int j = 0; j < 8; ++j) {
-        uint8_t sc = 0, m = 0;
-        scale_min_k4(j, blk.scales, &sc, &m);
-        EXPECT_EQ(meta.sc[j], sc) << "r=" << r << " j=" << j;
-        EXPECT_EQ(meta.m[j], m) << "r=" << r << " j=" << j;
-        for (int e = 0; e < 32; ++e) {
-          const int want = (blk.qs[(j / 2) * 32 + e] >> (4 * (j % 2))) & 0x0F;
-          ASSERT_EQ(packed_quant(*p, r, sb * 256 + j * 32 + e), want)
-              << "r=" << r << " sb=" << sb << " j=" << j << " e=" << e;
-        }
-      }
-    }
-  }
+    GTEST_SKIP() << "no row groups here";
+  expect_k_mins_layout_reads_back<BlockQ4_K>(GgmlType::Q4_K, 5);
 }
 
 // The packed kernels against the references. VNNI pairs: tiles of 4 rows x 1..4 tokens and

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "common/ggml_type.h"
@@ -211,6 +212,44 @@ inline void expect_batch_invariant(const MatrixView& view, const std::vector<flo
           ASSERT_EQ(part[static_cast<size_t>(tt * rows + r)],
                     y[static_cast<size_t>((t0 + tt) * rows + r)])
               << "n=" << n << " t=" << t0 + tt << " r=" << r;
+    }
+  }
+}
+
+// A packed Q4_K / Q5_K matrix (row groups) holds every value (Q5_K: the fifth bit too),
+// sub-block scale and min, d and dmin of its GGUF blocks; padding rows read back as zeros.
+template <typename WB>
+inline void expect_k_mins_layout_reads_back(GgmlType type, uint32_t seed) {
+  constexpr bool q5 = std::is_same_v<WB, BlockQ5_K>;
+  ThreadPool pool(2);
+  const int64_t rows = 19, cols = 512;
+  const Weights w = make_weights(type, rows, cols, seed);
+  const auto p = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->nb, 2);
+  EXPECT_EQ(p->rows_padded, 32);
+  EXPECT_EQ(p->qs_row_bytes, 2 * packed_super_bytes(type));
+  EXPECT_EQ(pack_matrix(w.view(), pool, PackedLayout::kVnniPairs), nullptr);
+  const size_t rb = w.view().row_bytes;
+  for (int64_t r = 0; r < p->rows_padded; ++r) {
+    for (int64_t sb = 0; sb < 2; ++sb) {
+      WB blk{};
+      if (r < rows) std::memcpy(&blk, w.bytes.data() + r * rb + sb * sizeof blk, sizeof blk);
+      const PackedQ4KMeta meta = packed_q4k_meta(*p, r, sb);
+      EXPECT_EQ(meta.d, blk.d) << "r=" << r;
+      EXPECT_EQ(meta.dmin, blk.dmin) << "r=" << r;
+      for (int j = 0; j < 8; ++j) {
+        uint8_t sc = 0, m = 0;
+        scale_min_k4(j, blk.scales, &sc, &m);
+        EXPECT_EQ(meta.sc[j], sc) << "r=" << r << " j=" << j;
+        EXPECT_EQ(meta.m[j], m) << "r=" << r << " j=" << j;
+        for (int e = 0; e < 32; ++e) {
+          int want = (blk.qs[(j / 2) * 32 + e] >> (4 * (j % 2))) & 0x0F;
+          if constexpr (q5) want |= ((blk.qh[e] >> j) & 1) << 4;
+          ASSERT_EQ(packed_quant(*p, r, sb * 256 + j * 32 + e), want)
+              << "r=" << r << " sb=" << sb << " j=" << j << " e=" << e;
+        }
+      }
     }
   }
 }

@@ -74,33 +74,7 @@ TEST(KernelsRowGroupsKQuants, Q6KLayoutReadsBack) {
 
 TEST(KernelsRowGroupsKQuants, Q5KLayoutReadsBack) {
   if (!rowgroups_avx2_usable(GgmlType::Q5_K)) GTEST_SKIP() << "no AVX2 here";
-  ThreadPool pool(2);
-  const int64_t rows = 19, cols = 512;
-  const Weights w = make_weights(GgmlType::Q5_K, rows, cols, 16);
-  const auto p = pack_matrix(w.view(), pool, PackedLayout::kAmxTiles);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(p->qs_row_bytes, 2 * kPackedQ5KSuperBytes);
-  const size_t rb = w.view().row_bytes;
-  for (int64_t r = 0; r < p->rows_padded; ++r)
-    for (int64_t sb = 0; sb < 2; ++sb) {
-      BlockQ5_K blk{};
-      if (r < rows) std::memcpy(&blk, w.bytes.data() + r * rb + sb * sizeof blk, sizeof blk);
-      const PackedQ4KMeta meta = packed_q4k_meta(*p, r, sb);
-      EXPECT_EQ(meta.d, blk.d) << "r=" << r;
-      EXPECT_EQ(meta.dmin, blk.dmin) << "r=" << r;
-      for (int j = 0; j < 8; ++j) {
-        uint8_t sc = 0, m = 0;
-        scale_min_k4(j, blk.scales, &sc, &m);
-        EXPECT_EQ(meta.sc[j], sc) << "r=" << r << " j=" << j;
-        EXPECT_EQ(meta.m[j], m) << "r=" << r << " j=" << j;
-        for (int l = 0; l < 32; ++l) {
-          const int want = ((blk.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) |
-                           (((blk.qh[l] >> j) & 1) << 4);
-          ASSERT_EQ(packed_quant(*p, r, sb * kQK_K + j * 32 + l), want)
-              << "r=" << r << " sb=" << sb << " j=" << j << " l=" << l;
-        }
-      }
-    }
+  expect_k_mins_layout_reads_back<BlockQ5_K>(GgmlType::Q5_K, 16);
 }
 
 TEST(KernelsRowGroupsKQuants, BitIdenticalToReference) {
