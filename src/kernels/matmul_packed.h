@@ -1,5 +1,6 @@
-// Packed Q8_0 / Q4_0 weights: the layouts the 512-bit VNNI kernel and the AMX kernel stream
-// best, built once at model load (a copy; the GGUF view stays valid for row lookups and export).
+// Packed weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, F16, BF16): the layouts the AMX, VNNI and AVX2
+// kernels stream best, built once at model load (a copy; the GGUF view stays valid for row
+// lookups and export).
 //
 // A GGUF Q8_0/Q4_0 row is 34/18-byte blocks (f16 scale + 32 quants), so no vector load is
 // aligned and every block carries its scale inline.
@@ -84,9 +85,12 @@ struct PackedMatrix {
   PackedLayout layout = PackedLayout::kVnniPairs;
   int64_t rows = 0, cols = 0;
   int64_t rows_padded = 0;  // multiple of 8 (kVnniPairs) or 16 (kAmxTiles)
-  int64_t nb = 0;  // blocks per row (kVnniPairs: rounded up to even; Q4_K: super-blocks)
+  // Blocks per row (kVnniPairs: rounded up to even; Q4_K / Q5_K / Q6_K: super-blocks).
+  int64_t nb = 0;
   // kVnniPairs: bytes per row, nb / 2 * packed_pair_bytes(type) rounded up to 64.
-  // kAmxTiles: bytes per group of 16 rows, nb * packed_tile_bytes(type) rounded up to 64.
+  // kAmxTiles: bytes per group of 16 rows, nb * packed_tile_bytes(type) rounded up to 64; the
+  // k-quants nb * packed_super_bytes(type), not rounded (Q6_K's 3360-byte super-blocks: groups
+  // start 32-byte aligned; its kernel's loads are unaligned ones).
   size_t qs_row_bytes = 0;
   // Releases a copy's memory: its own allocation, or its share of a huge-page chunk that
   // smaller copies are carved from (packed_memory.cpp).
@@ -136,7 +140,8 @@ constexpr size_t packed_super_bytes(GgmlType type) {
 }
 
 // True when matmul can run matrices of `type` packed in `layout` on this CPU now (kVnniPairs:
-// the dispatched target is AVX3 with AVX-512 VNNI allowed; kAmxTiles: cpu_has_amx_int8()).
+// the dispatched target is AVX3 with AVX-512 VNNI allowed; kAmxTiles: the AMX / VNNI kernel
+// usable, or the AVX2 row groups for the type: Q5_K and Q6_K only the latter).
 // Checked on every matmul call, so tests can switch either off.
 bool packed_layout_supported(GgmlType type, PackedLayout layout);
 // True when some packed layout of `type` runs on this CPU now.

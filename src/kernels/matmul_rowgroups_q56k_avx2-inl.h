@@ -134,14 +134,6 @@ HINGE_RG_ATTR void GroupTokensQ5K(const PackedMatrix& p, int64_t g, int n, const
   }
 }
 
-// Q6_K: per super-block an exact integer sum per row, sum over sub-blocks j of
-// sc_j * <q_j - 32, x_j>, as vec_dot_q6_k_q8_k_ref: first -32 * sum_j sc_j * bsum_j (vpmaddwd of
-// the rows' scale pairs by the token's bsum pairs), then each block's values 0..63 (the
-// nibble tile or'ed with the high bits shifted to bits 4-5) against the activations with
-// vpmaddubsw; two tile rows' pair sums add up in i16 exactly (at most 2 * 2 * 63 * 127 =
-// 32004), and vpmaddwd by the sub-block's scale (duplicated per row) takes them to i32. Then
-// acc += (d * d_x) * f32(sum), the reference's operations. xq: block b of token m at
-// (b * 16 + m) * 32; xs: [nb, 16] super-block scales; xbs: [nb, 16 tokens, 16] bsums.
 // Tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of a Q6_K block's 8-row half as values 0..63
 // (nibbles at t, high bits at hb), into w[0..3]: unpacked once for every token.
 HINGE_RG_INLINE void Q6KWeights(const uint8_t* t, const uint8_t* hb, int rp, __m256i* w) {
@@ -190,6 +182,14 @@ HINGE_RG_INLINE __m256 Q6KAccumulate(__m256 acc, __m256 d, float dx, __m256i isu
   return _mm256_add_ps(acc, prod);
 }
 
+// Q6_K: per super-block an exact integer sum per row, sum over sub-blocks j of
+// sc_j * <q_j - 32, x_j>, as vec_dot_q6_k_q8_k_ref: first -32 * sum_j sc_j * bsum_j (vpmaddwd of
+// the rows' scale pairs by the token's bsum pairs), then each block's values 0..63 (the
+// nibble tile or'ed with the high bits shifted to bits 4-5) against the activations with
+// vpmaddubsw; two tile rows' pair sums add up in i16 exactly (at most 2 * 2 * 63 * 127 =
+// 32004), and vpmaddwd by the sub-block's scale (duplicated per row) takes them to i32. Then
+// acc += (d * d_x) * f32(sum), the reference's operations. xq: block b of token m at
+// (b * 16 + m) * 32; xs: [nb, 16] super-block scales; xbs: [nb, 16 tokens, 16] bsums.
 template <int MT>
 HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                               const int16_t* xbs, const Prefetch& pf, float* out) {
