@@ -188,7 +188,7 @@ LayoutChoice choose(GgmlType type, const std::vector<WeightLayout>& cands, bool 
     return c;
   }
   if (cpu_has_amx_int8() && cands.front() == WeightLayout::kRowGroups &&
-      type != GgmlType::Q5_K && type != GgmlType::Q6_K) {
+      !rowgroups_avx2_only(type)) {
     c.layout = WeightLayout::kRowGroups;
     c.reason = not_here + "AMX-INT8 tiles for prefill";
     return c;

@@ -185,9 +185,9 @@ void matmul_packed(std::span<const MatmulOut> outs, const InputRows& x, int64_t 
 void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num_tokens,
                 ThreadPool& pool, MatmulScratch& scratch) {
   const PackedMatrix& p0 = *outs[0].w->packed;
-  const bool q6k = p0.type == GgmlType::Q6_K;
-  const bool bsums = q6k || p0.type == GgmlType::Q5_K;  // x_bsums in place of x_min_sums
-  const bool kq = p0.type == GgmlType::Q4_K || bsums;   // Q8_K activations
+  // Q5_K / Q6_K read the Q8_K bsums (x_bsums) in place of Q4_K's sub-block sums.
+  const bool bsums = rowgroups_avx2_only(p0.type);
+  const bool kq = packed_super_bytes(p0.type) != 0;  // k-quants: Q8_K activations
   const GgmlType act = kq ? GgmlType::Q8_K : GgmlType::Q8_0;
   const int64_t cols = p0.cols;
   const int64_t nsub = cols / 32;                 // 32-element blocks (A tiles per token tile)
@@ -277,8 +277,9 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
   }
   // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel; Q5_K and
   // Q6_K always (no other kernel reads their row groups).
-  const auto rows =
-      amx_kernel_usable() && !bsums ? matmul_rows_amx : matmul_rows_rowgroups_avx2;
+  const auto rows = amx_kernel_usable() && !rowgroups_avx2_only(p0.type)
+                        ? matmul_rows_amx
+                        : matmul_rows_rowgroups_avx2;
   run_row_chunks(outs, num_tokens, pool, quantize,
                  [&](size_t m, int64_t b, int64_t e) { rows(args[m], b, e); });
 }

@@ -144,21 +144,6 @@ void pack_group_q45k(const MatrixView& w, PackedMatrix& p, int64_t g) {
     pack_group_k<BlockQ4_K>(w, p, g);
 }
 
-// Row r's super-block sb of Q6_K as its 256 values 0..63, in element order (GGUF's ql / qh
-// split as dequantize_row_q6_k_ref reads it).
-void q6k_values(const BlockQ6_K& blk, uint8_t q[kQK_K]) {
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* ql = blk.ql + 64 * h;
-    const uint8_t* qh = blk.qh + 32 * h;
-    for (int l = 0; l < 32; ++l) {
-      q[128 * h + l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] & 3) << 4));
-      q[128 * h + l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
-      q[128 * h + l + 64] = static_cast<uint8_t>((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-      q[128 * h + l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-    }
-  }
-}
-
 // Q6_K (kAmxTiles, matmul_packed.h): block b's low 4 bits as a Q4_K sub-block tile, its high
 // 2 bits in bit pairs (tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of byte (rp, h, n % 8, i)),
 // the scales pairwise per half, then d.
@@ -172,7 +157,7 @@ void pack_group_q6k(const MatrixView& w, PackedMatrix& p, int64_t g) {
       if (r >= w.rows) break;  // padding rows stay zero (values, scales and d)
       const BlockQ6_K& blk = reinterpret_cast<const BlockQ6_K*>(
           static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes)[sb];
-      q6k_values(blk, q);
+      for (int e = 0; e < kQK_K; ++e) q[e] = static_cast<uint8_t>(q6_k_value(blk, e));
       const int h = n / 8, n8 = n % 8;
       for (int b = 0; b < 8; ++b) {
         const uint8_t* v = q + 32 * b;
@@ -217,7 +202,7 @@ std::unique_ptr<PackedMatrix> alloc_packed(const MatrixView& w, PackedLayout lay
     p->qs_row_bytes = static_cast<size_t>(p->nb) * 1024;
     qs_bytes = static_cast<size_t>(p->rows_padded / 16) * p->qs_row_bytes;
     fill = 0;  // padding rows: +0.0
-  } else if (w.type == GgmlType::Q4_K || w.type == GgmlType::Q5_K || w.type == GgmlType::Q6_K) {
+  } else if (packed_super_bytes(w.type) != 0) {  // Q4_K, Q5_K, Q6_K
     p->rows_padded = (w.rows + 15) / 16 * 16;
     p->nb = w.cols / kQK_K;
     p->qs_row_bytes = static_cast<size_t>(p->nb) * packed_super_bytes(w.type);

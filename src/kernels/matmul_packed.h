@@ -131,6 +131,11 @@ constexpr size_t kPackedQ5KFifthBits = 8 * 256, kPackedQ5KMeta = kPackedQ5KFifth
 constexpr size_t kPackedQ6KHighBits = 8 * 256, kPackedQ6KScales = kPackedQ6KHighBits + 8 * 128,
                  kPackedQ6KD = kPackedQ6KScales + 256, kPackedQ6KSuperBytes = kPackedQ6KD + 32;
 static_assert(kPackedQ6KSuperBytes == 16 * 210);
+// Types whose row groups (kAmxTiles) only the AVX2 kernel reads, on every CPU: never the AMX /
+// VNNI kernel, and calibrated rather than picked by the AMX rule (kernel_choice.h).
+constexpr bool rowgroups_avx2_only(GgmlType type) {
+  return type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+}
 // Bytes of one (16-row group, super-block) of a packed k-quant; 0 for other types.
 constexpr size_t packed_super_bytes(GgmlType type) {
   return type == GgmlType::Q4_K   ? kPackedQ4KSuperBytes

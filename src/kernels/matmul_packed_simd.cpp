@@ -251,9 +251,7 @@ bool packed_layout_supported(GgmlType type, PackedLayout layout) {
            ((amx_kernel_compiled() && cpu_has_amx_bf16()) ||
             (bf16_dp_kernel_compiled() && cpu_has_avx512_bf16()));
   if (layout == PackedLayout::kFloatGroups) return float_groups_avx2_usable(type);
-  // Q5_K / Q6_K row groups: the AVX2 kernel only, on any CPU that has it (chosen by
-  // calibration).
-  if (layout == PackedLayout::kAmxTiles && (type == GgmlType::Q5_K || type == GgmlType::Q6_K))
+  if (layout == PackedLayout::kAmxTiles && rowgroups_avx2_only(type))
     return rowgroups_avx2_usable(type);
   if (layout == PackedLayout::kAmxTiles)
     return ((type == GgmlType::Q8_0 || type == GgmlType::Q4_0 || type == GgmlType::Q4_K) &&

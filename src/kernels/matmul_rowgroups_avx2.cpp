@@ -322,7 +322,8 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   const PackedMatrix& p = *a.w;
   const bool q4k = p.type == GgmlType::Q4_K, q5k = p.type == GgmlType::Q5_K,
              q6k = p.type == GgmlType::Q6_K;
-  const int64_t nsub = q4k || q5k || q6k ? p.nb * 8 : p.nb;  // 32-element blocks per row
+  // 32-element blocks per row (the k-quants' nb counts super-blocks)
+  const int64_t nsub = packed_super_bytes(p.type) != 0 ? p.nb * 8 : p.nb;
   const int64_t tiles = (a.num_tokens + 15) / 16;
   const size_t tile_bytes = static_cast<size_t>(nsub) * 512;  // one token tile's activations
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);

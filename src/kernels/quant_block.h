@@ -95,4 +95,14 @@ inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// Element e (0..255) of a Q6_K super-block as its stored 6-bit value 0..63 (the weight is
+// d * scales[e / 16] * (value - 32)): per 128-element half h, ql[64h + l] holds elements l
+// (low nibble) and l + 64 (high), ql[64h + l + 32] elements l + 32 and l + 96, and bit pair g
+// of qh[32h + l] the top bits of element 32g + l.
+inline int q6_k_value(const BlockQ6_K& b, int e) {
+  const int h = e / 128, g = (e % 128) / 32, l = e % 32;
+  const uint8_t ql = b.ql[64 * h + l + 32 * (g % 2)];
+  return (g < 2 ? ql & 0xF : ql >> 4) | (((b.qh[32 * h + l] >> (2 * g)) & 3) << 4);
+}
+
 }  // namespace hinge::kernels

@@ -396,21 +396,8 @@ float vec_dot_q6_k_q8_k_ref(int64_t n, const BlockQ6_K* w, const BlockQ8_K* x) {
   const int64_t nb = n / kQK_K;
   float sum = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* ql = w[i].ql;
-    const uint8_t* qh = w[i].qh;
     int8_t q[kQK_K];  // q - 32, in element order
-    for (int h = 0; h < 2; ++h) {
-      for (int l = 0; l < 32; ++l) {
-        q[128 * h + l] =
-            static_cast<int8_t>(((ql[64 * h + l] & 0xF) | ((qh[32 * h + l] & 3) << 4)) - 32);
-        q[128 * h + l + 32] = static_cast<int8_t>(
-            ((ql[64 * h + l + 32] & 0xF) | (((qh[32 * h + l] >> 2) & 3) << 4)) - 32);
-        q[128 * h + l + 64] =
-            static_cast<int8_t>(((ql[64 * h + l] >> 4) | (((qh[32 * h + l] >> 4) & 3) << 4)) - 32);
-        q[128 * h + l + 96] = static_cast<int8_t>(
-            ((ql[64 * h + l + 32] >> 4) | (((qh[32 * h + l] >> 6) & 3) << 4)) - 32);
-      }
-    }
+    for (int e = 0; e < kQK_K; ++e) q[e] = static_cast<int8_t>(q6_k_value(w[i], e) - 32);
     int32_t sumi = 0;
     for (int j = 0; j < kQK_K / 16; ++j) {
       int32_t dot = 0;

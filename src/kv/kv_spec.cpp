@@ -35,8 +35,7 @@ bool kv_dtype_is_fp8(KvDtype dtype) {
 }
 
 bool kv_dtype_is_quantized(KvDtype dtype) {
-  return dtype == KvDtype::kFp8E4m3 || dtype == KvDtype::kFp8E5m2 || dtype == KvDtype::kInt8 ||
-         dtype == KvDtype::kInt4;
+  return kv_dtype_is_fp8(dtype) || dtype == KvDtype::kInt8 || dtype == KvDtype::kInt4;
 }
 
 int64_t kv_dtype_head_bytes(KvDtype dtype, int32_t head_dim) {
