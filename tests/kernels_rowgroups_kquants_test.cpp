@@ -1,4 +1,5 @@
-// Q5_K and Q6_K in 16-row groups on AVX2 (PackedLayout::kAmxTiles, matmul_rowgroups_avx2.cpp):
+// Q5_K and Q6_K in 16-row groups on AVX2 (PackedLayout::kAmxTiles, matmul_rowgroups_avx2.cpp),
+// Q6_K also on AVX-512 VNNI (matmul_rowgroups_q6k_vnni.cpp), each kernel where it runs:
 // the packed copy holds every value, scale, min and d; the products are bit-identical to the
 // scalar references (vec_dot_q{5,6}_k_q8_k_ref on the same Q8_K activations) for every token
 // count, row and column shape, also at the extremes of the integer ranges, and batch
@@ -31,7 +32,16 @@ int q6k_value(const BlockQ6_K& b, int e) {
   return low | (((b.qh[32 * h + l] >> (2 * g)) & 3) << 4);
 }
 
-// The packed product of `w` against `x` on the AVX2 row groups, and the reference's.
+// The kernels that read `type`'s row groups here: Q6_K on AVX-512 VNNI (where it runs) and on
+// AVX2 (set_vnni_allowed_for_test(false), as HINGE_DISABLE_VNNI=1 does); Q5_K on AVX2 alone.
+std::vector<bool> vnni_modes(GgmlType type) {
+  if (type == GgmlType::Q6_K && q6k_vnni_kernel_compiled() && cpu_identity().avx512_vnni)
+    return {true, false};
+  return {cpu_has_avx512_vnni()};
+}
+
+// The packed product of `w` against `x` on each row-group kernel of its type, and the
+// reference's.
 void expect_bit_identical(const Weights& w, const std::vector<float>& x, int64_t tokens,
                           int threads) {
   ThreadPool pool(threads);
@@ -39,14 +49,19 @@ void expect_bit_identical(const Weights& w, const std::vector<float>& x, int64_t
   MatrixView view = w.view();
   const auto p = attach_packed(view, PackedLayout::kAmxTiles, pool);
   ASSERT_NE(p, nullptr);
-  const std::vector<float> y = product(view, x, tokens, pool, scratch);
-  std::vector<float> ref(y.size());
+  std::vector<float> ref(static_cast<size_t>(tokens * w.rows));
   matmul_ref_quantized(w.view(), x.data(), tokens, ref.data());
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t r = 0; r < w.rows; ++r) {
-      const size_t i = static_cast<size_t>(t * w.rows + r);
-      ASSERT_EQ(y[i], ref[i]) << "t=" << t << " r=" << r;
-    }
+  for (bool vnni : vnni_modes(w.type)) {
+    SCOPED_TRACE(vnni ? "AVX-512 VNNI" : "AVX2");
+    set_vnni_allowed_for_test(vnni);
+    const std::vector<float> y = product(view, x, tokens, pool, scratch);
+    set_vnni_allowed_for_test(true);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t r = 0; r < w.rows; ++r) {
+        const size_t i = static_cast<size_t>(t * w.rows + r);
+        ASSERT_EQ(y[i], ref[i]) << "t=" << t << " r=" << r;
+      }
+  }
 }
 
 TEST(KernelsRowGroupsKQuants, Q6KLayoutReadsBack) {
@@ -141,7 +156,13 @@ TEST(KernelsRowGroupsKQuants, BatchInvariantAndCalibrated) {
     MatmulScratch scratch;
     const PackedCase pc(type, 37, 8192, 70, 9, PackedLayout::kAmxTiles, pool);
     ASSERT_NE(pc.p, nullptr);
-    expect_batch_invariant(pc.view, pc.x, 70, {1, 3, 6, 16}, 23, pool, scratch);
+    for (bool vnni : vnni_modes(type)) {
+      SCOPED_TRACE(vnni ? "AVX-512 VNNI" : "AVX2");
+      set_vnni_allowed_for_test(vnni);
+      expect_batch_invariant(pc.view, pc.x, 70, {1, 3, 6, 16}, 23, pool, scratch);
+      set_vnni_allowed_for_test(true);
+      if (HasFatalFailure()) return;
+    }
     const auto cands = candidate_layouts(type);
     ASSERT_EQ(cands.size(), 2u);
     EXPECT_EQ(cands.front(), WeightLayout::kRowGroups);

@@ -58,6 +58,12 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //     19.3-20.3; again 2026-12-07: T0 2 KiB 16.3-19.4, T1 8 KiB 17.6-19.7 against 18.4-21.2),
 //     but end to end, after NibbleDots and the huge pages, llama-1b q4_k decode was faster with
 //     T0 2 KiB in 12 of 14 alternating rounds (medians 39.9 / 36.4 against 36.1 / 34.0 tok/s).
+// AMD with AVX-512 (Zen 4; there only Q5_K and Q6_K run this kernel, the other types VNNI):
+// Q5_K and Q6_K into L2 (T1) 16 KiB ahead. Zen 3's T0 4 KiB left the stream far below the
+// bandwidth (Q6_K 1 / 2 threads 6.4-8.5 / 9.6-13.7 GB/s against 15.6-17.2 / 20.9-25.4, Q5_K
+// 11.2-12.5 / 18.0-19.5 against 14.9-15.4 / 21.3-25.2; T1 8 and 32 KiB alike, none worse),
+// 2026-12-07, 3 interleaved runs; llama-1b q4_k decode end to end (its output matrix is Q6_K)
+// 32.3 / 34.0 / 42.9 / 43.9 -> 39.3 / 41.7 / 46.9 / 43.8 tok/s, alternating runs.
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct RgPrefetchPlan {
   Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048}, q5k{0, 4096}, q6k{0, 4096};
@@ -65,6 +71,8 @@ struct RgPrefetchPlan {
 inline const RgPrefetchPlan& GetRgPrefetchPlan() {
   static const RgPrefetchPlan plan = [] {
     RgPrefetchPlan p;
+    const CpuIdentity& cpu = cpu_identity();
+    if (cpu.vendor == CpuVendor::kAmd && cpu.avx512f) p.q5k = p.q6k = {1, 16384};
     if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH"))
       p.q8 = p.q4 = p.q4k = p.q5k = p.q6k = *all;
     return p;
@@ -322,6 +330,8 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   const PackedMatrix& p = *a.w;
   const bool q4k = p.type == GgmlType::Q4_K, q5k = p.type == GgmlType::Q5_K,
              q6k = p.type == GgmlType::Q6_K;
+  // Q6_K on AVX-512 VNNI where it runs: the same results (matmul_rowgroups_q6k_vnni.cpp).
+  const bool q6k_vnni = q6k && q6k_vnni_kernel_compiled() && cpu_has_avx512_vnni();
   // 32-element blocks per row (the k-quants' nb counts super-blocks)
   const int64_t nsub = packed_super_bytes(p.type) != 0 ? p.nb * 8 : p.nb;
   const int64_t tiles = (a.num_tokens + 15) / 16;
@@ -349,7 +359,9 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
           const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
           if (q6k || q5k) {
             const int16_t* xbs = a.x_bsums + (tt * p.nb * 16 + m0) * 16;
-            if (q6k)
+            if (q6k_vnni)
+              group_tokens_q6k_vnni(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q6k, out);
+            else if (q6k)
               GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q6k, out);
             else
               GroupTokensQ5K(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q5k, out);

@@ -1,0 +1,163 @@
+// Q6_K row groups (PackedLayout::kAmxTiles, matmul_packed.h) on AVX-512 VNNI: the same exact
+// integer sums as the AVX2 kernel (matmul_rowgroups_q56k_avx2-inl.h) and the same f32
+// operations, so the results are bit-identical to vec_dot_q6_k_q8_k_ref and to the AVX2 kernel:
+// which of the two runs never shows in a result (the AVX2 one where VNNI is absent or switched
+// off, HINGE_DISABLE_VNNI=1).
+//
+// A 512-bit vector holds one tile row of a 16-row group: lane n = row n, its 4 consecutive
+// columns as bytes. Per 32-column block b of a super-block:
+//   values   the nibble tile's byte rows tr = 0..3 hold tile row tr (low nibbles) and tr + 4
+//            (high nibbles); the 2-bit planes' 64-byte rows rp = 0, 1 hold, per byte, the top
+//            bits of tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 (bits 0-1, 2-3, 4-5, 6-7), rows
+//            0-7 then 8-15 in the same byte order as a tile row. So a tile row is
+//            (nibble & 0x0F) | (plane shifted & 0x30): values 0..63, vpdpbusd's unsigned
+//            operand, with the token's 4 activations of that tile row broadcast.
+//   sums     tile rows 0-3 are sub-block 2b, 4-7 sub-block 2b + 1: each a fresh vpdpbusd chain
+//            of 4 (at most 16 * 63 * 127 = 128016 per lane), multiplied by the row's sub-block
+//            scale (vpmulld) and added to the super-block's i32 sum.
+//   offset   -32 * sum_j sc_j * bsum_j first, as the AVX2 kernel: vpdpwssd of the rows' scale
+//            pairs (sc[2b], sc[2b + 1]) by the token's bsum pair.
+// Per super-block: acc += (d * d_x) * f32(sum), each product rounded before the sum (the
+// reference's operations; an empty asm stops GCC's default -ffp-contract=fast from fusing them).
+//
+// Why: on AMD Zen 4 the AVX2 kernel was compute-bound below one core's read bandwidth (24.7 GB/s
+// on a matrix in L3, against 27-29 GB/s streamed by `hinge bench --membw -t 1`); vpdpbusd does
+// vpmaddubsw + vpmaddwd + vpaddd's work in one instruction.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_packed.h"
+#include "kernels/prefetch_plan.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HINGE_Q6K_VNNI_COMPILED 1
+#include <immintrin.h>
+#else
+#define HINGE_Q6K_VNNI_COMPILED 0
+#endif
+
+namespace hinge::kernels {
+
+#if HINGE_Q6K_VNNI_COMPILED
+
+#define HINGE_Q6V_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
+#define HINGE_Q6V_INLINE inline __attribute__((always_inline)) HINGE_Q6V_ATTR
+
+namespace {
+
+// (a & 0x0F) | b, b already masked to bits 4-5: vpternlogd's A & C | B (0xEC).
+HINGE_Q6V_INLINE __m512i MergeTop(__m512i a, __m512i b) {
+  return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8(0x0F), 0xEC);
+}
+
+// Block b's 8 tile rows as values 0..63 (t: its nibble tile, hb: its 128 bytes of 2-bit planes;
+// a Q6_K group is 32-byte aligned, so unaligned loads).
+HINGE_Q6V_INLINE void Q6KTileRows(const uint8_t* t, const uint8_t* hb, __m512i* w) {
+  const __m512i top = _mm512_set1_epi8(0x30);
+  for (int rp = 0; rp < 2; ++rp) {
+    const __m512i h = _mm512_loadu_si512(hb + rp * 64);
+    const __m512i n0 = _mm512_loadu_si512(t + (2 * rp) * 64);
+    const __m512i n1 = _mm512_loadu_si512(t + (2 * rp + 1) * 64);
+    // Bits 0-1, 2-3, 4-5, 6-7 of the plane: tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5.
+    w[2 * rp] = MergeTop(n0, _mm512_and_si512(_mm512_slli_epi16(h, 4), top));
+    w[2 * rp + 4] =
+        MergeTop(_mm512_srli_epi16(n0, 4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top));
+    w[2 * rp + 1] = MergeTop(n1, _mm512_and_si512(h, top));
+    w[2 * rp + 5] =
+        MergeTop(_mm512_srli_epi16(n1, 4), _mm512_and_si512(_mm512_srli_epi16(h, 2), top));
+  }
+}
+
+// The 4 activations of tile row r of a token's block (x: its 32 quants), broadcast.
+HINGE_Q6V_INLINE __m512i Bcast4(const int8_t* x, int r) {
+  int32_t v;
+  std::memcpy(&v, x + r * 4, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// -32 * sum over sub-blocks j of sc_j * bsum_j, per row (sc: the super-block's scale pairs, 32
+// bytes per block: rows 0-15 x (sc[2b], sc[2b + 1]); bs: the token's 16 bsums).
+HINGE_Q6V_INLINE __m512i Q6KOffset16(const uint8_t* sc, const int16_t* bs) {
+  __m512i off = _mm512_setzero_si512();
+  for (int b = 0; b < 8; ++b) {
+    const __m512i pair =
+        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
+    int32_t bsum2;
+    std::memcpy(&bsum2, bs + 2 * b, 4);
+    off = _mm512_dpwssd_epi32(off, pair, _mm512_set1_epi32(bsum2));
+  }
+  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
+}
+
+// One pass of MT <= 4 tokens over row group g (the arguments of GroupQ6K, AVX2).
+template <int MT>
+HINGE_Q6V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                   const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                   float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  __m512 acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
+    prefetch_lines(base + pf.bytes, kPackedQ6KSuperBytes, pf.hint);
+    const uint8_t* sc = base + kPackedQ6KScales;
+    const int8_t* xsb = xq + sb * 8 * 16 * 32;
+    __m512i isum[MT];
+    for (int m = 0; m < MT; ++m) isum[m] = Q6KOffset16(sc, xbs + (sb * 16 + m) * 16);
+    for (int b = 0; b < 8; ++b) {
+      __m512i w[8];
+      Q6KTileRows(base + b * 256, base + kPackedQ6KHighBits + b * 128, w);
+      const __m512i pair =
+          _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
+      const __m512i s_lo = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);  // sc[2b]
+      const __m512i s_hi = _mm512_srai_epi32(pair, 16);                         // sc[2b + 1]
+      for (int m = 0; m < MT; ++m) {
+        const int8_t* x = xsb + (b * 16 + m) * 32;
+        __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], Bcast4(x, 0));
+        __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], Bcast4(x, 4));
+        for (int r = 1; r < 4; ++r) {
+          lo = _mm512_dpbusd_epi32(lo, w[r], Bcast4(x, r));
+          hi = _mm512_dpbusd_epi32(hi, w[r + 4], Bcast4(x, r + 4));
+        }
+        isum[m] = _mm512_add_epi32(
+            isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo, s_lo), _mm512_mullo_epi32(hi, s_hi)));
+      }
+    }
+    const __m512 d =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ6KD)));
+    for (int m = 0; m < MT; ++m) {
+      __m512 prod = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[sb * 16 + m])),
+                                  _mm512_cvtepi32_ps(isum[m]));
+      __asm__("" : "+v"(prod));
+      acc[m] = _mm512_add_ps(acc[m], prod);
+    }
+  }
+  for (int m = 0; m < MT; ++m) _mm512_storeu_ps(out + m * 16, acc[m]);
+}
+
+}  // namespace
+
+HINGE_Q6V_ATTR void group_tokens_q6k_vnni(const PackedMatrix& p, int64_t g, int n,
+                                          const int8_t* xq, const float* xs, const int16_t* xbs,
+                                          const Prefetch& pf, float* out) {
+  switch (n) {
+    case 4: GroupQ6KVnni<4>(p, g, xq, xs, xbs, pf, out); break;
+    case 3: GroupQ6KVnni<3>(p, g, xq, xs, xbs, pf, out); break;
+    case 2: GroupQ6KVnni<2>(p, g, xq, xs, xbs, pf, out); break;
+    default: GroupQ6KVnni<1>(p, g, xq, xs, xbs, pf, out); break;
+  }
+}
+
+bool q6k_vnni_kernel_compiled() { return true; }
+
+#else
+
+void group_tokens_q6k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
+                           const int16_t*, const Prefetch&, float*) {}
+bool q6k_vnni_kernel_compiled() { return false; }
+
+#endif
+
+}  // namespace hinge::kernels
