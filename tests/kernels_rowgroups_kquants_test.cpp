@@ -1,5 +1,5 @@
 // Q5_K and Q6_K in 16-row groups on AVX2 (PackedLayout::kAmxTiles, matmul_rowgroups_avx2.cpp),
-// Q6_K also on AVX-512 VNNI (matmul_rowgroups_q6k_vnni.cpp), each kernel where it runs:
+// and on AVX-512 VNNI (matmul_rowgroups_q56k_vnni.cpp), each kernel where it runs:
 // the packed copy holds every value, scale, min and d; the products are bit-identical to the
 // scalar references (vec_dot_q{5,6}_k_q8_k_ref on the same Q8_K activations) for every token
 // count, row and column shape, also at the extremes of the integer ranges, and batch
@@ -32,12 +32,11 @@ int q6k_value(const BlockQ6_K& b, int e) {
   return low | (((b.qh[32 * h + l] >> (2 * g)) & 3) << 4);
 }
 
-// The kernels that read `type`'s row groups here: Q6_K on AVX-512 VNNI (where it runs) and on
-// AVX2 (set_vnni_allowed_for_test(false), as HINGE_DISABLE_VNNI=1 does); Q5_K on AVX2 alone.
-std::vector<bool> vnni_modes(GgmlType type) {
-  if (type == GgmlType::Q6_K && q6k_vnni_kernel_compiled() && cpu_identity().avx512_vnni)
-    return {true, false};
-  return {cpu_has_avx512_vnni()};
+// The kernels that read Q5_K / Q6_K row groups here: AVX-512 VNNI (where it runs) and AVX2
+// (set_vnni_allowed_for_test(false), as HINGE_DISABLE_VNNI=1 does).
+std::vector<bool> vnni_modes() {
+  if (q56k_vnni_kernel_compiled() && cpu_identity().avx512_vnni) return {true, false};
+  return {false};
 }
 
 // The packed product of `w` against `x` on each row-group kernel of its type, and the
@@ -51,7 +50,7 @@ void expect_bit_identical(const Weights& w, const std::vector<float>& x, int64_t
   ASSERT_NE(p, nullptr);
   std::vector<float> ref(static_cast<size_t>(tokens * w.rows));
   matmul_ref_quantized(w.view(), x.data(), tokens, ref.data());
-  for (bool vnni : vnni_modes(w.type)) {
+  for (bool vnni : vnni_modes()) {
     SCOPED_TRACE(vnni ? "AVX-512 VNNI" : "AVX2");
     set_vnni_allowed_for_test(vnni);
     const std::vector<float> y = product(view, x, tokens, pool, scratch);
@@ -156,7 +155,7 @@ TEST(KernelsRowGroupsKQuants, BatchInvariantAndCalibrated) {
     MatmulScratch scratch;
     const PackedCase pc(type, 37, 8192, 70, 9, PackedLayout::kAmxTiles, pool);
     ASSERT_NE(pc.p, nullptr);
-    for (bool vnni : vnni_modes(type)) {
+    for (bool vnni : vnni_modes()) {
       SCOPED_TRACE(vnni ? "AVX-512 VNNI" : "AVX2");
       set_vnni_allowed_for_test(vnni);
       expect_batch_invariant(pc.view, pc.x, 70, {1, 3, 6, 16}, 23, pool, scratch);

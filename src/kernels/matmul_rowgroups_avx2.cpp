@@ -330,8 +330,9 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   const PackedMatrix& p = *a.w;
   const bool q4k = p.type == GgmlType::Q4_K, q5k = p.type == GgmlType::Q5_K,
              q6k = p.type == GgmlType::Q6_K;
-  // Q6_K on AVX-512 VNNI where it runs: the same results (matmul_rowgroups_q6k_vnni.cpp).
-  const bool q6k_vnni = q6k && q6k_vnni_kernel_compiled() && cpu_has_avx512_vnni();
+  // Q5_K and Q6_K on AVX-512 VNNI where it runs: the same results
+  // (matmul_rowgroups_q56k_vnni.cpp).
+  const bool vnni = (q5k || q6k) && q56k_vnni_kernel_compiled() && cpu_has_avx512_vnni();
   // 32-element blocks per row (the k-quants' nb counts super-blocks)
   const int64_t nsub = packed_super_bytes(p.type) != 0 ? p.nb * 8 : p.nb;
   const int64_t tiles = (a.num_tokens + 15) / 16;
@@ -359,12 +360,12 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
           const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
           if (q6k || q5k) {
             const int16_t* xbs = a.x_bsums + (tt * p.nb * 16 + m0) * 16;
-            if (q6k_vnni)
-              group_tokens_q6k_vnni(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q6k, out);
-            else if (q6k)
-              GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q6k, out);
+            if (q6k)
+              (vnni ? group_tokens_q6k_vnni : GroupTokensQ6K)(p, g, n, xq + m0 * 32, xs + m0,
+                                                             xbs, plan.q6k, out);
             else
-              GroupTokensQ5K(p, g, n, xq + m0 * 32, xs + m0, xbs, plan.q5k, out);
+              (vnni ? group_tokens_q5k_vnni : GroupTokensQ5K)(p, g, n, xq + m0 * 32, xs + m0,
+                                                             xbs, plan.q5k, out);
           } else if (q4k) {
             GroupTokensQ4K(p, g, n, xq + m0 * 32, xs + m0, a.x_min_sums + tt * nsub * 16 + m0,
                            plan.q4k, out);

@@ -32,29 +32,29 @@
 #include "kernels/prefetch_plan.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HINGE_Q6K_VNNI_COMPILED 1
+#define HINGE_Q56K_VNNI_COMPILED 1
 #include <immintrin.h>
 #else
-#define HINGE_Q6K_VNNI_COMPILED 0
+#define HINGE_Q56K_VNNI_COMPILED 0
 #endif
 
 namespace hinge::kernels {
 
-#if HINGE_Q6K_VNNI_COMPILED
+#if HINGE_Q56K_VNNI_COMPILED
 
-#define HINGE_Q6V_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
-#define HINGE_Q6V_INLINE inline __attribute__((always_inline)) HINGE_Q6V_ATTR
+#define HINGE_Q56V_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
+#define HINGE_Q56V_INLINE inline __attribute__((always_inline)) HINGE_Q56V_ATTR
 
 namespace {
 
 // (a & 0x0F) | b, b already masked to bits 4-5: vpternlogd's A & C | B (0xEC).
-HINGE_Q6V_INLINE __m512i MergeTop(__m512i a, __m512i b) {
+HINGE_Q56V_INLINE __m512i MergeTop(__m512i a, __m512i b) {
   return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8(0x0F), 0xEC);
 }
 
 // Block b's 8 tile rows as values 0..63 (t: its nibble tile, hb: its 128 bytes of 2-bit planes;
 // a Q6_K group is 32-byte aligned, so unaligned loads).
-HINGE_Q6V_INLINE void Q6KTileRows(const uint8_t* t, const uint8_t* hb, __m512i* w) {
+HINGE_Q56V_INLINE void Q6KTileRows(const uint8_t* t, const uint8_t* hb, __m512i* w) {
   const __m512i top = _mm512_set1_epi8(0x30);
   for (int rp = 0; rp < 2; ++rp) {
     const __m512i h = _mm512_loadu_si512(hb + rp * 64);
@@ -71,7 +71,7 @@ HINGE_Q6V_INLINE void Q6KTileRows(const uint8_t* t, const uint8_t* hb, __m512i* 
 }
 
 // The 4 activations of tile row r of a token's block (x: its 32 quants), broadcast.
-HINGE_Q6V_INLINE __m512i Bcast4(const int8_t* x, int r) {
+HINGE_Q56V_INLINE __m512i Bcast4(const int8_t* x, int r) {
   int32_t v;
   std::memcpy(&v, x + r * 4, 4);
   return _mm512_set1_epi32(v);
@@ -79,7 +79,7 @@ HINGE_Q6V_INLINE __m512i Bcast4(const int8_t* x, int r) {
 
 // -32 * sum over sub-blocks j of sc_j * bsum_j, per row (sc: the super-block's scale pairs, 32
 // bytes per block: rows 0-15 x (sc[2b], sc[2b + 1]); bs: the token's 16 bsums).
-HINGE_Q6V_INLINE __m512i Q6KOffset16(const uint8_t* sc, const int16_t* bs) {
+HINGE_Q56V_INLINE __m512i Q6KOffset16(const uint8_t* sc, const int16_t* bs) {
   __m512i off = _mm512_setzero_si512();
   for (int b = 0; b < 8; ++b) {
     const __m512i pair =
@@ -93,7 +93,7 @@ HINGE_Q6V_INLINE __m512i Q6KOffset16(const uint8_t* sc, const int16_t* bs) {
 
 // One pass of MT <= 4 tokens over row group g (the arguments of GroupQ6K, AVX2).
 template <int MT>
-HINGE_Q6V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
+HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
                                    const float* xs, const int16_t* xbs, const Prefetch& pf,
                                    float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
@@ -137,9 +137,85 @@ HINGE_Q6V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_
   for (int m = 0; m < MT; ++m) _mm512_storeu_ps(out + m * 16, acc[m]);
 }
 
+// Q5_K sub-block j's 8 tile rows as values 0..31 (t: its nibble tile; f: its 64 bytes of fifth
+// bits, bit 4rp + k of a byte = tile row 2rp, 2rp + 4, 2rp + 1, 2rp + 5 for k = 0..3).
+HINGE_Q56V_INLINE void Q5KTileRows(const uint8_t* t, const uint8_t* fb, __m512i* w) {
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  const __m512i f = _mm512_loadu_si512(fb);
+  // Tile row r's fifth bit sits at bit kBit[r]; moved to bit 4 (16-bit shifts, then masked).
+  constexpr int kBit[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  for (int tr = 0; tr < 4; ++tr) {
+    const __m512i n = _mm512_loadu_si512(t + tr * 64);
+    for (int half = 0; half < 2; ++half) {
+      const int r = tr + 4 * half, sh = 4 - kBit[r];
+      const __m512i fr = sh >= 0 ? _mm512_slli_epi16(f, static_cast<unsigned>(sh))
+                                 : _mm512_srli_epi16(f, static_cast<unsigned>(-sh));
+      w[r] = MergeTop(half == 0 ? n : _mm512_srli_epi16(n, 4), _mm512_and_si512(fr, bit4));
+    }
+  }
+}
+
+// Q5_K: per super-block the reference's exact integers per row, sumi = sum over sub-blocks j of
+// sc_j * <q_j, x_j> (a vpdpbusd chain of 8 tile rows, at most 32 * 31 * 127 = 125984 per lane,
+// times sc_j by vpmulld) and summs = sum of m_j * (the token's two bsums of sub-block j)
+// (vpdpwssd of (m_j, m_j) per row by the bsum pair); then (d * d_x) * f32(sumi) -
+// (dmin * d_x) * f32(summs), rounded as vec_dot_q5_k_q8_k_ref (the AVX2 kernel's operations).
+template <int MT>
+HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                   const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                   float* out) {
+  const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
+  __m512 acc[MT];
+  for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ5KSuperBytes;
+    prefetch_lines(base + pf.bytes, kPackedQ5KSuperBytes, pf.hint);
+    const uint8_t* meta = base + kPackedQ5KMeta;  // sc[8][16], m[8][16], d[16], dmin[16]
+    const int8_t* xsb = xq + sb * 8 * 16 * 32;
+    __m512i sumi[MT], summs[MT];
+    for (int m = 0; m < MT; ++m) sumi[m] = summs[m] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      const __m512i sc =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + j * 16)));
+      const __m512i m32 = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 128 + j * 16)));
+      const __m512i mn = _mm512_or_si512(m32, _mm512_slli_epi32(m32, 16));  // (m_j, m_j)
+      __m512i w[8];
+      Q5KTileRows(base + j * 256, base + kPackedQ5KFifthBits + j * 64, w);
+      for (int m = 0; m < MT; ++m) {
+        const int8_t* x = xsb + (j * 16 + m) * 32;
+        __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], Bcast4(x, 0));
+        __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], Bcast4(x, 1));
+        for (int r = 2; r < 8; r += 2) {
+          d0 = _mm512_dpbusd_epi32(d0, w[r], Bcast4(x, r));
+          d1 = _mm512_dpbusd_epi32(d1, w[r + 1], Bcast4(x, r + 1));
+        }
+        sumi[m] = _mm512_add_epi32(sumi[m], _mm512_mullo_epi32(_mm512_add_epi32(d0, d1), sc));
+        int32_t bsum2;
+        std::memcpy(&bsum2, xbs + (sb * 16 + m) * 16 + 2 * j, 4);
+        summs[m] = _mm512_dpwssd_epi32(summs[m], mn, _mm512_set1_epi32(bsum2));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 256)));
+    const __m512 dmin = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 288)));
+    for (int m = 0; m < MT; ++m) {
+      const __m512 dx = _mm512_set1_ps(xs[sb * 16 + m]);
+      __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sumi[m]));
+      __m512 b = _mm512_mul_ps(_mm512_mul_ps(dx, dmin), _mm512_cvtepi32_ps(summs[m]));
+      __asm__("" : "+v"(a), "+v"(b));
+      __m512 t = _mm512_sub_ps(a, b);
+      __asm__("" : "+v"(t));
+      acc[m] = _mm512_add_ps(acc[m], t);
+    }
+  }
+  for (int m = 0; m < MT; ++m) _mm512_storeu_ps(out + m * 16, acc[m]);
+}
+
 }  // namespace
 
-HINGE_Q6V_ATTR void group_tokens_q6k_vnni(const PackedMatrix& p, int64_t g, int n,
+HINGE_Q56V_ATTR void group_tokens_q6k_vnni(const PackedMatrix& p, int64_t g, int n,
                                           const int8_t* xq, const float* xs, const int16_t* xbs,
                                           const Prefetch& pf, float* out) {
   switch (n) {
@@ -150,13 +226,26 @@ HINGE_Q6V_ATTR void group_tokens_q6k_vnni(const PackedMatrix& p, int64_t g, int 
   }
 }
 
-bool q6k_vnni_kernel_compiled() { return true; }
+HINGE_Q56V_ATTR void group_tokens_q5k_vnni(const PackedMatrix& p, int64_t g, int n,
+                                          const int8_t* xq, const float* xs, const int16_t* xbs,
+                                          const Prefetch& pf, float* out) {
+  switch (n) {
+    case 4: GroupQ5KVnni<4>(p, g, xq, xs, xbs, pf, out); break;
+    case 3: GroupQ5KVnni<3>(p, g, xq, xs, xbs, pf, out); break;
+    case 2: GroupQ5KVnni<2>(p, g, xq, xs, xbs, pf, out); break;
+    default: GroupQ5KVnni<1>(p, g, xq, xs, xbs, pf, out); break;
+  }
+}
+
+bool q56k_vnni_kernel_compiled() { return true; }
 
 #else
 
 void group_tokens_q6k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
                            const int16_t*, const Prefetch&, float*) {}
-bool q6k_vnni_kernel_compiled() { return false; }
+void group_tokens_q5k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
+                           const int16_t*, const Prefetch&, float*) {}
+bool q56k_vnni_kernel_compiled() { return false; }
 
 #endif
 
