@@ -105,9 +105,13 @@ void pack_group_k(const MatrixView& w, PackedMatrix& p, int64_t g) {
                                                   static_cast<size_t>(r) * w.row_bytes)[sb];
       uint8_t* base = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes +
                       static_cast<size_t>(sb) * super_bytes;
-      uint8_t* meta = base + (q5 ? kPackedQ5KMeta : 8 * 256);
+      // Q4_K: the 8 tiles, sc[8][16], m[8][16], d, dmin; Q5_K: per sub-block its tile, fifth
+      // bits, sc[16], m[16]; then d, dmin.
+      const size_t tile_stride = q5 ? kPackedQ5KSubBytes : 256;
       for (int j = 0; j < 8; ++j) {
-        scale_min_k4(j, blk.scales, &meta[j * 16 + n], &meta[128 + j * 16 + n]);
+        uint8_t* tile = base + j * tile_stride;
+        uint8_t* sc = q5 ? tile + kPackedQ5KSc : base + 8 * 256 + j * 16;
+        scale_min_k4(j, blk.scales, &sc[n], q5 ? &tile[kPackedQ5KMin + n] : &sc[128 + n]);
         const uint8_t* q = blk.qs + (j / 2) * 32;
         const int shift = 4 * (j % 2);
         for (int tr = 0; tr < 4; ++tr) {
@@ -115,11 +119,11 @@ void pack_group_k(const MatrixView& w, PackedMatrix& p, int64_t g) {
           std::memcpy(&lo, q + tr * 4, 4);
           std::memcpy(&hi, q + 16 + tr * 4, 4);
           const uint32_t v = ((lo >> shift) & 0x0F0F0F0Fu) | (((hi >> shift) & 0x0F0F0F0Fu) << 4);
-          std::memcpy(base + j * 256 + tr * 64 + n * 4, &v, 4);
+          std::memcpy(tile + tr * 64 + n * 4, &v, 4);
         }
         if constexpr (q5) {
           // Element e's fifth bit: bit j of qh[e]. Tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5.
-          uint8_t* bits = base + kPackedQ5KFifthBits + j * 64 + (n / 8) * 32 + (n % 8) * 4;
+          uint8_t* bits = tile + kPackedQ5KFifth + (n / 8) * 32 + (n % 8) * 4;
           for (int i = 0; i < 4; ++i) {
             uint8_t byte = 0;
             for (int rp = 0; rp < 2; ++rp) {
@@ -131,8 +135,9 @@ void pack_group_k(const MatrixView& w, PackedMatrix& p, int64_t g) {
           }
         }
       }
-      std::memcpy(meta + 256 + n * 2, &blk.d, 2);
-      std::memcpy(meta + 288 + n * 2, &blk.dmin, 2);
+      uint8_t* d = base + (q5 ? kPackedQ5KD : 8 * 256 + 256);
+      std::memcpy(d + n * 2, &blk.d, 2);
+      std::memcpy(d + 32 + n * 2, &blk.dmin, 2);
     }
   }
 }
@@ -144,9 +149,9 @@ void pack_group_q45k(const MatrixView& w, PackedMatrix& p, int64_t g) {
     pack_group_k<BlockQ4_K>(w, p, g);
 }
 
-// Q6_K (kAmxTiles, matmul_packed.h): block b's low 4 bits as a Q4_K sub-block tile, its high
-// 2 bits in bit pairs (tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of byte (rp, h, n % 8, i)),
-// the scales pairwise per half, then d.
+// Q6_K (kAmxTiles, matmul_packed.h): per block b its low 4 bits as a Q4_K sub-block tile, its
+// high 2 bits in bit pairs (tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of byte (rp, h, n % 8, i)),
+// its scales pairwise per half; then d.
 void pack_group_q6k(const MatrixView& w, PackedMatrix& p, int64_t g) {
   uint8_t q[kQK_K];
   for (int64_t sb = 0; sb < p.nb; ++sb) {
@@ -163,17 +168,17 @@ void pack_group_q6k(const MatrixView& w, PackedMatrix& p, int64_t g) {
         const uint8_t* v = q + 32 * b;
         for (int tr = 0; tr < 4; ++tr)
           for (int i = 0; i < 4; ++i)
-            base[b * 256 + tr * 64 + n * 4 + i] =
+            base[b * kPackedQ6KBlockBytes + tr * 64 + n * 4 + i] =
                 static_cast<uint8_t>((v[4 * tr + i] & 0x0F) | ((v[16 + 4 * tr + i] & 0x0F) << 4));
         for (int rp = 0; rp < 2; ++rp)
           for (int i = 0; i < 4; ++i) {
             const int t0 = 2 * rp, t1 = 2 * rp + 1;  // tile rows t0, t0 + 4, t1, t1 + 4
-            base[kPackedQ6KHighBits + b * 128 + (rp * 2 + h) * 32 + n8 * 4 + i] =
+            base[b * kPackedQ6KBlockBytes + kPackedQ6KHigh + (rp * 2 + h) * 32 + n8 * 4 + i] =
                 static_cast<uint8_t>((v[4 * t0 + i] >> 4) | ((v[4 * (t0 + 4) + i] >> 4) << 2) |
                                      ((v[4 * t1 + i] >> 4) << 4) |
                                      ((v[4 * (t1 + 4) + i] >> 4) << 6));
           }
-        uint8_t* sc = base + kPackedQ6KScales + b * 32 + h * 16 + n8 * 2;
+        uint8_t* sc = base + b * kPackedQ6KBlockBytes + kPackedQ6KPairs + h * 16 + n8 * 2;
         sc[0] = static_cast<uint8_t>(blk.scales[2 * b]);
         sc[1] = static_cast<uint8_t>(blk.scales[2 * b + 1]);
       }
@@ -355,26 +360,26 @@ int packed_quant(const PackedMatrix& p, int64_t r, int64_t c) {
     const int blk = static_cast<int>(b % 8), e = static_cast<int>(c % kQK8_0);
     const int n = static_cast<int>(r % 16), tr = e / 4, i = e % 4;
     const int pos = tile_pos(n, e);
-    const uint8_t byte = base[blk * 256 + pos % 256];
+    const uint8_t* block = base + blk * kPackedQ6KBlockBytes;
+    const uint8_t byte = block[pos % 256];
     const int low = pos < 256 ? byte & 0x0F : byte >> 4;
     const int rp = (tr % 4) / 2;  // tile rows 2rp, 2rp + 1 and those + 4
     const int shift = 2 * ((tr % 2) * 2 + tr / 4);
-    const uint8_t hb =
-        base[kPackedQ6KHighBits + blk * 128 + (rp * 2 + n / 8) * 32 + (n % 8) * 4 + i];
+    const uint8_t hb = block[kPackedQ6KHigh + (rp * 2 + n / 8) * 32 + (n % 8) * 4 + i];
     return low | (((hb >> shift) & 3) << 4);
   }
   if (p.type == GgmlType::Q4_K || p.type == GgmlType::Q5_K) {
     const uint8_t* super = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
                            static_cast<size_t>(c / kQK_K) * packed_super_bytes(p.type);
-    const uint8_t* tile = super + static_cast<size_t>(b % 8) * 256;
+    const uint8_t* tile =
+        super + static_cast<size_t>(b % 8) * (p.type == GgmlType::Q5_K ? kPackedQ5KSubBytes : 256);
     const int n = static_cast<int>(r % 16), e = static_cast<int>(c % kQK8_0);
     const int pos = tile_pos(n, e);
     const uint8_t byte = tile[pos % 256];
     const int low = pos < 256 ? byte & 0x0F : byte >> 4;
     if (p.type == GgmlType::Q4_K) return low;
     const int tr = e / 4, rp = (tr % 4) / 2, k = (tr % 2) * 2 + tr / 4;
-    const uint8_t bits =
-        super[kPackedQ5KFifthBits + (b % 8) * 64 + (n / 8) * 32 + (n % 8) * 4 + e % 4];
+    const uint8_t bits = tile[kPackedQ5KFifth + (n / 8) * 32 + (n % 8) * 4 + e % 4];
     return low | (((bits >> (4 * rp + k)) & 1) << 4);
   }
   if (p.layout == PackedLayout::kAmxTiles) {
@@ -401,17 +406,19 @@ uint16_t packed_scale(const PackedMatrix& p, int64_t r, int64_t block) {
 }
 
 PackedQ4KMeta packed_q4k_meta(const PackedMatrix& p, int64_t r, int64_t sb) {
-  const uint8_t* meta = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
-                        static_cast<size_t>(sb) * packed_super_bytes(p.type) +
-                        (p.type == GgmlType::Q5_K ? kPackedQ5KMeta : 8 * 256);
+  const uint8_t* super = p.qs.get() + static_cast<size_t>(r / 16) * p.qs_row_bytes +
+                         static_cast<size_t>(sb) * packed_super_bytes(p.type);
+  const bool q5 = p.type == GgmlType::Q5_K;
   const int n = static_cast<int>(r % 16);
   PackedQ4KMeta out;
   for (int j = 0; j < 8; ++j) {
-    out.sc[j] = meta[j * 16 + n];
-    out.m[j] = meta[128 + j * 16 + n];
+    out.sc[j] = q5 ? super[j * kPackedQ5KSubBytes + kPackedQ5KSc + n] : super[2048 + j * 16 + n];
+    out.m[j] = q5 ? super[j * kPackedQ5KSubBytes + kPackedQ5KMin + n]
+                  : super[2048 + 128 + j * 16 + n];
   }
-  std::memcpy(&out.d, meta + 256 + n * 2, 2);
-  std::memcpy(&out.dmin, meta + 288 + n * 2, 2);
+  const uint8_t* d = super + (q5 ? kPackedQ5KD : 2048 + 256);
+  std::memcpy(&out.d, d + n * 2, 2);
+  std::memcpy(&out.dmin, d + 32 + n * 2, 2);
   return out;
 }
 
@@ -420,7 +427,7 @@ int packed_q6k_scale(const PackedMatrix& p, int64_t r, int64_t sb, int j) {
                         static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
   const int n = static_cast<int>(r % 16);
   return static_cast<int8_t>(
-      base[kPackedQ6KScales + (j / 2) * 32 + (n / 8) * 16 + (n % 8) * 2 + j % 2]);
+      base[(j / 2) * kPackedQ6KBlockBytes + kPackedQ6KPairs + (n / 8) * 16 + (n % 8) * 2 + j % 2]);
 }
 
 uint16_t packed_q6k_d(const PackedMatrix& p, int64_t r, int64_t sb) {

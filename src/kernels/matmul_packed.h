@@ -35,19 +35,22 @@
 // d[16] and dmin[16] (f16). Super-blocks of a group follow each other; nb is the super-block
 // count and d is unused.
 //
-// Q5_K has only the kAmxTiles form too, read by the AVX2 kernel alone: Q4_K's per (group,
-// super-block) with each sub-block's fifth bits after the nibble tiles (2880 bytes): the 8
-// nibble tiles (low 4 bits), then per sub-block 64 bytes (per 8-row half h, 32 bytes whose
-// byte n * 4 + i holds in bit 4rp + k the fifth bit of tile row 2rp, 2rp + 4, 2rp + 1,
-// 2rp + 5 for k = 0, 1, 2, 3), then sc[8][16], m[8][16], d[16], dmin[16] as Q4_K's.
+// Q5_K has only the kAmxTiles form too, read by the row-group kernels of
+// matmul_rowgroups_avx2.cpp (AVX2) and matmul_rowgroups_q56k_vnni.cpp (AVX-512 VNNI), never
+// the tile unit: per (group, super-block) 2880 bytes, each sub-block's parts together so a
+// kernel reads them front to back (the hardware prefetcher follows one stream; with the parts
+// in separate regions Zen 4 streamed 7 GB/s per core without software prefetch): per sub-block
+// j its nibble tile (low 4 bits, as Q4_K's), its fifth bits (64 bytes: per 8-row half h, 32
+// bytes whose byte n * 4 + i holds in bit 4rp + k the fifth bit of tile row 2rp, 2rp + 4,
+// 2rp + 1, 2rp + 5 for k = 0, 1, 2, 3), its 6-bit scales sc[16] and mins m[16] (u8, one per
+// row); then d[16] and dmin[16] (f16).
 //
-// Q6_K likewise has only the kAmxTiles form, and only the AVX2 kernel reads it
-// (matmul_rowgroups_avx2.cpp): per (16-row group, super-block) 3360 bytes, as many as GGUF's 16
-// rows: the low 4 bits of the 8 blocks' values (0..63) as Q4_K's nibble tiles (2048 bytes),
-// then each block's high 2 bits (128 bytes: per tile-row pair rp and 8-row half h, 32 bytes
-// whose byte n * 4 + i holds the bits of tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 in its bit
-// pairs 0-1, 2-3, 4-5, 6-7), then the scales (256 bytes: per block b and half h, 16 bytes
-// holding sc[2b] and sc[2b + 1] of each of the half's 8 rows in turn, i8), then d[16] (f16).
+// Q6_K likewise (the same kernels): per (16-row group, super-block) 3360 bytes, as many as
+// GGUF's 16 rows; per block b of 32 columns its values' low 4 bits (0..63) as a Q4_K nibble
+// tile, its high 2 bits (128 bytes: per tile-row pair rp and 8-row half h, 32 bytes whose byte
+// n * 4 + i holds the bits of tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 in its bit pairs 0-1,
+// 2-3, 4-5, 6-7), its scales (32 bytes: per half h, 16 bytes holding sc[2b] and sc[2b + 1] of
+// each of the half's 8 rows in turn, i8); then d[16] (f16).
 //
 // PackedLayout::kBf16Tiles (AMX-BF16; F16 and BF16 weights): rows in groups of 16; per (group,
 // block of 32 columns) one 1 KiB AMX "B" tile in the order tdpbf16ps reads: bf16 element
@@ -124,15 +127,22 @@ constexpr size_t packed_pair_bytes(GgmlType type) { return type == GgmlType::Q4_
 constexpr size_t packed_tile_bytes(GgmlType type) { return type == GgmlType::Q4_0 ? 256 : 512; }
 // Bytes of one (16-row group, super-block) of packed Q4_K.
 constexpr size_t kPackedQ4KSuperBytes = 8 * 256 + 2 * 128 + 2 * 32;
-// Bytes of one (16-row group, super-block) of packed Q5_K, and where its parts start.
-constexpr size_t kPackedQ5KFifthBits = 8 * 256, kPackedQ5KMeta = kPackedQ5KFifthBits + 8 * 64,
-                 kPackedQ5KSuperBytes = kPackedQ5KMeta + 2 * 128 + 2 * 32;
-// Bytes of one (16-row group, super-block) of packed Q6_K, and where its parts start.
-constexpr size_t kPackedQ6KHighBits = 8 * 256, kPackedQ6KScales = kPackedQ6KHighBits + 8 * 128,
-                 kPackedQ6KD = kPackedQ6KScales + 256, kPackedQ6KSuperBytes = kPackedQ6KD + 32;
-static_assert(kPackedQ6KSuperBytes == 16 * 210);
-// Types whose row groups (kAmxTiles) only the AVX2 kernel reads, on every CPU: never the AMX /
-// VNNI kernel, and calibrated rather than picked by the AMX rule (kernel_choice.h).
+// Packed Q5_K per (16-row group, super-block): 8 sub-blocks of kPackedQ5KSubBytes (nibble
+// tile, then its fifth bits at kPackedQ5KFifth, sc[16] at kPackedQ5KSc, m[16] at kPackedQ5KMin),
+// then d[16] and dmin[16] at kPackedQ5KD.
+constexpr size_t kPackedQ5KSubBytes = 256 + 64 + 16 + 16, kPackedQ5KFifth = 256,
+                 kPackedQ5KSc = 320, kPackedQ5KMin = 336, kPackedQ5KD = 8 * kPackedQ5KSubBytes,
+                 kPackedQ5KSuperBytes = kPackedQ5KD + 2 * 32;
+// Packed Q6_K per (16-row group, super-block): 8 blocks of kPackedQ6KBlockBytes (nibble tile,
+// then its high bits at kPackedQ6KHigh, its scale pairs at kPackedQ6KPairs), then d[16] at
+// kPackedQ6KD.
+constexpr size_t kPackedQ6KBlockBytes = 256 + 128 + 32, kPackedQ6KHigh = 256,
+                 kPackedQ6KPairs = 384, kPackedQ6KD = 8 * kPackedQ6KBlockBytes,
+                 kPackedQ6KSuperBytes = kPackedQ6KD + 32;
+static_assert(kPackedQ6KSuperBytes == 16 * 210 && kPackedQ5KSuperBytes == 2880);
+// Types whose row groups (kAmxTiles) only the row-group kernels of matmul_rowgroups_avx2.cpp
+// read (AVX2, or their AVX-512 VNNI forms), on every CPU: never the AMX kernel
+// (matmul_rows_amx), and calibrated rather than picked by the AMX rule (kernel_choice.h).
 constexpr bool rowgroups_avx2_only(GgmlType type) {
   return type == GgmlType::Q5_K || type == GgmlType::Q6_K;
 }

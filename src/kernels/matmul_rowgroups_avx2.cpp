@@ -58,12 +58,16 @@ constexpr int kMaxTokens = 4;              // tokens per pass over a group's wei
 //     19.3-20.3; again 2026-12-07: T0 2 KiB 16.3-19.4, T1 8 KiB 17.6-19.7 against 18.4-21.2),
 //     but end to end, after NibbleDots and the huge pages, llama-1b q4_k decode was faster with
 //     T0 2 KiB in 12 of 14 alternating rounds (medians 39.9 / 36.4 against 36.1 / 34.0 tok/s).
-// AMD with AVX-512 (Zen 4; there only Q5_K and Q6_K run this kernel, the other types VNNI):
-// Q5_K and Q6_K into L2 (T1) 16 KiB ahead. Zen 3's T0 4 KiB left the stream far below the
-// bandwidth (Q6_K 1 / 2 threads 6.4-8.5 / 9.6-13.7 GB/s against 15.6-17.2 / 20.9-25.4, Q5_K
-// 11.2-12.5 / 18.0-19.5 against 14.9-15.4 / 21.3-25.2; T1 8 and 32 KiB alike, none worse),
-// 2026-12-07, 3 interleaved runs; llama-1b q4_k decode end to end (its output matrix is Q6_K)
-// 32.3 / 34.0 / 42.9 / 43.9 -> 39.3 / 41.7 / 46.9 / 43.8 tok/s, alternating runs.
+// AMD with AVX-512 (Zen 4; there Q5_K and Q6_K run these row groups on their VNNI kernels,
+// matmul_rowgroups_q56k_vnni.cpp): no software prefetch. With each block's parts contiguous
+// (matmul_packed.h) the hardware prefetcher follows the stream: 2048 x 8192 from DRAM, 3
+// interleaved runs, 2026-12-07, 1 / 2 threads: Q6_K 21.8-23.4 / 28.2-30.9 GB/s without, 19.3-19.5
+// / 25.7-32.2 with T1 16 KiB ahead, 17.6-20.0 / 26.0-27.4 with T1 8 KiB; Q5_K 22.1-27.7 /
+// 27.4-43.7 without, 17.1-18.5 / 20.3-28.0 with T1 16 KiB. (With the parts in separate regions,
+// the layout before, the stream was 7 GB/s per core without software prefetch and T1 16 KiB
+// was best: llama-1b q4_k decode, whose output matrix is Q6_K, 32.3 / 34.0 / 42.9 / 43.9 ->
+// 39.3 / 41.7 / 46.9 / 43.8 tok/s against Zen 3's T0 4 KiB.) Zen 3's plan above was measured
+// on that earlier layout.
 // HINGE_RG_PREFETCH=none | t0:BYTES | t1:BYTES sets one plan for every type (A/B runs).
 struct RgPrefetchPlan {
   Prefetch q8{0, 2048}, q4{0, 2048}, q4k{0, 2048}, q5k{0, 4096}, q6k{0, 4096};
@@ -72,7 +76,7 @@ inline const RgPrefetchPlan& GetRgPrefetchPlan() {
   static const RgPrefetchPlan plan = [] {
     RgPrefetchPlan p;
     const CpuIdentity& cpu = cpu_identity();
-    if (cpu.vendor == CpuVendor::kAmd && cpu.avx512f) p.q5k = p.q6k = {1, 16384};
+    if (cpu.vendor == CpuVendor::kAmd && cpu.avx512f) p.q5k = p.q6k = {-1, 0};
     if (const auto all = prefetch_from_env("HINGE_RG_PREFETCH"))
       p.q8 = p.q4 = p.q4k = p.q5k = p.q6k = *all;
     return p;

@@ -51,16 +51,15 @@ HINGE_RG_INLINE __m256i Q5KDot(const __m256i* w, const __m256i* x, __m256i sc) {
   return _mm256_madd_epi16(_mm256_add_epi16(ab, cd), sc);
 }
 
-// acc += (d * d_x) * f32(sumi) - (dmin * d_x) * f32(summs) for half h of a super-block (meta:
-// its sc, m, d, dmin), each product rounded before the
-// difference and the sum as the reference does (no FMA: GCC's C++ default is
-// -ffp-contract=fast).
-HINGE_RG_INLINE __m256 Q5KAccumulate(__m256 acc, const uint8_t* meta, int h, float x_scale,
+// acc += (d * d_x) * f32(sumi) - (dmin * d_x) * f32(summs) for half h of a super-block (dd:
+// its d[16], dmin[16]), each product rounded before the difference and the sum as the
+// reference does (no FMA: GCC's C++ default is -ffp-contract=fast).
+HINGE_RG_INLINE __m256 Q5KAccumulate(__m256 acc, const uint8_t* dd, int h, float x_scale,
                                      __m256i sumi, __m256i summs) {
   const __m256 d =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 256 + h * 16)));
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dd + h * 16)));
   const __m256 dmin =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 288 + h * 16)));
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dd + 32 + h * 16)));
   const __m256 dx = _mm256_set1_ps(x_scale);
   __m256 a = _mm256_mul_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(sumi));
   __m256 b = _mm256_mul_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(summs));
@@ -86,8 +85,6 @@ HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ5KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ5KSuperBytes, pf.hint);
-    const uint8_t* meta = base + kPackedQ5KMeta;  // sc[8][16], m[8][16], d[16], dmin[16]
-    const uint8_t* bits = base + kPackedQ5KFifthBits;
     const int16_t* bs = xbs + sb * 16 * 16;
     const int8_t* xsb = xq + sb * 8 * 16 * 32;
     // Each 8-row half on its own: 2 * MT sums in registers, not 4 * MT (one token with both
@@ -97,18 +94,19 @@ HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq
       __m256i sumi[MT], summs[MT];
       for (int m = 0; m < MT; ++m) sumi[m] = summs[m] = _mm256_setzero_si256();
       for (int j = 0; j < 8; ++j) {
-        const __m256i sc = RowBytesDup(meta + j * 16, h);
-        const __m256i mn = RowBytesDup(meta + 128 + j * 16, h);
+        const uint8_t* sub = base + j * kPackedQ5KSubBytes;  // tile, fifth bits, sc, m
+        const __m256i sc = RowBytesDup(sub + kPackedQ5KSc, h);
+        const __m256i mn = RowBytesDup(sub + kPackedQ5KMin, h);
         for (int m = 0; m < MT; ++m) {
           int32_t bsum2;
           std::memcpy(&bsum2, bs + m * 16 + 2 * j, 4);
           summs[m] = _mm256_add_epi32(summs[m], _mm256_madd_epi16(mn, _mm256_set1_epi32(bsum2)));
         }
         const __m256i hv =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bits + j * 64 + h * 32));
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sub + kPackedQ5KFifth + h * 32));
         for (int rp = 0; rp < 2; ++rp) {
           __m256i w[4];
-          Q5KWeights(base + j * 256 + h * 32, hv, rp, w);
+          Q5KWeights(sub + h * 32, hv, rp, w);
           for (int m = 0; m < MT; ++m) {
             __m256i xb[4];
             TileRowBroadcasts(xsb + j * 16 * 32 + m * 32, rp, xb);
@@ -117,7 +115,8 @@ HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq
         }
       }
       for (int m = 0; m < MT; ++m)
-        acc[m][h] = Q5KAccumulate(acc[m][h], meta, h, xs[sb * 16 + m], sumi[m], summs[m]);
+        acc[m][h] = Q5KAccumulate(acc[m][h], base + kPackedQ5KD, h, xs[sb * 16 + m], sumi[m],
+                                  summs[m]);
     }
   }
   StoreAcc<MT>(acc, out);
@@ -161,12 +160,13 @@ HINGE_RG_INLINE __m256i Q6KDot(const __m256i* w, const __m256i* x, __m256i s_lo,
 }
 
 // -32 * sum over sub-blocks j of sc_j * bsum_j for a half's 8 rows (the offset of the stored
-// values 0..63): the rows' scale pairs by the token's bsum pairs (bs: its 16 bsums).
-HINGE_RG_INLINE __m256i Q6KOffset(const uint8_t* sc, int h, const int16_t* bs) {
+// values 0..63): the rows' scale pairs by the token's bsum pairs (base: the super-block; bs:
+// the token's 16 bsums).
+HINGE_RG_INLINE __m256i Q6KOffset(const uint8_t* base, int h, const int16_t* bs) {
   __m256i off = _mm256_setzero_si256();
   for (int b = 0; b < 8; ++b) {
-    const __m256i pair = _mm256_cvtepi8_epi16(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + h * 16)));
+    const __m256i pair = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(
+        base + b * kPackedQ6KBlockBytes + kPackedQ6KPairs + h * 16)));
     int32_t bsum2;
     std::memcpy(&bsum2, bs + 2 * b, 4);
     off = _mm256_add_epi32(off, _mm256_madd_epi16(pair, _mm256_set1_epi32(bsum2)));
@@ -202,17 +202,17 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ6KSuperBytes, pf.hint);
-    const uint8_t* sc = base + kPackedQ6KScales;
     const int16_t* bs = xbs + sb * 16 * 16;
     const int8_t* xsb = xq + sb * 8 * 16 * 32;
     if constexpr (MT == 1) {
       // One token: both halves per block, so each activation broadcast serves 16 rows.
-      __m256i isum[2] = {Q6KOffset(sc, 0, bs), Q6KOffset(sc, 1, bs)};
+      __m256i isum[2] = {Q6KOffset(base, 0, bs), Q6KOffset(base, 1, bs)};
       for (int b = 0; b < 8; ++b) {
-        const uint8_t* t = base + b * 256;
-        const uint8_t* hb = base + kPackedQ6KHighBits + b * 128;
-        const __m128i p0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32));
-        const __m128i p1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + 16));
+        const uint8_t* t = base + b * kPackedQ6KBlockBytes;  // tile, high bits, scale pairs
+        const uint8_t* hb = t + kPackedQ6KHigh;
+        const __m128i p0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + kPackedQ6KPairs));
+        const __m128i p1 =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + kPackedQ6KPairs + 16));
         for (int rp = 0; rp < 2; ++rp) {
           __m256i xb[4];
           TileRowBroadcasts(xsb + b * 16 * 32, rp, xb);
@@ -238,12 +238,12 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
     // MT = 4). Nothing is read twice: every weight vector belongs to one half.
     for (int h = 0; h < 2; ++h) {
       __m256i isum[MT];
-      for (int m = 0; m < MT; ++m) isum[m] = Q6KOffset(sc, h, bs + m * 16);
+      for (int m = 0; m < MT; ++m) isum[m] = Q6KOffset(base, h, bs + m * 16);
       for (int b = 0; b < 8; ++b) {
-        const uint8_t* t = base + b * 256 + h * 32;
-        const uint8_t* hb = base + kPackedQ6KHighBits + b * 128 + h * 32;
-        const __m128i pair =
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + b * 32 + h * 16));
+        const uint8_t* t = base + b * kPackedQ6KBlockBytes + h * 32;
+        const uint8_t* hb = t + kPackedQ6KHigh;
+        const __m128i pair = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(base + b * kPackedQ6KBlockBytes + kPackedQ6KPairs + h * 16));
         const __m256i s_lo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(pair, even));
         const __m256i s_hi = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(pair, odd));
         for (int rp = 0; rp < 2; ++rp) {

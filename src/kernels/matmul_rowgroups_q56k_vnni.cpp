@@ -1,11 +1,12 @@
-// Q6_K row groups (PackedLayout::kAmxTiles, matmul_packed.h) on AVX-512 VNNI: the same exact
-// integer sums as the AVX2 kernel (matmul_rowgroups_q56k_avx2-inl.h) and the same f32
-// operations, so the results are bit-identical to vec_dot_q6_k_q8_k_ref and to the AVX2 kernel:
-// which of the two runs never shows in a result (the AVX2 one where VNNI is absent or switched
-// off, HINGE_DISABLE_VNNI=1).
+// Q5_K and Q6_K row groups (PackedLayout::kAmxTiles, matmul_packed.h) on AVX-512 VNNI: the
+// same exact integer sums as the AVX2 kernels (matmul_rowgroups_q56k_avx2-inl.h) and the same
+// f32 operations, so the results are bit-identical to vec_dot_q{5,6}_k_q8_k_ref and to the AVX2
+// kernels: which one runs never shows in a result (AVX2 where VNNI is absent or switched off,
+// HINGE_DISABLE_VNNI=1).
 //
 // A 512-bit vector holds one tile row of a 16-row group: lane n = row n, its 4 consecutive
-// columns as bytes. Per 32-column block b of a super-block:
+// columns as bytes. Q6_K, per 32-column block b of a super-block (its parts contiguous, read
+// front to back):
 //   values   the nibble tile's byte rows tr = 0..3 hold tile row tr (low nibbles) and tr + 4
 //            (high nibbles); the 2-bit planes' 64-byte rows rp = 0, 1 hold, per byte, the top
 //            bits of tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 (bits 0-1, 2-3, 4-5, 6-7), rows
@@ -15,14 +16,15 @@
 //   sums     tile rows 0-3 are sub-block 2b, 4-7 sub-block 2b + 1: each a fresh vpdpbusd chain
 //            of 4 (at most 16 * 63 * 127 = 128016 per lane), multiplied by the row's sub-block
 //            scale (vpmulld) and added to the super-block's i32 sum.
-//   offset   -32 * sum_j sc_j * bsum_j first, as the AVX2 kernel: vpdpwssd of the rows' scale
-//            pairs (sc[2b], sc[2b + 1]) by the token's bsum pair.
+//   offset   sum_j sc_j * bsum_j: vpdpwssd of the rows' scale pairs (sc[2b], sc[2b + 1]) by the
+//            token's bsum pair; the super-block's sum is isum - 32 * offset (exact integers).
 // Per super-block: acc += (d * d_x) * f32(sum), each product rounded before the sum (the
 // reference's operations; an empty asm stops GCC's default -ffp-contract=fast from fusing them).
+// Q5_K likewise per sub-block of 32 columns (GroupQ5KVnni).
 //
-// Why: on AMD Zen 4 the AVX2 kernel was compute-bound below one core's read bandwidth (24.7 GB/s
-// on a matrix in L3, against 27-29 GB/s streamed by `hinge bench --membw -t 1`); vpdpbusd does
-// vpmaddubsw + vpmaddwd + vpaddd's work in one instruction.
+// Why: on AMD Zen 4 the AVX2 kernels were compute-bound below one core's read bandwidth (Q6_K
+// 28 GB/s on a matrix in L3, Q5_K 19, against 27-29 GB/s streamed by `hinge bench --membw
+// -t 1`); vpdpbusd does vpmaddubsw + vpmaddwd + vpaddd's work in one instruction.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -77,20 +79,6 @@ HINGE_Q56V_INLINE __m512i Bcast4(const int8_t* x, int r) {
   return _mm512_set1_epi32(v);
 }
 
-// -32 * sum over sub-blocks j of sc_j * bsum_j, per row (sc: the super-block's scale pairs, 32
-// bytes per block: rows 0-15 x (sc[2b], sc[2b + 1]); bs: the token's 16 bsums).
-HINGE_Q56V_INLINE __m512i Q6KOffset16(const uint8_t* sc, const int16_t* bs) {
-  __m512i off = _mm512_setzero_si512();
-  for (int b = 0; b < 8; ++b) {
-    const __m512i pair =
-        _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
-    int32_t bsum2;
-    std::memcpy(&bsum2, bs + 2 * b, 4);
-    off = _mm512_dpwssd_epi32(off, pair, _mm512_set1_epi32(bsum2));
-  }
-  return _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(off, 5));
-}
-
 // One pass of MT <= 4 tokens over row group g (the arguments of GroupQ6K, AVX2).
 template <int MT>
 HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
@@ -102,15 +90,16 @@ HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ6KSuperBytes, pf.hint);
-    const uint8_t* sc = base + kPackedQ6KScales;
     const int8_t* xsb = xq + sb * 8 * 16 * 32;
-    __m512i isum[MT];
-    for (int m = 0; m < MT; ++m) isum[m] = Q6KOffset16(sc, xbs + (sb * 16 + m) * 16);
+    // isum: sum over sub-blocks of sc_j * <q_j, x_j>; off: sum of sc_j * bsum_j.
+    __m512i isum[MT], off[MT];
+    for (int m = 0; m < MT; ++m) isum[m] = off[m] = _mm512_setzero_si512();
     for (int b = 0; b < 8; ++b) {
+      const uint8_t* blk = base + b * kPackedQ6KBlockBytes;  // tile, high bits, scale pairs
       __m512i w[8];
-      Q6KTileRows(base + b * 256, base + kPackedQ6KHighBits + b * 128, w);
-      const __m512i pair =
-          _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + b * 32)));
+      Q6KTileRows(blk, blk + kPackedQ6KHigh, w);
+      const __m512i pair = _mm512_cvtepi8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kPackedQ6KPairs)));
       const __m512i s_lo = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);  // sc[2b]
       const __m512i s_hi = _mm512_srai_epi32(pair, 16);                         // sc[2b + 1]
       for (int m = 0; m < MT; ++m) {
@@ -123,13 +112,17 @@ HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8
         }
         isum[m] = _mm512_add_epi32(
             isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo, s_lo), _mm512_mullo_epi32(hi, s_hi)));
+        int32_t bsum2;
+        std::memcpy(&bsum2, xbs + (sb * 16 + m) * 16 + 2 * b, 4);
+        off[m] = _mm512_dpwssd_epi32(off[m], pair, _mm512_set1_epi32(bsum2));
       }
     }
     const __m512 d =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ6KD)));
     for (int m = 0; m < MT; ++m) {
-      __m512 prod = _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[sb * 16 + m])),
-                                  _mm512_cvtepi32_ps(isum[m]));
+      const __m512i sum = _mm512_sub_epi32(isum[m], _mm512_slli_epi32(off[m], 5));
+      __m512 prod =
+          _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[sb * 16 + m])), _mm512_cvtepi32_ps(sum));
       __asm__("" : "+v"(prod));
       acc[m] = _mm512_add_ps(acc[m], prod);
     }
@@ -170,18 +163,18 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ5KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ5KSuperBytes, pf.hint);
-    const uint8_t* meta = base + kPackedQ5KMeta;  // sc[8][16], m[8][16], d[16], dmin[16]
     const int8_t* xsb = xq + sb * 8 * 16 * 32;
     __m512i sumi[MT], summs[MT];
     for (int m = 0; m < MT; ++m) sumi[m] = summs[m] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
-      const __m512i sc =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + j * 16)));
+      const uint8_t* sub = base + j * kPackedQ5KSubBytes;  // tile, fifth bits, sc, m
+      const __m512i sc = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sub + kPackedQ5KSc)));
       const __m512i m32 = _mm512_cvtepu8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(meta + 128 + j * 16)));
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(sub + kPackedQ5KMin)));
       const __m512i mn = _mm512_or_si512(m32, _mm512_slli_epi32(m32, 16));  // (m_j, m_j)
       __m512i w[8];
-      Q5KTileRows(base + j * 256, base + kPackedQ5KFifthBits + j * 64, w);
+      Q5KTileRows(sub, sub + kPackedQ5KFifth, w);
       for (int m = 0; m < MT; ++m) {
         const int8_t* x = xsb + (j * 16 + m) * 32;
         __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], Bcast4(x, 0));
@@ -197,9 +190,9 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
       }
     }
     const __m512 d = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 256)));
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ5KD)));
     const __m512 dmin = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(meta + 288)));
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ5KD + 32)));
     for (int m = 0; m < MT; ++m) {
       const __m512 dx = _mm512_set1_ps(xs[sb * 16 + m]);
       __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sumi[m]));
