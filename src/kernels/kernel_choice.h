@@ -8,8 +8,8 @@
 //
 //   row-groups  PackedLayout::kAmxTiles: 16-row groups, lane n of a vpdpbusd = row n, no
 //               horizontal sums; the AMX tile unit for 5+ tokens where it runs, else VNNI,
-//               else AVX2 (Q5_K, Q6_K: AVX2 on every CPU, the only kernel of their row
-//               groups).
+//               else AVX2 (Q5_K, Q6_K: never the tile unit; their row-group kernels on
+//               AVX-512 VNNI where it runs, else AVX2).
 //               F16 / BF16: PackedLayout::kFloatGroups, 16-row groups column by
 //               column (an outer-product FMA kernel on AVX2, exact).
 //   vnni-pairs  PackedLayout::kVnniPairs: pairs of blocks interleaved per row (Q8_0, Q4_0).

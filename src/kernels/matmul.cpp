@@ -276,7 +276,7 @@ void matmul_amx(std::span<const MatmulOut> outs, const InputRows& x, int64_t num
     args[m].y_stride = outs[m].w->rows;
   }
   // Without AMX-INT8 and AVX-512 VNNI (or with them switched off), the AVX2 kernel; Q5_K and
-  // Q6_K always (no other kernel reads their row groups).
+  // Q6_K always (their row-group kernels, AVX2 or AVX-512 VNNI, are dispatched in there).
   const auto rows = amx_kernel_usable() && !rowgroups_avx2_only(p0.type)
                         ? matmul_rows_amx
                         : matmul_rows_rowgroups_avx2;

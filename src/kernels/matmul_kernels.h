@@ -81,8 +81,8 @@ bool amx_kernel_compiled();
 bool amx_kernel_usable();
 // The same kAmxTiles products on AVX2 (matmul_rowgroups_avx2.cpp), for CPUs without AVX-512
 // VNNI: Q4_0, Q8_0 and Q4_K, bit-identical to matmul_rows_amx's VNNI path; and Q5_K and Q6_K
-// (which only this kernel runs), bit-identical to vec_dot_q{5,6}_k_q8_k_ref. Valid where
-// rowgroups_avx2_usable(type).
+// on every CPU (on their AVX-512 VNNI kernels below where those run), bit-identical to
+// vec_dot_q{5,6}_k_q8_k_ref. Valid where rowgroups_avx2_usable(type).
 void matmul_rows_rowgroups_avx2(const AmxArgs& args, int64_t row_begin, int64_t row_end);
 bool rowgroups_avx2_usable(GgmlType type);
 // Q5_K and Q6_K row groups on AVX-512 VNNI (matmul_rowgroups_q56k_vnni.cpp), bit-identical to
