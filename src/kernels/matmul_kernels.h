@@ -88,13 +88,12 @@ bool rowgroups_avx2_usable(GgmlType type);
 // Q5_K and Q6_K row groups on AVX-512 VNNI (matmul_rowgroups_q56k_vnni.cpp), bit-identical to
 // the AVX2 kernels and the references: out[m * 16 + n] = <row 16g + n, token m> for n (1..4)
 // tokens (xq: block j of token m at (j * 16 + m) * 32; xs: super-block scale sb of token m at
-// sb * 16 + m; xbs: its bsums at (sb * 16 + m) * 16). matmul_rows_rowgroups_avx2 calls them in
-// place of its AVX2 kernels where q56k_vnni_kernel_compiled() and cpu_has_avx512_vnni().
+// sb * 16 + m; xbs: its bsums at (sb * 16 + m) * 16), the kernel of p.type. Called by
+// matmul_rows_rowgroups_avx2 in place of its AVX2 kernels where q56k_vnni_kernel_compiled() and
+// cpu_has_avx512_vnni().
 struct Prefetch;
-void group_tokens_q5k_vnni(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                           const float* xs, const int16_t* xbs, const Prefetch& pf, float* out);
-void group_tokens_q6k_vnni(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                           const float* xs, const int16_t* xbs, const Prefetch& pf, float* out);
+void group_tokens_q56k_vnni(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
+                            const float* xs, const int16_t* xbs, const Prefetch& pf, float* out);
 bool q56k_vnni_kernel_compiled();
 
 // F16 / BF16 weights in 16-row groups (layout kFloatGroups) on AVX2 + FMA + F16C

@@ -364,12 +364,13 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
           const int n = mt - m0 < kMaxTokens ? mt - m0 : kMaxTokens;
           if (q6k || q5k) {
             const int16_t* xbs = a.x_bsums + (tt * p.nb * 16 + m0) * 16;
-            if (q6k)
-              (vnni ? group_tokens_q6k_vnni : GroupTokensQ6K)(p, g, n, xq + m0 * 32, xs + m0,
-                                                             xbs, plan.q6k, out);
+            const Prefetch& pf = q6k ? plan.q6k : plan.q5k;
+            if (vnni)
+              group_tokens_q56k_vnni(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
+            else if (q6k)
+              GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
             else
-              (vnni ? group_tokens_q5k_vnni : GroupTokensQ5K)(p, g, n, xq + m0 * 32, xs + m0,
-                                                             xbs, plan.q5k, out);
+              GroupTokensQ5K(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
           } else if (q4k) {
             GroupTokensQ4K(p, g, n, xq + m0 * 32, xs + m0, a.x_min_sums + tt * nsub * 16 + m0,
                            plan.q4k, out);

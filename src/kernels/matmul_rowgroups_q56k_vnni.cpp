@@ -44,7 +44,8 @@ namespace hinge::kernels {
 
 #if HINGE_Q56K_VNNI_COMPILED
 
-#define HINGE_Q56V_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
+#define HINGE_Q56V_ATTR \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")))
 #define HINGE_Q56V_INLINE inline __attribute__((always_inline)) HINGE_Q56V_ATTR
 
 namespace {
@@ -82,8 +83,8 @@ HINGE_Q56V_INLINE __m512i Bcast4(const int8_t* x, int r) {
 // One pass of MT <= 4 tokens over row group g (the arguments of GroupQ6K, AVX2).
 template <int MT>
 HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                   const float* xs, const int16_t* xbs, const Prefetch& pf,
-                                   float* out) {
+                                    const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                    float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   __m512 acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
@@ -155,8 +156,8 @@ HINGE_Q56V_INLINE void Q5KTileRows(const uint8_t* t, const uint8_t* fb, __m512i*
 // (dmin * d_x) * f32(summs), rounded as vec_dot_q5_k_q8_k_ref (the AVX2 kernel's operations).
 template <int MT>
 HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                   const float* xs, const int16_t* xbs, const Prefetch& pf,
-                                   float* out) {
+                                    const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                    float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
   __m512 acc[MT];
   for (int m = 0; m < MT; ++m) acc[m] = _mm512_setzero_ps();
@@ -189,8 +190,8 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
         summs[m] = _mm512_dpwssd_epi32(summs[m], mn, _mm512_set1_epi32(bsum2));
       }
     }
-    const __m512 d = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ5KD)));
+    const __m512 d =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ5KD)));
     const __m512 dmin = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ5KD + 32)));
     for (int m = 0; m < MT; ++m) {
@@ -206,27 +207,27 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
   for (int m = 0; m < MT; ++m) _mm512_storeu_ps(out + m * 16, acc[m]);
 }
 
-}  // namespace
-
-HINGE_Q56V_ATTR void group_tokens_q6k_vnni(const PackedMatrix& p, int64_t g, int n,
-                                          const int8_t* xq, const float* xs, const int16_t* xbs,
-                                          const Prefetch& pf, float* out) {
-  switch (n) {
-    case 4: GroupQ6KVnni<4>(p, g, xq, xs, xbs, pf, out); break;
-    case 3: GroupQ6KVnni<3>(p, g, xq, xs, xbs, pf, out); break;
-    case 2: GroupQ6KVnni<2>(p, g, xq, xs, xbs, pf, out); break;
-    default: GroupQ6KVnni<1>(p, g, xq, xs, xbs, pf, out); break;
-  }
+// One pass of MT tokens over row group g with p.type's kernel.
+template <int MT>
+HINGE_Q56V_INLINE void GroupQ56KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
+                                     const float* xs, const int16_t* xbs, const Prefetch& pf,
+                                     float* out) {
+  if (p.type == GgmlType::Q6_K)
+    GroupQ6KVnni<MT>(p, g, xq, xs, xbs, pf, out);
+  else
+    GroupQ5KVnni<MT>(p, g, xq, xs, xbs, pf, out);
 }
 
-HINGE_Q56V_ATTR void group_tokens_q5k_vnni(const PackedMatrix& p, int64_t g, int n,
-                                          const int8_t* xq, const float* xs, const int16_t* xbs,
-                                          const Prefetch& pf, float* out) {
+}  // namespace
+
+HINGE_Q56V_ATTR void group_tokens_q56k_vnni(const PackedMatrix& p, int64_t g, int n,
+                                            const int8_t* xq, const float* xs, const int16_t* xbs,
+                                            const Prefetch& pf, float* out) {
   switch (n) {
-    case 4: GroupQ5KVnni<4>(p, g, xq, xs, xbs, pf, out); break;
-    case 3: GroupQ5KVnni<3>(p, g, xq, xs, xbs, pf, out); break;
-    case 2: GroupQ5KVnni<2>(p, g, xq, xs, xbs, pf, out); break;
-    default: GroupQ5KVnni<1>(p, g, xq, xs, xbs, pf, out); break;
+    case 4: GroupQ56KVnni<4>(p, g, xq, xs, xbs, pf, out); break;
+    case 3: GroupQ56KVnni<3>(p, g, xq, xs, xbs, pf, out); break;
+    case 2: GroupQ56KVnni<2>(p, g, xq, xs, xbs, pf, out); break;
+    default: GroupQ56KVnni<1>(p, g, xq, xs, xbs, pf, out); break;
   }
 }
 
@@ -234,10 +235,8 @@ bool q56k_vnni_kernel_compiled() { return true; }
 
 #else
 
-void group_tokens_q6k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
-                           const int16_t*, const Prefetch&, float*) {}
-void group_tokens_q5k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
-                           const int16_t*, const Prefetch&, float*) {}
+void group_tokens_q56k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
+                            const int16_t*, const Prefetch&, float*) {}
 bool q56k_vnni_kernel_compiled() { return false; }
 
 #endif
