@@ -183,7 +183,7 @@ TEST(KernelsMatmulPacked, RowGroupsWithoutAmxMatchReferenceAndTiles) {
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K}) {
     const int64_t cols = t == GgmlType::Q4_K ? 768 : 576;
     for (int64_t rows : {5, 16, 37}) {
-      for (int64_t tokens : {1, 4, 5, 7, 16, 17, 33, 70}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 7, 16, 17, 33, 70}) {
         SCOPED_TRACE(testing::Message() << ggml_type_name(t) << " rows=" << rows
                                         << " tokens=" << tokens);
         ThreadPool pool(1 + static_cast<int>(tokens % 2));

@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 
 #include "common/status.h"
@@ -451,6 +453,25 @@ void matmul_same_kind(std::span<const MatmulOut> outs, const float* x_in, int64_
 }
 
 }  // namespace
+
+void* kernel_thread_buffer(size_t bytes) {
+  struct Buf {
+    void* p = nullptr;
+    size_t cap = 0;
+    ~Buf() { std::free(p); }
+  };
+  thread_local Buf buf;
+  if (buf.cap < bytes) {
+    std::free(buf.p);
+    buf.p = nullptr;
+    buf.cap = 0;
+    const size_t cap = (bytes + 4095) / 4096 * 4096;
+    buf.p = std::aligned_alloc(64, cap);
+    if (!buf.p) throw std::bad_alloc();
+    buf.cap = cap;
+  }
+  return buf.p;
+}
 
 GgmlType matmul_activation_type(GgmlType type) {
   switch (type) {

@@ -216,8 +216,9 @@ HINGE_AMX_INLINE __m512 SubBlockVec(const uint8_t* bytes16, __m512 d) {
 //   acc[m] += t * d_x[m]
 // (bsum_j: the token's sum of activation quants over sub-block j, as f32). Rows go in two
 // halves of 8 so the 8 partial sums t stay in registers next to the 16 accumulators; the
-// per-row scale vectors are computed once into dsc / dmv.
-template <int MT>
+// per-row scale vectors are computed once into dsc / dmv. XS: token slots per sub-block in xbs
+// (16, a token tile's; or MT, the compact decode copy).
+template <int MT, int XS = 16>
 HINGE_AMX_INLINE void ScaleSuperBlockQ4K(const int32_t (*c)[256], const uint8_t* meta,
                                          const float* xs, const float* xbs, __m512* acc) {
   const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(meta + 256)));
@@ -237,7 +238,7 @@ HINGE_AMX_INLINE void ScaleSuperBlockQ4K(const int32_t (*c)[256], const uint8_t*
       for (int i = 0; i < kHalf && h + i < MT; ++i) {
         const int m = h + i;
         t[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[j] + m * 16)), sj, t[i]);
-        t[i] = _mm512_fnmadd_ps(mj, _mm512_set1_ps(xbs[j * 16 + m]), t[i]);
+        t[i] = _mm512_fnmadd_ps(mj, _mm512_set1_ps(xbs[j * XS + m]), t[i]);
       }
     }
     for (int i = 0; i < kHalf && h + i < MT; ++i)
@@ -390,23 +391,8 @@ HINGE_AMX_INLINE void RunGroupTile(const AmxArgs& a, int64_t g, int64_t tt, int 
   StoreTile(a, g, tt, mt, row_end, out);
 }
 
-// The calling thread's unpack buffer, at least `bytes` (64-byte aligned). Grows on first use
-// (and for a wider matrix), never per call.
-int8_t* UnpackBuffer(size_t bytes) {
-  struct Buf {
-    int8_t* p = nullptr;
-    size_t cap = 0;
-    ~Buf() { std::free(p); }
-  };
-  thread_local Buf buf;
-  if (buf.cap < bytes) {
-    std::free(buf.p);
-    buf.cap = (bytes + 4095) / 4096 * 4096;
-    buf.p = static_cast<int8_t*>(std::aligned_alloc(64, buf.cap));
-    if (!buf.p) throw std::bad_alloc();
-  }
-  return buf.p;
-}
+// The calling thread's unpack buffer (kernel_thread_buffer), at least `bytes`.
+int8_t* UnpackBuffer(size_t bytes) { return static_cast<int8_t*>(kernel_thread_buffer(bytes)); }
 
 // All of group g's weight tiles as bytes, 512 per 32-element block: Q4_0 as q - 8 (signed),
 // Q4_K as q.
@@ -423,6 +409,50 @@ HINGE_AMX_INLINE void UnpackGroup(const PackedMatrix& p, int64_t g, int8_t* dst)
   }
 }
 
+// Decode and batches of at most kVnniMaxTokens tokens on VNNI (no token tile on the tile unit).
+// A token tile's layout puts block j of token m at (j * 16 + m) * 32 and its scale at j * 16 + m,
+// so for one token every block's 32 activation bytes and its scale each sit on a cache line of
+// their own: per 256 bytes of Q4_0 weights two more lines came from L2, and a row's activations
+// (144 KB at 8192 columns) did not stay in L1 from one row group to the next. They are copied
+// once per call into [block][N] order (9 KB per token at 8192 columns) and the kernels read
+// that (XS = N): the same values in the same operations, so the same results.
+template <int kType, int N>
+HINGE_AMX_INLINE void VnniFewTokens(const AmxArgs& a, int64_t g0, int64_t g1, int64_t row_end) {
+  const PackedMatrix& p = *a.w;
+  const int64_t nsub = kType == 2 ? p.nb * 8 : p.nb;  // 32-element blocks per row
+  const size_t x_bytes = static_cast<size_t>(nsub) * N * 32;
+  const size_t xs_count = static_cast<size_t>(p.nb) * N;
+  const size_t xbs_count = kType == 2 ? static_cast<size_t>(nsub) * N : 0;
+  int8_t* buf = UnpackBuffer(x_bytes + (xs_count + xbs_count) * sizeof(float));
+  int8_t* xq = buf;
+  float* xs = reinterpret_cast<float*>(buf + x_bytes);
+  float* xbs = xs + xs_count;
+  for (int64_t j = 0; j < nsub; ++j)
+    for (int m = 0; m < N; ++m) std::memcpy(xq + (j * N + m) * 32, a.x + (j * 16 + m) * 32, 32);
+  for (int64_t b = 0; b < p.nb; ++b)
+    for (int m = 0; m < N; ++m) xs[b * N + m] = a.x_scales[b * 16 + m];
+  if constexpr (kType == 2) {
+    for (int64_t j = 0; j < nsub; ++j)
+      for (int m = 0; m < N; ++m) xbs[j * N + m] = a.x_min_sums[j * 16 + m];
+  }
+  const int32_t* sums[N];
+  for (int m = 0; m < N; ++m) sums[m] = a.x_sums + m * p.nb;
+  alignas(64) float out[N * 16];
+  for (int64_t g = g0; g < g1; ++g) {
+    if constexpr (kType == 2) {
+      GroupVnniQ4K<N, N>(p, g, xq, xs, xbs, out);
+    } else if constexpr (kType == 1) {
+      GroupVnni<N, true, false, N>(p, g, xq, xs, sums, out);
+    } else {
+      if (p.u8_quants)
+        GroupVnni<N, false, true, N>(p, g, xq, xs, sums, out);
+      else
+        GroupVnni<N, false, false, N>(p, g, xq, xs, sums, out);
+    }
+    StoreTile(a, g, 0, N, row_end, out);
+  }
+}
+
 // kType: 0 Q8_0, 1 Q4_0, 2 Q4_K.
 template <int kType>
 HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end) {
@@ -430,12 +460,20 @@ HINGE_AMX_ATTR void AmxRows(const AmxArgs& a, int64_t row_begin, int64_t row_end
   // Without AMX (a VNNI-only CPU, or HINGE_DISABLE_AMX) every token tile runs on VNNI.
   const bool amx = cpu_has_amx_int8() && !p.u8_quants;
   const bool tiles_used = amx && a.num_tokens > kVnniMaxTokens;
+  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
+  static_assert(kVnniMaxTokens == 4, "a VnniFewTokens case per token count up to it");
+  switch (a.num_tokens) {
+    case 1: return VnniFewTokens<kType, 1>(a, g0, g1, row_end);
+    case 2: return VnniFewTokens<kType, 2>(a, g0, g1, row_end);
+    case 3: return VnniFewTokens<kType, 3>(a, g0, g1, row_end);
+    case 4: return VnniFewTokens<kType, 4>(a, g0, g1, row_end);
+    default: break;
+  }
   if (tiles_used) Configure(a.num_tokens < 16 ? static_cast<int>(a.num_tokens) : 16);
   const int64_t tiles = (a.num_tokens + 15) / 16;
   const size_t tile_bytes = static_cast<size_t>(p.cols / 32) * 512;  // one token tile's A tiles
   int64_t tb = static_cast<int64_t>(kTokenBlockBytes / tile_bytes);
   if (tb < 1) tb = 1;
-  const int64_t g0 = row_begin / 16, g1 = (row_end + 15) / 16;
   // Q4_0 / Q4_K: a group's tiles are unpacked to bytes once per token block (when some token
   // tile of it runs on the tile unit) and every token tile loads them from there: tile loads
   // right after the unpacking stores stalled on them (a third of Q4_0's time), and the

@@ -55,7 +55,8 @@ inline const VnniPrefetchPlan& GetVnniPrefetchPlan() {
 // vpdpbusd per tile row with 128 broadcast, shared by the tokens). kU8: Q8_0 packed as q + 128
 // (PackedMatrix::u8_quants, CPUs without AMX) passes the weights as the unsigned operand and
 // subtracts 128 * sum(x), as Q4_0 does: a third fewer instructions per block and token.
-template <int MT, bool kQ4, bool kU8 = false>
+// XS: token slots per block in xq / xs: 16 (a token tile's layout) or MT (CompactTokens).
+template <int MT, bool kQ4, bool kU8 = false, int XS = 16>
 HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
                                 const float* xs, const int32_t* const* x_sums, float* out) {
   constexpr size_t kTile = kQ4 ? 256 : 512;
@@ -75,7 +76,7 @@ HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* 
       for (int r = 0; r < 8; ++r) wsum128 = _mm512_dpbusd_epi32(wsum128, flip, w[r]);
     alignas(64) int32_t c[MT][16];
     for (int m = 0; m < MT; ++m) {
-      const int8_t* xm = xq + (j * 16 + m) * 32;
+      const int8_t* xm = xq + (j * XS + m) * 32;
       __m512i dot;
       if constexpr (kQ4) {
         dot = _mm512_set1_epi32(-8 * x_sums[m][j]);
@@ -96,15 +97,15 @@ HINGE_AMX_INLINE void GroupVnni(const PackedMatrix& p, int64_t g, const int8_t* 
       }
       _mm512_store_si512(c[m], dot);
     }
-    ScaleBlock<MT>(&c[0][0], wd + j * 16, xs + j * 16, acc);
+    ScaleBlock<MT>(&c[0][0], wd + j * 16, xs + j * XS, acc);
   }
   for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
 }
 
 // Q4_K on VNNI for MT <= kVnniMaxTokens tokens: vpdpbusd of the nibbles with the activations
 // broadcast, no correction (the mins enter through the sub-block sums); then
-// ScaleSuperBlockQ4K as on the tiles.
-template <int MT>
+// ScaleSuperBlockQ4K as on the tiles. XS as in GroupVnni.
+template <int MT, int XS = 16>
 HINGE_AMX_INLINE void GroupVnniQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq,
                                    const float* xs, const float* xbs, float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
@@ -124,7 +125,7 @@ HINGE_AMX_INLINE void GroupVnniQ4K(const PackedMatrix& p, int64_t g, const int8_
       LoadWeightRows<true>(base + j * 256, w);
       const int64_t s = sb * 8 + j;
       for (int m = 0; m < MT; ++m) {
-        const int8_t* xm = xq + (s * 16 + m) * 32;
+        const int8_t* xm = xq + (s * XS + m) * 32;
         __m512i dot = _mm512_setzero_si512();
         for (int r = 0; r < 8; ++r) {
           int32_t x4;
@@ -134,7 +135,7 @@ HINGE_AMX_INLINE void GroupVnniQ4K(const PackedMatrix& p, int64_t g, const int8_
         _mm512_store_si512(c[j] + m * 16, dot);
       }
     }
-    ScaleSuperBlockQ4K<MT>(c, base + 8 * 256, xs + sb * 16, xbs + sb * 8 * 16, acc);
+    ScaleSuperBlockQ4K<MT, XS>(c, base + 8 * 256, xs + sb * XS, xbs + sb * 8 * XS, acc);
   }
   for (int m = 0; m < MT; ++m) _mm512_store_ps(out + m * 16, acc[m]);
 }

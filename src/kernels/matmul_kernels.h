@@ -48,6 +48,11 @@ struct PackedArgs {
   int64_t y_stride = 0;
 };
 
+// The calling thread's scratch for a kernel call (an unpacked weight group, a compact copy of
+// the activations): at least `bytes`, 64-byte aligned, grown on first use and for a larger
+// shape, never per call; one user at a time per thread, valid until the thread's next call.
+void* kernel_thread_buffer(size_t bytes);
+
 // Rows [row_begin, row_end) of a packed Q8_0 / Q4_0 product (kVnniPairs layout). Only valid
 // when packed_layout_supported(w->type, PackedLayout::kVnniPairs).
 void matmul_rows_packed(const PackedArgs& args, int64_t row_begin, int64_t row_end);
@@ -88,12 +93,14 @@ bool rowgroups_avx2_usable(GgmlType type);
 // Q5_K and Q6_K row groups on AVX-512 VNNI (matmul_rowgroups_q56k_vnni.cpp), bit-identical to
 // the AVX2 kernels and the references: out[m * 16 + n] = <row 16g + n, token m> for n (1..4)
 // tokens (xq: block j of token m at (j * 16 + m) * 32; xs: super-block scale sb of token m at
-// sb * 16 + m; xbs: its bsums at (sb * 16 + m) * 16), the kernel of p.type. Called by
+// sb * 16 + m; xbs: its bsums at (sb * 16 + m) * 16; compact: n in place of 16 in each, the
+// activations copied into [block][n] order), the kernel of p.type. Called by
 // matmul_rows_rowgroups_avx2 in place of its AVX2 kernels where q56k_vnni_kernel_compiled() and
 // cpu_has_avx512_vnni().
 struct Prefetch;
-void group_tokens_q56k_vnni(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                            const float* xs, const int16_t* xbs, const Prefetch& pf, float* out);
+void group_tokens_q56k_vnni(const PackedMatrix& p, int64_t g, int n, bool compact,
+                            const int8_t* xq, const float* xs, const int16_t* xbs,
+                            const Prefetch& pf, float* out);
 bool q56k_vnni_kernel_compiled();
 
 // F16 / BF16 weights in 16-row groups (layout kFloatGroups) on AVX2 + FMA + F16C

@@ -321,6 +321,44 @@ HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const in
   }
 }
 
+// Decode (at most kMaxTokens tokens) on the Q5_K / Q6_K VNNI kernels: the activations copied
+// once per call into [block][n] order, where a token tile's layout had each token's block and
+// scale on cache lines of their own (matmul_amx.cpp, VnniFewTokens, says why that costs).
+void Q56KVnniFewTokens(const AmxArgs& a, int64_t g0, int64_t g1, int64_t row_end,
+                       const Prefetch& pf) {
+  const PackedMatrix& p = *a.w;
+  const int n = static_cast<int>(a.num_tokens);
+  const int64_t nsub = p.nb * 8;
+  const size_t x_bytes = static_cast<size_t>(nsub) * n * 32;
+  const size_t xs_bytes = static_cast<size_t>(p.nb) * n * sizeof(float);
+  auto* buf = static_cast<uint8_t*>(
+      kernel_thread_buffer(x_bytes + xs_bytes + static_cast<size_t>(p.nb) * n * 16 * 2));
+  auto* xq = reinterpret_cast<int8_t*>(buf);
+  auto* xs = reinterpret_cast<float*>(buf + x_bytes);
+  auto* xbs = reinterpret_cast<int16_t*>(buf + x_bytes + xs_bytes);
+  for (int64_t j = 0; j < nsub; ++j)
+    for (int m = 0; m < n; ++m) std::memcpy(xq + (j * n + m) * 32, a.x + (j * 16 + m) * 32, 32);
+  for (int64_t sb = 0; sb < p.nb; ++sb) {
+    for (int m = 0; m < n; ++m) {
+      xs[sb * n + m] = a.x_scales[sb * 16 + m];
+      std::memcpy(xbs + (sb * n + m) * 16, a.x_bsums + (sb * 16 + m) * 16, 32);
+    }
+  }
+  alignas(64) float out[kMaxTokens * 16];
+  for (int64_t g = g0; g < g1; ++g) {
+    group_tokens_q56k_vnni(p, g, n, /*compact=*/true, xq, xs, xbs, pf, out);
+    const int64_t r0 = g * 16;
+    const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
+    for (int m = 0; m < n; ++m) {
+      float* dst = a.y + m * a.y_stride + r0;
+      if (n_valid == 16)
+        std::memcpy(dst, out + m * 16, 16 * sizeof(float));
+      else
+        std::memcpy(dst, out + m * 16, static_cast<size_t>(n_valid) * sizeof(float));
+    }
+  }
+}
+
 }  // namespace
 
 bool rowgroups_avx2_usable(GgmlType type) {
@@ -349,6 +387,10 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   // 128 tokens was 59-76 tok/s with the Q8_0 prefetch against 65-71 without).
   static const RgPrefetchPlan kNone{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}};
   const RgPrefetchPlan& plan = a.num_tokens <= kMaxTokens ? GetRgPrefetchPlan() : kNone;
+  if (vnni && a.num_tokens <= kMaxTokens) {
+    Q56KVnniFewTokens(a, g0, g1, row_end, q6k ? plan.q6k : plan.q5k);
+    return;
+  }
   alignas(32) float out[16 * 16];
   for (int64_t t0 = 0; t0 < tiles; t0 += tb) {
     const int64_t t1 = t0 + tb < tiles ? t0 + tb : tiles;
@@ -366,7 +408,7 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
             const int16_t* xbs = a.x_bsums + (tt * p.nb * 16 + m0) * 16;
             const Prefetch& pf = q6k ? plan.q6k : plan.q5k;
             if (vnni)
-              group_tokens_q56k_vnni(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
+              group_tokens_q56k_vnni(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
             else if (q6k)
               GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
             else

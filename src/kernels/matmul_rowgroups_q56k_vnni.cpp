@@ -80,8 +80,9 @@ HINGE_Q56V_INLINE __m512i Bcast4(const int8_t* x, int r) {
   return _mm512_set1_epi32(v);
 }
 
-// One pass of MT <= 4 tokens over row group g (the arguments of GroupQ6K, AVX2).
-template <int MT>
+// One pass of MT <= 4 tokens over row group g (the arguments of GroupQ6K, AVX2). XS: token
+// slots per block in xq, xs and xbs: 16 (a token tile's layout) or MT (compact).
+template <int MT, int XS>
 HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
                                     const float* xs, const int16_t* xbs, const Prefetch& pf,
                                     float* out) {
@@ -91,7 +92,7 @@ HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ6KSuperBytes, pf.hint);
-    const int8_t* xsb = xq + sb * 8 * 16 * 32;
+    const int8_t* xsb = xq + sb * 8 * XS * 32;
     // isum: sum over sub-blocks of sc_j * <q_j, x_j>; off: sum of sc_j * bsum_j.
     __m512i isum[MT], off[MT];
     for (int m = 0; m < MT; ++m) isum[m] = off[m] = _mm512_setzero_si512();
@@ -104,7 +105,7 @@ HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8
       const __m512i s_lo = _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);  // sc[2b]
       const __m512i s_hi = _mm512_srai_epi32(pair, 16);                         // sc[2b + 1]
       for (int m = 0; m < MT; ++m) {
-        const int8_t* x = xsb + (b * 16 + m) * 32;
+        const int8_t* x = xsb + (b * XS + m) * 32;
         __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], Bcast4(x, 0));
         __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[4], Bcast4(x, 4));
         for (int r = 1; r < 4; ++r) {
@@ -114,7 +115,7 @@ HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8
         isum[m] = _mm512_add_epi32(
             isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo, s_lo), _mm512_mullo_epi32(hi, s_hi)));
         int32_t bsum2;
-        std::memcpy(&bsum2, xbs + (sb * 16 + m) * 16 + 2 * b, 4);
+        std::memcpy(&bsum2, xbs + (sb * XS + m) * 16 + 2 * b, 4);
         off[m] = _mm512_dpwssd_epi32(off[m], pair, _mm512_set1_epi32(bsum2));
       }
     }
@@ -123,7 +124,7 @@ HINGE_Q56V_INLINE void GroupQ6KVnni(const PackedMatrix& p, int64_t g, const int8
     for (int m = 0; m < MT; ++m) {
       const __m512i sum = _mm512_sub_epi32(isum[m], _mm512_slli_epi32(off[m], 5));
       __m512 prod =
-          _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[sb * 16 + m])), _mm512_cvtepi32_ps(sum));
+          _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(xs[sb * XS + m])), _mm512_cvtepi32_ps(sum));
       __asm__("" : "+v"(prod));
       acc[m] = _mm512_add_ps(acc[m], prod);
     }
@@ -154,7 +155,8 @@ HINGE_Q56V_INLINE void Q5KTileRows(const uint8_t* t, const uint8_t* fb, __m512i*
 // times sc_j by vpmulld) and summs = sum of m_j * (the token's two bsums of sub-block j)
 // (vpdpwssd of (m_j, m_j) per row by the bsum pair); then (d * d_x) * f32(sumi) -
 // (dmin * d_x) * f32(summs), rounded as vec_dot_q5_k_q8_k_ref (the AVX2 kernel's operations).
-template <int MT>
+// XS as in GroupQ6KVnni.
+template <int MT, int XS>
 HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
                                     const float* xs, const int16_t* xbs, const Prefetch& pf,
                                     float* out) {
@@ -164,7 +166,7 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ5KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ5KSuperBytes, pf.hint);
-    const int8_t* xsb = xq + sb * 8 * 16 * 32;
+    const int8_t* xsb = xq + sb * 8 * XS * 32;
     __m512i sumi[MT], summs[MT];
     for (int m = 0; m < MT; ++m) sumi[m] = summs[m] = _mm512_setzero_si512();
     for (int j = 0; j < 8; ++j) {
@@ -177,7 +179,7 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
       __m512i w[8];
       Q5KTileRows(sub, sub + kPackedQ5KFifth, w);
       for (int m = 0; m < MT; ++m) {
-        const int8_t* x = xsb + (j * 16 + m) * 32;
+        const int8_t* x = xsb + (j * XS + m) * 32;
         __m512i d0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], Bcast4(x, 0));
         __m512i d1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], Bcast4(x, 1));
         for (int r = 2; r < 8; r += 2) {
@@ -186,7 +188,7 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
         }
         sumi[m] = _mm512_add_epi32(sumi[m], _mm512_mullo_epi32(_mm512_add_epi32(d0, d1), sc));
         int32_t bsum2;
-        std::memcpy(&bsum2, xbs + (sb * 16 + m) * 16 + 2 * j, 4);
+        std::memcpy(&bsum2, xbs + (sb * XS + m) * 16 + 2 * j, 4);
         summs[m] = _mm512_dpwssd_epi32(summs[m], mn, _mm512_set1_epi32(bsum2));
       }
     }
@@ -195,7 +197,7 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
     const __m512 dmin = _mm512_cvtph_ps(
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + kPackedQ5KD + 32)));
     for (int m = 0; m < MT; ++m) {
-      const __m512 dx = _mm512_set1_ps(xs[sb * 16 + m]);
+      const __m512 dx = _mm512_set1_ps(xs[sb * XS + m]);
       __m512 a = _mm512_mul_ps(_mm512_mul_ps(dx, d), _mm512_cvtepi32_ps(sumi[m]));
       __m512 b = _mm512_mul_ps(_mm512_mul_ps(dx, dmin), _mm512_cvtepi32_ps(summs[m]));
       __asm__("" : "+v"(a), "+v"(b));
@@ -209,25 +211,33 @@ HINGE_Q56V_INLINE void GroupQ5KVnni(const PackedMatrix& p, int64_t g, const int8
 
 // One pass of MT tokens over row group g with p.type's kernel.
 template <int MT>
-HINGE_Q56V_INLINE void GroupQ56KVnni(const PackedMatrix& p, int64_t g, const int8_t* xq,
-                                     const float* xs, const int16_t* xbs, const Prefetch& pf,
-                                     float* out) {
-  if (p.type == GgmlType::Q6_K)
-    GroupQ6KVnni<MT>(p, g, xq, xs, xbs, pf, out);
-  else
-    GroupQ5KVnni<MT>(p, g, xq, xs, xbs, pf, out);
+HINGE_Q56V_INLINE void GroupQ56KVnni(const PackedMatrix& p, int64_t g, bool compact,
+                                     const int8_t* xq, const float* xs, const int16_t* xbs,
+                                     const Prefetch& pf, float* out) {
+  const bool q6k = p.type == GgmlType::Q6_K;
+  if (compact) {
+    if (q6k)
+      GroupQ6KVnni<MT, MT>(p, g, xq, xs, xbs, pf, out);
+    else
+      GroupQ5KVnni<MT, MT>(p, g, xq, xs, xbs, pf, out);
+  } else {
+    if (q6k)
+      GroupQ6KVnni<MT, 16>(p, g, xq, xs, xbs, pf, out);
+    else
+      GroupQ5KVnni<MT, 16>(p, g, xq, xs, xbs, pf, out);
+  }
 }
 
 }  // namespace
 
-HINGE_Q56V_ATTR void group_tokens_q56k_vnni(const PackedMatrix& p, int64_t g, int n,
+HINGE_Q56V_ATTR void group_tokens_q56k_vnni(const PackedMatrix& p, int64_t g, int n, bool compact,
                                             const int8_t* xq, const float* xs, const int16_t* xbs,
                                             const Prefetch& pf, float* out) {
   switch (n) {
-    case 4: GroupQ56KVnni<4>(p, g, xq, xs, xbs, pf, out); break;
-    case 3: GroupQ56KVnni<3>(p, g, xq, xs, xbs, pf, out); break;
-    case 2: GroupQ56KVnni<2>(p, g, xq, xs, xbs, pf, out); break;
-    default: GroupQ56KVnni<1>(p, g, xq, xs, xbs, pf, out); break;
+    case 4: GroupQ56KVnni<4>(p, g, compact, xq, xs, xbs, pf, out); break;
+    case 3: GroupQ56KVnni<3>(p, g, compact, xq, xs, xbs, pf, out); break;
+    case 2: GroupQ56KVnni<2>(p, g, compact, xq, xs, xbs, pf, out); break;
+    default: GroupQ56KVnni<1>(p, g, compact, xq, xs, xbs, pf, out); break;
   }
 }
 
@@ -235,7 +245,7 @@ bool q56k_vnni_kernel_compiled() { return true; }
 
 #else
 
-void group_tokens_q56k_vnni(const PackedMatrix&, int64_t, int, const int8_t*, const float*,
+void group_tokens_q56k_vnni(const PackedMatrix&, int64_t, int, bool, const int8_t*, const float*,
                             const int16_t*, const Prefetch&, float*) {}
 bool q56k_vnni_kernel_compiled() { return false; }
 
