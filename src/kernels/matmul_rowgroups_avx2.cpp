@@ -144,6 +144,24 @@ HINGE_RG_INLINE void ScaleBlockAvx2(const int32_t (*c)[16], const uint16_t* wd, 
   }
 }
 
+// The kernel call CALL(k, XS) for n = k (1..kMaxTokens) tokens, the activations read compact
+// (XS = n, FewTokens' copy) or in a token tile's layout (XS = 16).
+#define HINGE_RG_TOKEN_CASES(CALL)        \
+  switch (n) {                            \
+    case 4:                               \
+      compact ? CALL(4, 4) : CALL(4, 16); \
+      break;                              \
+    case 3:                               \
+      compact ? CALL(3, 3) : CALL(3, 16); \
+      break;                              \
+    case 2:                               \
+      compact ? CALL(2, 2) : CALL(2, 16); \
+      break;                              \
+    default:                              \
+      compact ? CALL(1, 1) : CALL(1, 16); \
+      break;                              \
+  }
+
 template <int MT>
 HINGE_RG_INLINE void StoreAcc(__m256 (*acc)[2], float* out) {
   for (int m = 0; m < MT; ++m) {
@@ -153,9 +171,10 @@ HINGE_RG_INLINE void StoreAcc(__m256 (*acc)[2], float* out) {
 }
 
 // One pass of MT <= kMaxTokens tokens over row group g: out[m * 16 + n] = <row 16g + n, token m>.
-// xq: block j of token m at (j * 16 + m) * 32 (the AMX "A" tile order); xs: its scale at
-// j * 16 + m; sums[m][j]: sum of token m's quants in block j.
-template <int MT>
+// xq: block j of token m at (j * XS + m) * 32 (XS 16: the AMX "A" tile order; XS = MT: the
+// compact copy of Q56KVnniFewTokens / FewTokens); xs: its scale at j * XS + m; sums[m][j]: sum
+// of token m's quants in block j.
+template <int MT, int XS>
 HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                              const int32_t* const* sums, const Prefetch& pf, float* out) {
   const int64_t nb = p.nb;
@@ -172,8 +191,8 @@ HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq,
     alignas(32) int32_t c[MT][16];
     int32_t off[MT];
     for (int m = 0; m < MT; ++m) off[m] = 8 * sums[m][j];
-    NibbleDots<MT>(wq + j * 256, xq + j * 16 * 32, off, c);
-    ScaleBlockAvx2<MT>(c, wd + j * 16, xs + j * 16, acc);
+    NibbleDots<MT>(wq + j * 256, xq + j * XS * 32, off, c);
+    ScaleBlockAvx2<MT>(c, wd + j * 16, xs + j * XS, acc);
   }
   StoreAcc<MT>(acc, out);
 }
@@ -183,8 +202,9 @@ HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq,
 // the tokens) and the activations as sign(x, w) (vpsignb, per token): |w| * |x| <= 128 * 127,
 // a pair at most 32512, exact for every quant -128..127 (activations are -127..127). Two pair
 // sums can pass i16, so each tile row goes to i32 at once (vpmaddwd by ones). kU8: the packed
-// copy holds q + 128 (p.u8_quants, the VNNI form), flipped back to q with one xor.
-template <int MT, bool kU8>
+// copy holds q + 128 (p.u8_quants, the VNNI form), flipped back to q with one xor. XS as in
+// GroupQ4.
+template <int MT, bool kU8, int XS>
 HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                              const Prefetch& pf, float* out) {
   const int64_t nb = p.nb;
@@ -211,7 +231,7 @@ HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq,
         const __m256i aw = _mm256_abs_epi8(w);
         for (int m = 0; m < MT; ++m) {
           int32_t x4;
-          std::memcpy(&x4, xq + (j * 16 + m) * 32 + r * 4, 4);
+          std::memcpy(&x4, xq + (j * XS + m) * 32 + r * 4, 4);
           const __m256i sx = _mm256_sign_epi8(_mm256_set1_epi32(x4), w);
           dot[m] = _mm256_add_epi32(dot[m], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones));
         }
@@ -219,7 +239,7 @@ HINGE_RG_INLINE void GroupQ8(const PackedMatrix& p, int64_t g, const int8_t* xq,
       for (int m = 0; m < MT; ++m)
         _mm256_store_si256(reinterpret_cast<__m256i*>(c[m] + h * 8), dot[m]);
     }
-    ScaleBlockAvx2<MT>(c, wd + j * 16, xs + j * 16, acc);
+    ScaleBlockAvx2<MT>(c, wd + j * 16, xs + j * XS, acc);
   }
   StoreAcc<MT>(acc, out);
 }
@@ -233,9 +253,9 @@ HINGE_RG_INLINE __m256 Bytes8(const uint8_t* b) {
 // Q4_K: per super-block, each of the 8 sub-block tiles as GroupQ4's blocks (nibbles 0..15, no
 // offset: the mins enter through the sub-block sums), then ScaleSuperBlockQ4K's arithmetic
 // lane for lane: t = sum over j of f32(c_j) * (d * sc_j) - (dmin * m_j) * bsum_j, then
-// acc += t * d_x. xq: sub-block s of token m at (s * 16 + m) * 32; xs: [nb, 16] super-block
-// scales; xbs: [nb * 8, 16] sub-block sums.
-template <int MT>
+// acc += t * d_x. xq: sub-block s of token m at (s * XS + m) * 32; xs: [nb, XS] super-block
+// scales; xbs: [nb * 8, XS] sub-block sums (XS as in GroupQ4).
+template <int MT, int XS>
 HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                               const float* xbs, const Prefetch& pf, float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
@@ -248,7 +268,7 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
     for (int j = 0; j < 8; ++j) {
       const uint8_t* t = base + j * 256;
       prefetch_lines(t + pf.bytes, 256, pf.hint);
-      NibbleDots<MT>(t, xq + (sb * 8 + j) * 16 * 32, nullptr, c[j]);
+      NibbleDots<MT>(t, xq + (sb * 8 + j) * XS * 32, nullptr, c[j]);
     }
     const uint8_t* meta = base + 8 * 256;  // sc[8][16], m[8][16], d[16], dmin[16]
     for (int h = 0; h < 2; ++h) {
@@ -268,85 +288,103 @@ HINGE_RG_INLINE void GroupQ4K(const PackedMatrix& p, int64_t g, const int8_t* xq
           const __m256 cj = _mm256_cvtepi32_ps(
               _mm256_load_si256(reinterpret_cast<const __m256i*>(c[j][m] + h * 8)));
           t[m] = _mm256_fmadd_ps(cj, dsc, t[m]);
-          t[m] = _mm256_fnmadd_ps(dmv, _mm256_set1_ps(xbs[(sb * 8 + j) * 16 + m]), t[m]);
+          t[m] = _mm256_fnmadd_ps(dmv, _mm256_set1_ps(xbs[(sb * 8 + j) * XS + m]), t[m]);
         }
       }
       for (int m = 0; m < MT; ++m)
-        acc[m][h] = _mm256_fmadd_ps(t[m], _mm256_set1_ps(xs[sb * 16 + m]), acc[m][h]);
+        acc[m][h] = _mm256_fmadd_ps(t[m], _mm256_set1_ps(xs[sb * XS + m]), acc[m][h]);
     }
   }
   StoreAcc<MT>(acc, out);
 }
 
-HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                                  const float* xs, const float* xbs, const Prefetch& pf,
-                                  float* out) {
-  switch (n) {
-    case 4: GroupQ4K<4>(p, g, xq, xs, xbs, pf, out); break;
-    case 3: GroupQ4K<3>(p, g, xq, xs, xbs, pf, out); break;
-    case 2: GroupQ4K<2>(p, g, xq, xs, xbs, pf, out); break;
-    default: GroupQ4K<1>(p, g, xq, xs, xbs, pf, out); break;
-  }
+HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, bool compact,
+                                  const int8_t* xq, const float* xs, const float* xbs,
+                                  const Prefetch& pf, float* out) {
+#define HINGE_RG_CALL(k, xs_) GroupQ4K<k, xs_>(p, g, xq, xs, xbs, pf, out)
+  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+#undef HINGE_RG_CALL
 }
 
 #include "kernels/matmul_rowgroups_q56k_avx2-inl.h"  // GroupTokensQ5K, GroupTokensQ6K
 
 template <bool kU8>
-HINGE_RG_ATTR void GroupTokensQ8(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                                 const float* xs, const Prefetch& pf, float* out) {
-  switch (n) {
-    case 4: GroupQ8<4, kU8>(p, g, xq, xs, pf, out); break;
-    case 3: GroupQ8<3, kU8>(p, g, xq, xs, pf, out); break;
-    case 2: GroupQ8<2, kU8>(p, g, xq, xs, pf, out); break;
-    default: GroupQ8<1, kU8>(p, g, xq, xs, pf, out); break;
-  }
+HINGE_RG_ATTR void GroupTokensQ8(const PackedMatrix& p, int64_t g, int n, bool compact,
+                                 const int8_t* xq, const float* xs, const Prefetch& pf, float* out) {
+#define HINGE_RG_CALL(k, xs_) GroupQ8<k, kU8, xs_>(p, g, xq, xs, pf, out)
+  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+#undef HINGE_RG_CALL
 }
 
 // Q8_0 and Q4_0; plan: the prefetch of each (none for prefill, matmul_rows_rowgroups_avx2).
-HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                               const float* xs, const int32_t* const* sums,
+HINGE_RG_ATTR void GroupTokens(const PackedMatrix& p, int64_t g, int n, bool compact,
+                               const int8_t* xq, const float* xs, const int32_t* const* sums,
                                const RgPrefetchPlan& plan, float* out) {
   if (p.type == GgmlType::Q8_0) {
     if (p.u8_quants)
-      GroupTokensQ8<true>(p, g, n, xq, xs, plan.q8, out);
+      GroupTokensQ8<true>(p, g, n, compact, xq, xs, plan.q8, out);
     else
-      GroupTokensQ8<false>(p, g, n, xq, xs, plan.q8, out);
+      GroupTokensQ8<false>(p, g, n, compact, xq, xs, plan.q8, out);
     return;
   }
-  switch (n) {
-    case 4: GroupQ4<4>(p, g, xq, xs, sums, plan.q4, out); break;
-    case 3: GroupQ4<3>(p, g, xq, xs, sums, plan.q4, out); break;
-    case 2: GroupQ4<2>(p, g, xq, xs, sums, plan.q4, out); break;
-    default: GroupQ4<1>(p, g, xq, xs, sums, plan.q4, out); break;
-  }
+#define HINGE_RG_CALL(k, xs_) GroupQ4<k, xs_>(p, g, xq, xs, sums, plan.q4, out)
+  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+#undef HINGE_RG_CALL
 }
 
-// Decode (at most kMaxTokens tokens) on the Q5_K / Q6_K VNNI kernels: the activations copied
-// once per call into [block][n] order, where a token tile's layout had each token's block and
-// scale on cache lines of their own (matmul_amx.cpp, VnniFewTokens, says why that costs).
-void Q56KVnniFewTokens(const AmxArgs& a, int64_t g0, int64_t g1, int64_t row_end,
-                       const Prefetch& pf) {
+// Decode (at most kMaxTokens tokens): the activations copied once per call into [block][n]
+// order, where a token tile's layout had each token's block and scale on cache lines of their
+// own (matmul_amx.cpp, VnniFewTokens, says why that costs), and every kernel reads them with
+// XS = n. vnni: Q5_K / Q6_K on their AVX-512 VNNI kernels.
+void FewTokens(const AmxArgs& a, int64_t g0, int64_t g1, int64_t row_end, bool vnni,
+               const RgPrefetchPlan& plan) {
   const PackedMatrix& p = *a.w;
+  const bool q4k = p.type == GgmlType::Q4_K, q5k = p.type == GgmlType::Q5_K,
+             q6k = p.type == GgmlType::Q6_K;
   const int n = static_cast<int>(a.num_tokens);
-  const int64_t nsub = p.nb * 8;
+  const int64_t nsub = packed_super_bytes(p.type) != 0 ? p.nb * 8 : p.nb;  // 32-element blocks
   const size_t x_bytes = static_cast<size_t>(nsub) * n * 32;
   const size_t xs_bytes = static_cast<size_t>(p.nb) * n * sizeof(float);
-  auto* buf = static_cast<uint8_t*>(
-      kernel_thread_buffer(x_bytes + xs_bytes + static_cast<size_t>(p.nb) * n * 16 * 2));
+  // Q4_K: a float sub-block sum per (sub-block, token); Q5_K / Q6_K: 16 i16 bsums per
+  // (super-block, token).
+  const size_t extra_bytes = q4k ? static_cast<size_t>(nsub) * n * sizeof(float)
+                             : (q5k || q6k) ? static_cast<size_t>(p.nb) * n * 16 * 2
+                                            : 0;
+  auto* buf = static_cast<uint8_t*>(kernel_thread_buffer(x_bytes + xs_bytes + extra_bytes));
   auto* xq = reinterpret_cast<int8_t*>(buf);
   auto* xs = reinterpret_cast<float*>(buf + x_bytes);
-  auto* xbs = reinterpret_cast<int16_t*>(buf + x_bytes + xs_bytes);
+  uint8_t* extra = buf + x_bytes + xs_bytes;
   for (int64_t j = 0; j < nsub; ++j)
     for (int m = 0; m < n; ++m) std::memcpy(xq + (j * n + m) * 32, a.x + (j * 16 + m) * 32, 32);
-  for (int64_t sb = 0; sb < p.nb; ++sb) {
-    for (int m = 0; m < n; ++m) {
-      xs[sb * n + m] = a.x_scales[sb * 16 + m];
-      std::memcpy(xbs + (sb * n + m) * 16, a.x_bsums + (sb * 16 + m) * 16, 32);
-    }
+  for (int64_t b = 0; b < p.nb; ++b)
+    for (int m = 0; m < n; ++m) xs[b * n + m] = a.x_scales[b * 16 + m];
+  auto* xms = reinterpret_cast<float*>(extra);
+  auto* xbs = reinterpret_cast<int16_t*>(extra);
+  if (q4k) {
+    for (int64_t j = 0; j < nsub; ++j)
+      for (int m = 0; m < n; ++m) xms[j * n + m] = a.x_min_sums[j * 16 + m];
+  } else if (q5k || q6k) {
+    for (int64_t sb = 0; sb < p.nb; ++sb)
+      for (int m = 0; m < n; ++m)
+        std::memcpy(xbs + (sb * n + m) * 16, a.x_bsums + (sb * 16 + m) * 16, 32);
   }
-  alignas(64) float out[kMaxTokens * 16];
+  const int32_t* sums[kMaxTokens];
+  for (int m = 0; m < n; ++m) sums[m] = a.x_sums + m * p.nb;
+  alignas(32) float out[kMaxTokens * 16];
   for (int64_t g = g0; g < g1; ++g) {
-    group_tokens_q56k_vnni(p, g, n, /*compact=*/true, xq, xs, xbs, pf, out);
+    if (q5k || q6k) {
+      const Prefetch& pf = q6k ? plan.q6k : plan.q5k;
+      if (vnni)
+        group_tokens_q56k_vnni(p, g, n, /*compact=*/true, xq, xs, xbs, pf, out);
+      else if (q6k)
+        GroupTokensQ6K(p, g, n, true, xq, xs, xbs, pf, out);
+      else
+        GroupTokensQ5K(p, g, n, true, xq, xs, xbs, pf, out);
+    } else if (q4k) {
+      GroupTokensQ4K(p, g, n, true, xq, xs, xms, plan.q4k, out);
+    } else {
+      GroupTokens(p, g, n, true, xq, xs, sums, plan, out);
+    }
     const int64_t r0 = g * 16;
     const int64_t n_valid = row_end - r0 < 16 ? row_end - r0 : 16;
     for (int m = 0; m < n; ++m) {
@@ -387,8 +425,8 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
   // 128 tokens was 59-76 tok/s with the Q8_0 prefetch against 65-71 without).
   static const RgPrefetchPlan kNone{{-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}, {-1, 0}};
   const RgPrefetchPlan& plan = a.num_tokens <= kMaxTokens ? GetRgPrefetchPlan() : kNone;
-  if (vnni && a.num_tokens <= kMaxTokens) {
-    Q56KVnniFewTokens(a, g0, g1, row_end, q6k ? plan.q6k : plan.q5k);
+  if (a.num_tokens <= kMaxTokens) {
+    FewTokens(a, g0, g1, row_end, vnni, plan);
     return;
   }
   alignas(32) float out[16 * 16];
@@ -410,16 +448,16 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
             if (vnni)
               group_tokens_q56k_vnni(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
             else if (q6k)
-              GroupTokensQ6K(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
+              GroupTokensQ6K(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
             else
-              GroupTokensQ5K(p, g, n, xq + m0 * 32, xs + m0, xbs, pf, out);
+              GroupTokensQ5K(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
           } else if (q4k) {
-            GroupTokensQ4K(p, g, n, xq + m0 * 32, xs + m0, a.x_min_sums + tt * nsub * 16 + m0,
-                           plan.q4k, out);
+            GroupTokensQ4K(p, g, n, false, xq + m0 * 32, xs + m0,
+                           a.x_min_sums + tt * nsub * 16 + m0, plan.q4k, out);
           } else {
             const int32_t* sums[kMaxTokens];
             for (int m = 0; m < n; ++m) sums[m] = a.x_sums + (tt * 16 + m0 + m) * p.nb;
-            GroupTokens(p, g, n, xq + m0 * 32, xs + m0, sums, plan, out);
+            GroupTokens(p, g, n, false, xq + m0 * 32, xs + m0, sums, plan, out);
           }
           // A whole group's 16 outputs as a fixed-size copy (two vector stores): a copy of
           // n_valid floats is a libc call per group and token (1% of smollm-135m's decode).

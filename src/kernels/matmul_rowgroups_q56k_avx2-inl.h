@@ -76,7 +76,7 @@ HINGE_RG_INLINE __m256 Q5KAccumulate(__m256 acc, const uint8_t* dd, int h, float
 // (0..31); four tile rows' pair sums add up in i16 exactly (at most 4 * 2 * 31 * 127 = 31496),
 // and vpmaddwd by the sub-block's scale (duplicated per row) takes them to i32; the mins' term
 // is vpmaddwd of the duplicated mins by the token's two bsums of the sub-block.
-template <int MT>
+template <int MT, int XS>
 HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                               const int16_t* xbs, const Prefetch& pf, float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
@@ -85,8 +85,8 @@ HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ5KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ5KSuperBytes, pf.hint);
-    const int16_t* bs = xbs + sb * 16 * 16;
-    const int8_t* xsb = xq + sb * 8 * 16 * 32;
+    const int16_t* bs = xbs + sb * XS * 16;
+    const int8_t* xsb = xq + sb * 8 * XS * 32;
     // Each 8-row half on its own: 2 * MT sums in registers, not 4 * MT (one token with both
     // halves per sub-block, sharing the broadcasts as Q6_K does, measured slower: 2048 x 8192
     // from DRAM 1022 -> 1063 us on 1 thread, 592 -> 636 on 2, 4 alternating rounds, Zen 3).
@@ -109,28 +109,25 @@ HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq
           Q5KWeights(sub + h * 32, hv, rp, w);
           for (int m = 0; m < MT; ++m) {
             __m256i xb[4];
-            TileRowBroadcasts(xsb + j * 16 * 32 + m * 32, rp, xb);
+            TileRowBroadcasts(xsb + j * XS * 32 + m * 32, rp, xb);
             sumi[m] = _mm256_add_epi32(sumi[m], Q5KDot(w, xb, sc));
           }
         }
       }
       for (int m = 0; m < MT; ++m)
-        acc[m][h] = Q5KAccumulate(acc[m][h], base + kPackedQ5KD, h, xs[sb * 16 + m], sumi[m],
+        acc[m][h] = Q5KAccumulate(acc[m][h], base + kPackedQ5KD, h, xs[sb * XS + m], sumi[m],
                                   summs[m]);
     }
   }
   StoreAcc<MT>(acc, out);
 }
 
-HINGE_RG_ATTR void GroupTokensQ5K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                                  const float* xs, const int16_t* xbs, const Prefetch& pf,
-                                  float* out) {
-  switch (n) {
-    case 4: GroupQ5K<4>(p, g, xq, xs, xbs, pf, out); break;
-    case 3: GroupQ5K<3>(p, g, xq, xs, xbs, pf, out); break;
-    case 2: GroupQ5K<2>(p, g, xq, xs, xbs, pf, out); break;
-    default: GroupQ5K<1>(p, g, xq, xs, xbs, pf, out); break;
-  }
+HINGE_RG_ATTR void GroupTokensQ5K(const PackedMatrix& p, int64_t g, int n, bool compact,
+                                  const int8_t* xq, const float* xs, const int16_t* xbs,
+                                  const Prefetch& pf, float* out) {
+#define HINGE_RG_CALL(k, xs_) GroupQ5K<k, xs_>(p, g, xq, xs, xbs, pf, out)
+  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+#undef HINGE_RG_CALL
 }
 
 // Tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of a Q6_K block's 8-row half as values 0..63
@@ -189,8 +186,9 @@ HINGE_RG_INLINE __m256 Q6KAccumulate(__m256 acc, __m256 d, float dx, __m256i isu
 // vpmaddubsw; two tile rows' pair sums add up in i16 exactly (at most 2 * 2 * 63 * 127 =
 // 32004), and vpmaddwd by the sub-block's scale (duplicated per row) takes them to i32. Then
 // acc += (d * d_x) * f32(sum), the reference's operations. xq: block b of token m at
-// (b * 16 + m) * 32; xs: [nb, 16] super-block scales; xbs: [nb, 16 tokens, 16] bsums.
-template <int MT>
+// (b * XS + m) * 32; xs: [nb, XS] super-block scales; xbs: [nb, XS tokens, 16] bsums (XS 16:
+// a token tile's layout; XS = MT: the compact copy).
+template <int MT, int XS>
 HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                               const int16_t* xbs, const Prefetch& pf, float* out) {
   const uint8_t* wq = p.qs.get() + static_cast<size_t>(g) * p.qs_row_bytes;
@@ -202,8 +200,8 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
   for (int64_t sb = 0; sb < p.nb; ++sb) {
     const uint8_t* base = wq + static_cast<size_t>(sb) * kPackedQ6KSuperBytes;
     prefetch_lines(base + pf.bytes, kPackedQ6KSuperBytes, pf.hint);
-    const int16_t* bs = xbs + sb * 16 * 16;
-    const int8_t* xsb = xq + sb * 8 * 16 * 32;
+    const int16_t* bs = xbs + sb * XS * 16;
+    const int8_t* xsb = xq + sb * 8 * XS * 32;
     if constexpr (MT == 1) {
       // One token: both halves per block, so each activation broadcast serves 16 rows.
       __m256i isum[2] = {Q6KOffset(base, 0, bs), Q6KOffset(base, 1, bs)};
@@ -215,7 +213,7 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + kPackedQ6KPairs + 16));
         for (int rp = 0; rp < 2; ++rp) {
           __m256i xb[4];
-          TileRowBroadcasts(xsb + b * 16 * 32, rp, xb);
+          TileRowBroadcasts(xsb + b * XS * 32, rp, xb);
           for (int h = 0; h < 2; ++h) {
             const __m128i pr = h == 0 ? p0 : p1;
             __m256i w[4];
@@ -229,7 +227,7 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
       for (int h = 0; h < 2; ++h) {
         const __m256 d = _mm256_cvtph_ps(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + kPackedQ6KD + h * 16)));
-        acc[0][h] = Q6KAccumulate(acc[0][h], d, xs[sb * 16], isum[h]);
+        acc[0][h] = Q6KAccumulate(acc[0][h], d, xs[sb * XS], isum[h]);
       }
       continue;
     }
@@ -251,7 +249,7 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
           Q6KWeights(t, hb, rp, w);
           for (int m = 0; m < MT; ++m) {
             __m256i xb[4];
-            TileRowBroadcasts(xsb + b * 16 * 32 + m * 32, rp, xb);
+            TileRowBroadcasts(xsb + b * XS * 32 + m * 32, rp, xb);
             isum[m] = _mm256_add_epi32(isum[m], Q6KDot(w, xb, s_lo, s_hi));
           }
         }
@@ -259,19 +257,16 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
       const __m256 d = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + kPackedQ6KD + h * 16)));
       for (int m = 0; m < MT; ++m)
-        acc[m][h] = Q6KAccumulate(acc[m][h], d, xs[sb * 16 + m], isum[m]);
+        acc[m][h] = Q6KAccumulate(acc[m][h], d, xs[sb * XS + m], isum[m]);
     }
   }
   StoreAcc<MT>(acc, out);
 }
 
-HINGE_RG_ATTR void GroupTokensQ6K(const PackedMatrix& p, int64_t g, int n, const int8_t* xq,
-                                  const float* xs, const int16_t* xbs, const Prefetch& pf,
-                                  float* out) {
-  switch (n) {
-    case 4: GroupQ6K<4>(p, g, xq, xs, xbs, pf, out); break;
-    case 3: GroupQ6K<3>(p, g, xq, xs, xbs, pf, out); break;
-    case 2: GroupQ6K<2>(p, g, xq, xs, xbs, pf, out); break;
-    default: GroupQ6K<1>(p, g, xq, xs, xbs, pf, out); break;
-  }
+HINGE_RG_ATTR void GroupTokensQ6K(const PackedMatrix& p, int64_t g, int n, bool compact,
+                                  const int8_t* xq, const float* xs, const int16_t* xbs,
+                                  const Prefetch& pf, float* out) {
+#define HINGE_RG_CALL(k, xs_) GroupQ6K<k, xs_>(p, g, xq, xs, xbs, pf, out)
+  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+#undef HINGE_RG_CALL
 }
