@@ -306,7 +306,7 @@ HINGE_RG_ATTR void GroupTokensQ4K(const PackedMatrix& p, int64_t g, int n, bool 
 #undef HINGE_RG_CALL
 }
 
-#include "kernels/matmul_rowgroups_q56k_avx2-inl.h"  // GroupTokensQ5K, GroupTokensQ6K
+#include "kernels/matmul_rowgroups_q56k_avx2-inl.h"  // GroupTokensQ56K
 
 template <bool kU8>
 HINGE_RG_ATTR void GroupTokensQ8(const PackedMatrix& p, int64_t g, int n, bool compact,
@@ -376,10 +376,8 @@ void FewTokens(const AmxArgs& a, int64_t g0, int64_t g1, int64_t row_end, bool v
       const Prefetch& pf = q6k ? plan.q6k : plan.q5k;
       if (vnni)
         group_tokens_q56k_vnni(p, g, n, /*compact=*/true, xq, xs, xbs, pf, out);
-      else if (q6k)
-        GroupTokensQ6K(p, g, n, true, xq, xs, xbs, pf, out);
       else
-        GroupTokensQ5K(p, g, n, true, xq, xs, xbs, pf, out);
+        GroupTokensQ56K(p, g, n, true, xq, xs, xbs, pf, out);
     } else if (q4k) {
       GroupTokensQ4K(p, g, n, true, xq, xs, xms, plan.q4k, out);
     } else {
@@ -447,10 +445,8 @@ void matmul_rows_rowgroups_avx2(const AmxArgs& a, int64_t row_begin, int64_t row
             const Prefetch& pf = q6k ? plan.q6k : plan.q5k;
             if (vnni)
               group_tokens_q56k_vnni(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
-            else if (q6k)
-              GroupTokensQ6K(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
             else
-              GroupTokensQ5K(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
+              GroupTokensQ56K(p, g, n, false, xq + m0 * 32, xs + m0, xbs, pf, out);
           } else if (q4k) {
             GroupTokensQ4K(p, g, n, false, xq + m0 * 32, xs + m0,
                            a.x_min_sums + tt * nsub * 16 + m0, plan.q4k, out);

@@ -122,14 +122,6 @@ HINGE_RG_INLINE void GroupQ5K(const PackedMatrix& p, int64_t g, const int8_t* xq
   StoreAcc<MT>(acc, out);
 }
 
-HINGE_RG_ATTR void GroupTokensQ5K(const PackedMatrix& p, int64_t g, int n, bool compact,
-                                  const int8_t* xq, const float* xs, const int16_t* xbs,
-                                  const Prefetch& pf, float* out) {
-#define HINGE_RG_CALL(k, xs_) GroupQ5K<k, xs_>(p, g, xq, xs, xbs, pf, out)
-  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
-#undef HINGE_RG_CALL
-}
-
 // Tile rows 2rp, 2rp + 4, 2rp + 1, 2rp + 5 of a Q6_K block's 8-row half as values 0..63
 // (nibbles at t, high bits at hb), into w[0..3]: unpacked once for every token.
 HINGE_RG_INLINE void Q6KWeights(const uint8_t* t, const uint8_t* hb, int rp, __m256i* w) {
@@ -263,10 +255,17 @@ HINGE_RG_INLINE void GroupQ6K(const PackedMatrix& p, int64_t g, const int8_t* xq
   StoreAcc<MT>(acc, out);
 }
 
-HINGE_RG_ATTR void GroupTokensQ6K(const PackedMatrix& p, int64_t g, int n, bool compact,
-                                  const int8_t* xq, const float* xs, const int16_t* xbs,
-                                  const Prefetch& pf, float* out) {
+// n tokens of row group g on p.type's kernel (GroupQ5K or GroupQ6K).
+HINGE_RG_ATTR void GroupTokensQ56K(const PackedMatrix& p, int64_t g, int n, bool compact,
+                                   const int8_t* xq, const float* xs, const int16_t* xbs,
+                                   const Prefetch& pf, float* out) {
+  if (p.type == GgmlType::Q6_K) {
 #define HINGE_RG_CALL(k, xs_) GroupQ6K<k, xs_>(p, g, xq, xs, xbs, pf, out)
-  HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+    HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
 #undef HINGE_RG_CALL
+  } else {
+#define HINGE_RG_CALL(k, xs_) GroupQ5K<k, xs_>(p, g, xq, xs, xbs, pf, out)
+    HINGE_RG_TOKEN_CASES(HINGE_RG_CALL)
+#undef HINGE_RG_CALL
+  }
 }
