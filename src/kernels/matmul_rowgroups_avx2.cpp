@@ -172,8 +172,8 @@ HINGE_RG_INLINE void StoreAcc(__m256 (*acc)[2], float* out) {
 
 // One pass of MT <= kMaxTokens tokens over row group g: out[m * 16 + n] = <row 16g + n, token m>.
 // xq: block j of token m at (j * XS + m) * 32 (XS 16: the AMX "A" tile order; XS = MT: the
-// compact copy of Q56KVnniFewTokens / FewTokens); xs: its scale at j * XS + m; sums[m][j]: sum
-// of token m's quants in block j.
+// compact copy of FewTokens); xs: its scale at j * XS + m; sums[m][j]: sum of token m's quants
+// in block j.
 template <int MT, int XS>
 HINGE_RG_INLINE void GroupQ4(const PackedMatrix& p, int64_t g, const int8_t* xq, const float* xs,
                              const int32_t* const* sums, const Prefetch& pf, float* out) {
