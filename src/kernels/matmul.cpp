@@ -107,10 +107,19 @@ void run_row_chunks(std::span<const MatmulOut> outs, int64_t num_tokens, ThreadP
   std::atomic<int64_t> next{0};
   std::atomic<int> quantized{0};
   pool.run([&](int tid, int nt) {
-    const int64_t t0 = num_tokens * tid / nt, t1 = num_tokens * (tid + 1) / nt;
-    if (t0 < t1) prologue(t0, t1);
-    quantized.fetch_add(1, std::memory_order_acq_rel);
-    spin_until([&] { return quantized.load(std::memory_order_acquire) >= nt; },
+    // Fewer tokens than threads (decode): the first threads quantize one token each and the
+    // barrier waits for them alone. The calling thread is thread 0, so a decode step's matmuls
+    // no longer wait for a worker to wake up and quantize the token before any of them can
+    // start (the even split gave decode's one token to the last thread).
+    const int quantizers = static_cast<int>(std::min<int64_t>(nt, num_tokens));
+    const bool split = num_tokens >= nt;
+    const int64_t t0 = split ? num_tokens * tid / nt : std::min<int64_t>(tid, num_tokens);
+    const int64_t t1 = split ? num_tokens * (tid + 1) / nt : std::min<int64_t>(tid + 1, num_tokens);
+    if (t0 < t1) {
+      prologue(t0, t1);
+      quantized.fetch_add(1, std::memory_order_acq_rel);
+    }
+    spin_until([&] { return quantized.load(std::memory_order_acquire) >= quantizers; },
                pool.spin_limit());
     size_t m = 0;
     for (;;) {
