@@ -296,12 +296,8 @@ void AttendUnit(const Job& job, const AttentionSeq& seq, int32_t row, int32_t nr
       PrefetchSpans(tok[cur].v, n - s0, v_span0, v_span1);
     }
     // The next tile is prefetched a head's K rows before its scores and its V rows before its
-    // weighted sum, not all at once here: a burst of the whole tile (32 tokens x every head's K
-    // and V lines) filled the miss buffers and the core waited in the prefetch loop itself (a
-    // third of the unit's samples). Measured on AMD Zen 4, smollm-135m's shape, 1 x 2048 keys
-    // streamed from DRAM, f16: 214-220 -> 158-168 us on 1 thread, 106-145 -> 94-99 on 2; 4 x
-    // 2048 on 1 thread 875 -> 573-630 (3 alternating rounds). Prefetching 2 tiles ahead
-    // instead was no faster either way.
+    // weighted sum: one burst of the whole tile here filled the miss buffers and the core
+    // waited in the prefetch loop itself (docs/kernels.md, "Attention over paged KV").
     const int64_t t1 = t0 + kKeyTile;
     const size_t n1 =
         t1 < len ? static_cast<size_t>(std::min<int64_t>(kKeyTile, len - t1)) : size_t{0};
